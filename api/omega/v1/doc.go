@@ -1,0 +1,13 @@
+// Package omegav1 holds the protobuf schema of omega's cell state (machines,
+// jobs, tasks) and of its transactions, and the Go generated from it.
+//
+// The generated files are committed, so building needs no protoc. To
+// regenerate: install protoc (apt-get install -y protobuf-compiler) and the
+// pinned plugins
+//
+//	go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+//
+// then run go generate ./... from the module root.
+package omegav1
+
+//go:generate protoc -I ../.. --go_out=../.. --go_opt=paths=source_relative omega/v1/cell.proto omega/v1/txn.proto

@@ -1,0 +1,452 @@
+// Package pmap is a persistent (immutable, structurally shared) map keyed by
+// uuid.UUID: a hash array mapped trie in the CHAMP layout, with Clojure-style
+// transients for cheap batches of edits.
+//
+// # Concurrency
+//
+// A *Map never changes after it has been returned (by New, Set, Delete or
+// Builder.Persistent), so any number of goroutines may read it at the same
+// time, forever, without locks. Every edit makes a new Map that shares all
+// untouched structure with the old one.
+//
+// A *Builder is a mutable, single-owner view: it belongs to one goroutine at a
+// time and must not be used concurrently (not even Get alongside Set). Its
+// edits never affect the Map it came from, nor any other Map.
+//
+// # Layout
+//
+// The hash of a key is a bijective mix (murmur3 fmix64) of the first 8 bytes of
+// the key, so two keys have the same hash exactly when their first 8 bytes
+// are equal. Each trie level consumes 5 bits of the hash (32-way branching);
+// the last bitmap level (shift 60) consumes the remaining 4. Keys whose 64-bit
+// hashes are equal end up in a collision node below that, which holds them
+// sorted by the full 16-byte key.
+//
+// A node has two 32-bit bitmaps, one for slots holding an entry inline and one
+// for slots holding a child node, and two compact slices indexed by popcount.
+// Entries (key and value) are stored inline in the node's entry slice, and
+// child nodes are stored by value in the parent's child slice, so a lookup
+// touches one cache line per level and there is no heap object per entry.
+//
+// The trie is kept canonical: a child node exists for a hash prefix exactly
+// when at least two keys share that prefix, and deletion collapses nodes
+// accordingly. The shape therefore depends only on the set of keys, never on
+// the history of edits, and Len and memory use stay honest after deletes.
+package pmap
+
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/google/uuid"
+)
+
+const (
+	bitsPerLevel = 5
+	levelMask    = 1<<bitsPerLevel - 1
+	// A node reached with shift >= hashBits is a collision node: all of its
+	// keys have the same 64-bit hash.
+	hashBits = 64
+)
+
+// editToken identifies one Builder. A node whose edit field equals the
+// builder's token was allocated by that builder (both of its slices are
+// private to it) and may be mutated in place. It must not be a zero-size type:
+// distinct zero-size allocations may share an address.
+type editToken struct{ _ byte }
+
+type entry[V any] struct {
+	key uuid.UUID
+	val V
+}
+
+// node is one trie node, held by value in its parent's children slice (or in
+// a Map or Builder for the root).
+//
+// For a bitmap node (shift < hashBits), bit i of datamap is set when slot i
+// holds an entry and bit i of nodemap when it holds a child; entries and
+// children are ordered by slot. For a collision node (shift >= hashBits) the
+// bitmaps are zero, children is empty, and entries holds at least two entries
+// with the same hash, sorted by key.
+type node[V any] struct {
+	datamap  uint32
+	nodemap  uint32
+	edit     *editToken
+	entries  []entry[V]
+	children []node[V]
+}
+
+// Map is an immutable map from uuid.UUID to V. Use New to get an empty one.
+// A *Map is safe for concurrent readers forever; it never changes after it is
+// returned.
+type Map[V any] struct {
+	root node[V]
+	size int
+}
+
+// New returns an empty map.
+func New[V any]() *Map[V] { return &Map[V]{} }
+
+// Len returns the number of entries.
+func (m *Map[V]) Len() int { return m.size }
+
+// Get returns the value stored under k and whether it is present.
+func (m *Map[V]) Get(k uuid.UUID) (V, bool) { return m.root.get(hashKey(k), k) }
+
+// Range calls f for every entry in a deterministic order (depends only on the
+// set of keys, never on insertion history or Go map order) until f returns
+// false. The order is that of the keys' hashes (digit by digit from the low
+// bits), then of the full keys among equal hashes.
+func (m *Map[V]) Range(f func(k uuid.UUID, v V) bool) { m.root.rangeNode(0, f) }
+
+// Set returns a new map with k set to v. m is not changed.
+func (m *Map[V]) Set(k uuid.UUID, v V) *Map[V] {
+	nm := &Map[V]{root: m.root, size: m.size}
+	if nm.root.set(nil, 0, hashKey(k), k, v) {
+		nm.size++
+	}
+	return nm
+}
+
+// Delete returns a map without k. m is not changed; if k is absent, m itself
+// is returned.
+func (m *Map[V]) Delete(k uuid.UUID) *Map[V] {
+	h := hashKey(k)
+	if _, ok := m.root.get(h, k); !ok {
+		return m
+	}
+	nm := &Map[V]{root: m.root, size: m.size - 1}
+	nm.root.remove(nil, 0, h, k)
+	return nm
+}
+
+// Transient returns a mutable builder that starts with m's contents and shares
+// m's structure. Its edits copy a node the first time they touch it and then
+// mutate that copy in place, so a batch of edits allocates about one path per
+// distinct touched node, not one per edit. m is never affected.
+func (m *Map[V]) Transient() *Builder[V] {
+	return &Builder[V]{root: m.root, size: m.size, edit: new(editToken)}
+}
+
+// Builder is a mutable map made by Map.Transient and frozen by Persistent.
+// It belongs to one goroutine; it is not safe for concurrent use.
+type Builder[V any] struct {
+	root node[V]
+	size int
+	edit *editToken // nil once Persistent has been called
+}
+
+func (b *Builder[V]) live() {
+	if b.edit == nil {
+		panic("pmap: Builder used after Persistent")
+	}
+}
+
+// Get returns the value stored under k and whether it is present.
+func (b *Builder[V]) Get(k uuid.UUID) (V, bool) {
+	b.live()
+	return b.root.get(hashKey(k), k)
+}
+
+// Set sets k to v.
+func (b *Builder[V]) Set(k uuid.UUID, v V) {
+	b.live()
+	if b.root.set(b.edit, 0, hashKey(k), k, v) {
+		b.size++
+	}
+}
+
+// Delete removes k and reports whether it was present.
+func (b *Builder[V]) Delete(k uuid.UUID) bool {
+	b.live()
+	h := hashKey(k)
+	if _, ok := b.root.get(h, k); !ok {
+		return false
+	}
+	b.root.remove(b.edit, 0, h, k)
+	b.size--
+	return true
+}
+
+// Len returns the number of entries.
+func (b *Builder[V]) Len() int {
+	b.live()
+	return b.size
+}
+
+// Persistent freezes the builder and returns the new immutable map. The
+// builder must not be used afterwards: every method panics. Maps returned
+// earlier, and the map the builder came from, are unaffected by anything the
+// builder did.
+func (b *Builder[V]) Persistent() *Map[V] {
+	b.live()
+	m := &Map[V]{root: b.root, size: b.size}
+	// The nodes keep pointing at the old token, but no builder will ever
+	// hold it again, so they are frozen from now on.
+	b.edit = nil
+	b.root = node[V]{}
+	b.size = 0
+	return m
+}
+
+// hashKey mixes the first 8 bytes of k (little-endian) with the murmur3
+// 64-bit finalizer. The mix is a bijection on uint64, so keys collide exactly
+// when their first 8 bytes are equal; it only spreads structured keys (time
+// ordered or counter-like) over the trie.
+func hashKey(k uuid.UUID) uint64 {
+	x := binary.LittleEndian.Uint64(k[:8])
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
+func bitpos(h uint64, shift uint) uint32 { return 1 << ((h >> shift) & levelMask) }
+
+// index returns the position in the compact slice of the slot bit in bitmap.
+func index(bitmap, bit uint32) int { return bits.OnesCount32(bitmap & (bit - 1)) }
+
+func (n *node[V]) get(h uint64, k uuid.UUID) (V, bool) {
+	for shift := uint(0); ; shift += bitsPerLevel {
+		if shift >= hashBits {
+			for i := range n.entries {
+				if n.entries[i].key == k {
+					return n.entries[i].val, true
+				}
+			}
+			break
+		}
+		bit := bitpos(h, shift)
+		if n.datamap&bit != 0 {
+			e := &n.entries[index(n.datamap, bit)]
+			if e.key == k {
+				return e.val, true
+			}
+			break
+		}
+		if n.nodemap&bit == 0 {
+			break
+		}
+		n = &n.children[index(n.nodemap, bit)]
+	}
+	var zero V
+	return zero, false
+}
+
+func (n *node[V]) rangeNode(shift uint, f func(uuid.UUID, V) bool) bool {
+	if shift >= hashBits {
+		for i := range n.entries {
+			if !f(n.entries[i].key, n.entries[i].val) {
+				return false
+			}
+		}
+		return true
+	}
+	ei, ci := 0, 0
+	for bm := n.datamap | n.nodemap; bm != 0; bm &= bm - 1 {
+		if n.datamap&(bm&-bm) != 0 {
+			e := &n.entries[ei]
+			ei++
+			if !f(e.key, e.val) {
+				return false
+			}
+		} else {
+			if !n.children[ci].rangeNode(shift+bitsPerLevel, f) {
+				return false
+			}
+			ci++
+		}
+	}
+	return true
+}
+
+// own prepares n (whose header the caller may already write) for an edit by
+// e and reports whether n's slices may be mutated in place. For a builder
+// (e != nil) it copies both slices the first time, with room for extraE more
+// entries and extraC more children, and marks n as the builder's. For a
+// single persistent edit (e == nil) it returns false: the caller copies each
+// slice it changes.
+func (n *node[V]) own(e *editToken, extraE, extraC int) bool {
+	if e == nil {
+		n.edit = nil
+		return false
+	}
+	if n.edit == e {
+		return true
+	}
+	n.entries = cloneExtra(n.entries, extraE)
+	n.children = cloneExtra(n.children, extraC)
+	n.edit = e
+	return true
+}
+
+// set stores k=v below n, which sits at the given shift, and reports whether
+// k was added (rather than updated). n's header must be writable by the caller.
+func (n *node[V]) set(e *editToken, shift uint, h uint64, k uuid.UUID, v V) bool {
+	if shift >= hashBits {
+		i, found := searchKey(n.entries, k)
+		if found {
+			if !n.own(e, 0, 0) {
+				n.entries = cloneExtra(n.entries, 0)
+			}
+			n.entries[i].val = v
+			return false
+		}
+		inPlace := n.own(e, 1, 0)
+		n.entries = insertAt(n.entries, i, entry[V]{k, v}, inPlace)
+		return true
+	}
+	bit := bitpos(h, shift)
+	switch {
+	case n.nodemap&bit != 0:
+		if !n.own(e, 0, 0) {
+			n.children = cloneExtra(n.children, 0)
+		}
+		return n.children[index(n.nodemap, bit)].set(e, shift+bitsPerLevel, h, k, v)
+	case n.datamap&bit != 0:
+		ei := index(n.datamap, bit)
+		if n.entries[ei].key == k {
+			if !n.own(e, 0, 0) {
+				n.entries = cloneExtra(n.entries, 0)
+			}
+			n.entries[ei].val = v
+			return false
+		}
+		old := n.entries[ei]
+		child := merge(e, shift+bitsPerLevel, old, hashKey(old.key), entry[V]{k, v}, h)
+		inPlace := n.own(e, 0, 1)
+		n.entries = removeAt(n.entries, ei, inPlace)
+		n.datamap ^= bit
+		n.nodemap |= bit
+		n.children = insertAt(n.children, index(n.nodemap, bit), child, inPlace)
+		return true
+	default:
+		inPlace := n.own(e, 1, 0)
+		n.datamap |= bit
+		n.entries = insertAt(n.entries, index(n.datamap, bit), entry[V]{k, v}, inPlace)
+		return true
+	}
+}
+
+// merge makes the node at shift holding the two distinct entries a and b.
+func merge[V any](e *editToken, shift uint, a entry[V], ha uint64, b entry[V], hb uint64) node[V] {
+	if shift >= hashBits {
+		if keyLess(b.key, a.key) {
+			a, b = b, a
+		}
+		return node[V]{edit: e, entries: []entry[V]{a, b}}
+	}
+	ba, bb := bitpos(ha, shift), bitpos(hb, shift)
+	if ba == bb {
+		return node[V]{
+			edit:     e,
+			nodemap:  ba,
+			children: []node[V]{merge(e, shift+bitsPerLevel, a, ha, b, hb)},
+		}
+	}
+	if bb < ba {
+		a, b = b, a
+	}
+	return node[V]{edit: e, datamap: ba | bb, entries: []entry[V]{a, b}}
+}
+
+// remove deletes k, which must be present, from below n, which sits at the
+// given shift. n's header must be writable by the caller. A non-root node is
+// left with at least one child or two entries; a child left holding a single
+// entry and nothing else is inlined into n.
+func (n *node[V]) remove(e *editToken, shift uint, h uint64, k uuid.UUID) {
+	if shift >= hashBits {
+		i, _ := searchKey(n.entries, k)
+		n.entries = removeAt(n.entries, i, n.own(e, 0, 0))
+		return
+	}
+	bit := bitpos(h, shift)
+	if n.datamap&bit != 0 {
+		n.entries = removeAt(n.entries, index(n.datamap, bit), n.own(e, 0, 0))
+		n.datamap ^= bit
+		return
+	}
+	inPlace := n.own(e, 0, 0)
+	if !inPlace {
+		n.children = cloneExtra(n.children, 0)
+	}
+	ci := index(n.nodemap, bit)
+	child := &n.children[ci]
+	child.remove(e, shift+bitsPerLevel, h, k)
+	if len(child.children) == 0 && len(child.entries) == 1 {
+		ent := child.entries[0]
+		// n.children is a fresh copy or owned, so it can shrink in place.
+		n.children = removeAt(n.children, ci, true)
+		n.nodemap ^= bit
+		n.datamap |= bit
+		n.entries = insertAt(n.entries, index(n.datamap, bit), ent, inPlace)
+	}
+}
+
+// searchKey finds k in entries sorted by key (a collision node's): its index
+// if present, else where it would be inserted.
+func searchKey[V any](entries []entry[V], k uuid.UUID) (int, bool) {
+	for i := range entries {
+		if entries[i].key == k {
+			return i, true
+		}
+		if keyLess(k, entries[i].key) {
+			return i, false
+		}
+	}
+	return len(entries), false
+}
+
+func keyLess(a, b uuid.UUID) bool {
+	a0, b0 := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])
+	if a0 != b0 {
+		return a0 < b0
+	}
+	return binary.BigEndian.Uint64(a[8:]) < binary.BigEndian.Uint64(b[8:])
+}
+
+// cloneExtra copies s into a new slice with room for extra more elements.
+func cloneExtra[T any](s []T, extra int) []T {
+	if len(s)+extra == 0 {
+		return nil
+	}
+	c := make([]T, len(s), len(s)+extra)
+	copy(c, s)
+	return c
+}
+
+// insertAt inserts x at i, in s's own array if inPlace and it has room, else
+// in a new array of exactly the needed length.
+func insertAt[T any](s []T, i int, x T, inPlace bool) []T {
+	if inPlace && len(s) < cap(s) {
+		s = s[:len(s)+1]
+		copy(s[i+1:], s[i:])
+		s[i] = x
+		return s
+	}
+	c := make([]T, len(s)+1)
+	copy(c, s[:i])
+	c[i] = x
+	copy(c[i+1:], s[i:])
+	return c
+}
+
+// removeAt removes the element at i, in place if inPlace (clearing the freed
+// slot so it keeps nothing alive), else into a new array.
+func removeAt[T any](s []T, i int, inPlace bool) []T {
+	if inPlace {
+		copy(s[i:], s[i+1:])
+		var zero T
+		s[len(s)-1] = zero
+		return s[:len(s)-1]
+	}
+	if len(s) == 1 {
+		return nil
+	}
+	c := make([]T, len(s)-1)
+	copy(c, s[:i])
+	copy(c[i:], s[i+1:])
+	return c
+}

@@ -1,0 +1,147 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/omega-cell/omega/txn"
+)
+
+// Durability says when a commit is acknowledged.
+type Durability int
+
+const (
+	// DurabilitySync acknowledges a commit once its pebble batch is synced
+	// to stable storage; concurrent commits share one sync. The default for
+	// a server.
+	DurabilitySync Durability = iota
+	// DurabilityNone keeps the state in memory only (no pebble at all): for
+	// simulation, where the store's semantics matter and its disk does not.
+	DurabilityNone
+)
+
+func (d Durability) String() string {
+	switch d {
+	case DurabilitySync:
+		return "sync"
+	case DurabilityNone:
+		return "none"
+	}
+	return fmt.Sprintf("durability(%d)", int(d))
+}
+
+// ParseDurability parses "sync" or "none".
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "sync":
+		return DurabilitySync, nil
+	case "none":
+		return DurabilityNone, nil
+	}
+	return 0, fmt.Errorf("durability %q: want sync or none", s)
+}
+
+// Options configures a Store. Start from DefaultOptions.
+type Options struct {
+	// Dir is the pebble directory. Required with DurabilitySync.
+	Dir string
+	// FS is the filesystem pebble uses. Default vfs.Default; tests pass
+	// vfs.NewMem() or vfs.NewCrashableMem().
+	FS vfs.FS
+	// Durability: DurabilitySync (default) or DurabilityNone.
+	Durability Durability
+	// Policy decides what the store checks beyond the transaction rules.
+	// Default Raw() (Omega: expose the raw state).
+	Policy Policy
+	// Limits bounds one transaction. Default txn.DefaultLimits().
+	Limits txn.Limits
+	// HistoryChanges bounds the changes kept for watchers, counted over
+	// whole revisions (the newest revision is always kept). A watcher that
+	// falls further behind gets ErrCompacted and re-lists. Default 200,000:
+	// about a thousand scheduler commits, tens of MB.
+	HistoryChanges int
+	// Retention is how long terminal tasks and finished jobs stay in the
+	// live state after they finish (by the clock of the transaction that
+	// finished them) before Expire deletes them. Default 15 minutes: long
+	// enough for every component to see the outcome.
+	Retention time.Duration
+	// MemTableSize is pebble's memtable size. Default 64 MiB: with pebble's
+	// 4 MiB default a commit-heavy cell stalls on memtable rotation.
+	MemTableSize uint64
+	// CheckInvariants runs txn.CheckInvariants after every commit and fails
+	// the commit path if it breaks. A full scan: for tests only.
+	CheckInvariants bool
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the defaults for a durable store in dir.
+func DefaultOptions(dir string) Options {
+	return Options{
+		Dir:            dir,
+		Durability:     DurabilitySync,
+		Policy:         Raw(),
+		Limits:         txn.DefaultLimits(),
+		HistoryChanges: 200_000,
+		Retention:      15 * time.Minute,
+		MemTableSize:   64 << 20,
+	}
+}
+
+// Validate reports the first invalid field.
+func (o *Options) Validate() error {
+	switch o.Durability {
+	case DurabilitySync:
+		if o.Dir == "" {
+			return errors.New("store options: Dir is required with durability sync")
+		}
+	case DurabilityNone:
+	default:
+		return fmt.Errorf("store options: unknown Durability %d", o.Durability)
+	}
+	if o.HistoryChanges < 0 {
+		return fmt.Errorf("store options: HistoryChanges %d is negative", o.HistoryChanges)
+	}
+	if o.Retention < 0 {
+		return fmt.Errorf("store options: Retention %v is negative", o.Retention)
+	}
+	if o.Limits.MaxOps < 0 {
+		return fmt.Errorf("store options: Limits.MaxOps %d is negative", o.Limits.MaxOps)
+	}
+	return nil
+}
+
+// PebbleOptions returns the pebble options the store opens its database
+// with; the raw-pebble baseline of the benchmark uses the same.
+func (o *Options) PebbleOptions() *pebble.Options {
+	po := &pebble.Options{FS: o.FS}
+	if o.MemTableSize > 0 {
+		po.MemTableSize = o.MemTableSize
+	}
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	po.Logger = pebbleLogger{lg}
+	po.EnsureDefaults()
+	return po
+}
+
+// pebbleLogger sends pebble's log to slog: its chatter at debug level, its
+// errors at error level.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,307 @@
+// Package store is omega's cell-state store: the authoritative state of a
+// cell in memory (an immutable txn.State per revision, indexed for O(1)-ish
+// fit checks), made durable in pebble, with a global revision and a watch.
+//
+// A commit is validate → append → apply: txn.Evaluate decides the
+// transaction against the newest state, the store assigns the next revision,
+// the write set is encoded into a pebble batch and handed to the single
+// writer, which writes every ready batch in revision order as one synced
+// pebble batch (concurrent committers share one sync), and only then
+// publishes the revisions: to Snapshot, to watchers, and to the committers
+// waiting in Commit. A revision is never visible before it is durable, so a
+// crash never takes back a revision anyone has seen.
+//
+// Evaluation runs against the newest state, durable or not, so committers
+// pipeline: while the writer syncs one group, the next is evaluated. If a
+// write fails the store stops: every unacknowledged commit fails with
+// ErrFailed and so does every later one; reopening rebuilds the durable
+// state.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/omega-cell/omega/txn"
+)
+
+var (
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+	// ErrFailed: a durable write failed; the store accepts no more commits.
+	ErrFailed = errors.New("store failed")
+	// ErrCompacted: a watch asked for revisions the store no longer retains;
+	// re-list with Snapshot and watch from its revision.
+	ErrCompacted = errors.New("revision compacted")
+	// ErrCorrupt: the stored data cannot be decoded.
+	ErrCorrupt = errors.New("corrupt store")
+	// ErrRejected: the policy refused the transaction.
+	ErrRejected = errors.New("rejected by policy")
+)
+
+// Store is the cell-state store. All methods are safe for concurrent use.
+type Store struct {
+	opts Options
+	db   *pebble.DB // nil with DurabilityNone
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	head      *txn.State  // newest state, maybe not yet durable
+	published *txn.State  // newest durable state
+	queue     []*pending  // evaluated, not yet durable, in revision order
+	wake      chan struct{} // signals the writer (capacity 1)
+	pubCh     chan struct{} // closed and replaced on every publication
+	hist      history
+	expiry    expiryQueue
+	err       error // sticky: ErrFailed or ErrClosed
+	writerWG  sync.WaitGroup
+	closing   bool
+}
+
+type pending struct {
+	ws    *txn.WriteSet
+	state *txn.State
+	batch *pebble.Batch
+	ready bool          // batch encoded
+	err   error         // set before done is closed
+	done  chan struct{} // closed once durable (or failed)
+}
+
+// Open opens (or creates) a store. With DurabilitySync it opens pebble in
+// opts.Dir and rebuilds the state of every acknowledged commit.
+func Open(opts Options) (*Store, error) {
+	if opts.Policy == nil {
+		opts.Policy = Raw()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		opts:  opts,
+		log:   opts.Logger,
+		wake:  make(chan struct{}, 1),
+		pubCh: make(chan struct{}),
+	}
+	state := txn.NewState()
+	if opts.Durability == DurabilitySync {
+		db, err := pebble.Open(opts.Dir, opts.PebbleOptions())
+		if err != nil {
+			return nil, fmt.Errorf("open pebble in %s: %w", opts.Dir, err)
+		}
+		state, err = load(db)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("load %s: %w", opts.Dir, err)
+		}
+		s.db = db
+		s.writerWG.Add(1)
+		go s.writer()
+	}
+	s.head, s.published = state, state
+	s.hist.base = state.Revision()
+	s.expiry.rebuild(state)
+	return s, nil
+}
+
+// Close stops the store after every commit already evaluated is durable (or
+// failed). Commits after Close return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	if s.err == nil {
+		s.err = ErrClosed
+	}
+	s.mu.Unlock()
+	s.signal()
+	s.writerWG.Wait()
+	if s.db != nil {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// Snapshot returns the newest durable state. It is immutable and shared:
+// taking it costs a lock and a pointer copy.
+func (s *Store) Snapshot() *txn.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.published
+}
+
+// Revision returns the newest durable revision.
+func (s *Store) Revision() uint64 { return s.Snapshot().Revision() }
+
+// Policy returns the store's policy.
+func (s *Store) Policy() Policy { return s.opts.Policy }
+
+// Commit evaluates tx against the newest state and, if anything committed,
+// returns once it is durable. The result's outcomes say which operations
+// committed and why the others conflicted. An error means nothing changed:
+// bad input (errors.Is with the txn.Err* sentinels), ErrRejected, ErrClosed,
+// or ErrFailed (the write failed; the store is stopped, and whether the
+// commit survives is known only after reopening).
+//
+// Commit takes ownership of the objects in tx's Create and Put operations.
+// It blocks for at most one group sync; it does not watch ctx once the
+// transaction is evaluated, because by then the outcome is decided.
+func (s *Store) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
+	return s.commit(ctx, func(*txn.State) *txn.Txn { return tx })
+}
+
+// commit is Commit with the transaction built under the commit lock from the
+// newest state (build may return nil: nothing to do).
+func (s *Store) commit(ctx context.Context, build func(head *txn.State) *txn.Txn) (txn.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return txn.Result{}, err
+	}
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return txn.Result{}, err
+	}
+	tx := build(s.head)
+	if tx == nil {
+		s.mu.Unlock()
+		return txn.Result{}, nil
+	}
+	if err := s.opts.Policy.Admit(s.head, tx); err != nil {
+		s.mu.Unlock()
+		return txn.Result{}, err
+	}
+	res, ws, err := txn.Evaluate(s.head, tx, s.head.Revision()+1, s.opts.Limits)
+	if err != nil || ws == nil {
+		s.mu.Unlock()
+		return res, err
+	}
+	next := s.head.Apply(ws)
+	if s.opts.CheckInvariants {
+		if err := txn.CheckInvariants(next); err != nil {
+			s.mu.Unlock()
+			panic(fmt.Sprintf("store: invariant broken at revision %d: %v", ws.Revision, err))
+		}
+	}
+	s.head = next
+	s.expiry.note(ws)
+	if s.db == nil {
+		s.publishLocked(ws, next)
+		s.mu.Unlock()
+		return res, nil
+	}
+	p := &pending{ws: ws, state: next, done: make(chan struct{})}
+	s.queue = append(s.queue, p)
+	s.mu.Unlock()
+
+	// Encode outside the lock, so committers encode in parallel; the writer
+	// takes batches strictly in revision order.
+	b := s.db.NewBatch()
+	encErr := EncodeWriteSet(b, ws)
+	s.mu.Lock()
+	p.batch, p.ready = b, true
+	if encErr != nil {
+		s.failLocked(fmt.Errorf("%w: %v", ErrFailed, encErr))
+	}
+	s.mu.Unlock()
+	s.signal()
+	<-p.done
+	if p.err != nil {
+		return txn.Result{}, p.err
+	}
+	return res, nil
+}
+
+func (s *Store) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writer makes queued batches durable in revision order, as many ready ones
+// per sync as there are, and publishes them.
+func (s *Store) writer() {
+	defer s.writerWG.Done()
+	for {
+		s.mu.Lock()
+		n := 0
+		for n < len(s.queue) && s.queue[n].ready {
+			n++
+		}
+		if n == 0 {
+			if s.closing && len(s.queue) == 0 {
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+			<-s.wake
+			continue
+		}
+		group := s.queue[:n:n]
+		s.queue = s.queue[n:]
+		failed := s.err != nil && !errors.Is(s.err, ErrClosed)
+		s.mu.Unlock()
+
+		var err error
+		if failed {
+			err = ErrFailed
+		} else {
+			err = s.write(group)
+		}
+		s.mu.Lock()
+		if err != nil {
+			s.failLocked(err)
+			for _, p := range group {
+				p.err = s.err
+			}
+		} else {
+			for _, p := range group {
+				s.publishLocked(p.ws, p.state)
+			}
+		}
+		s.mu.Unlock()
+		for _, p := range group {
+			p.batch.Close()
+			close(p.done)
+		}
+	}
+}
+
+func (s *Store) write(group []*pending) error {
+	b := group[0].batch
+	for _, p := range group[1:] {
+		if err := b.Apply(p.batch, nil); err != nil {
+			return fmt.Errorf("%w: merge batch of revision %d: %v", ErrFailed, p.ws.Revision, err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("%w: write revisions %d..%d: %v", ErrFailed, group[0].ws.Revision, group[len(group)-1].ws.Revision, err)
+	}
+	return nil
+}
+
+// failLocked stops the store: later commits fail, and so do queued ones.
+func (s *Store) failLocked(err error) {
+	if s.err == nil || errors.Is(s.err, ErrClosed) {
+		s.log.Error("store stopped", "err", err)
+		s.err = err
+	}
+}
+
+func (s *Store) publishLocked(ws *txn.WriteSet, state *txn.State) {
+	s.published = state
+	s.hist.add(ws, s.opts.HistoryChanges)
+	close(s.pubCh)
+	s.pubCh = make(chan struct{})
+}

@@ -1,0 +1,480 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+)
+
+type objKey struct {
+	kind omegav1.ObjectKind
+	uid  uuid.UUID
+}
+
+type evaluator struct {
+	base    *State
+	tx      *Txn
+	rev     uint64
+	changes []Change
+	touched map[objKey]int // → index in changes
+	res     Result
+}
+
+// Evaluate decides what tx does to base if committed as revision rev (which
+// must be greater than base.Revision()). It returns the result and, if
+// anything committed, the write set to make durable and apply; ws is nil when
+// nothing committed. On bad input it returns an error (an *OpError wrapping
+// one of the Err* sentinels, or ErrTooLarge / ErrFutureRevision) and nothing
+// else. base is not modified; tx is only read, but the messages in its Create
+// and Put operations become part of the write set.
+func Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, error) {
+	if rev <= base.rev {
+		panic(fmt.Sprintf("txn: evaluate at revision %d on state at %d", rev, base.rev))
+	}
+	if lim.MaxOps > 0 && len(tx.Ops) > lim.MaxOps {
+		return Result{}, nil, fmt.Errorf("%w: %d operations, the limit is %d", ErrTooLarge, len(tx.Ops), lim.MaxOps)
+	}
+	if tx.ViewRevision > base.rev {
+		return Result{}, nil, fmt.Errorf("%w: view revision %d, store at %d", ErrFutureRevision, tx.ViewRevision, base.rev)
+	}
+	switch tx.Conflict {
+	case omegav1.ConflictMode_CONFLICT_MODE_FINE, omegav1.ConflictMode_CONFLICT_MODE_COARSE:
+	default:
+		return Result{}, nil, fmt.Errorf("%w: conflict mode %d", ErrInvalid, tx.Conflict)
+	}
+	switch tx.Commit {
+	case omegav1.CommitMode_COMMIT_MODE_INCREMENTAL, omegav1.CommitMode_COMMIT_MODE_ALL_OR_NOTHING:
+	default:
+		return Result{}, nil, fmt.Errorf("%w: commit mode %d", ErrInvalid, tx.Commit)
+	}
+	e := &evaluator{
+		base:    base,
+		tx:      tx,
+		rev:     rev,
+		touched: make(map[objKey]int, len(tx.Ops)+len(tx.Ops)/2),
+		res:     Result{Outcomes: make([]Outcome, len(tx.Ops))},
+	}
+	for i := range tx.Ops {
+		op := &tx.Ops[i]
+		out, err := e.op(op)
+		if err != nil {
+			return Result{}, nil, &OpError{Index: i, Kind: op.Kind, Err: err}
+		}
+		e.res.Outcomes[i] = out
+		if out.Committed() {
+			e.res.Committed++
+		} else {
+			e.res.Conflicts++
+			if op.Kind == OpClaim {
+				e.res.ClaimsConflicted++
+			}
+		}
+	}
+	if e.res.Conflicts > 0 && tx.Commit == omegav1.CommitMode_COMMIT_MODE_ALL_OR_NOTHING {
+		for i := range e.res.Outcomes {
+			if e.res.Outcomes[i].Committed() {
+				e.res.Outcomes[i] = Outcome{Code: omegav1.OutcomeCode_OUTCOME_CODE_ABORTED, Detail: "another operation conflicted"}
+			}
+		}
+		e.res.Committed = 0
+	}
+	if e.res.Committed == 0 {
+		return e.res, nil, nil
+	}
+	e.res.Revision = rev
+	return e.res, &WriteSet{Revision: rev, UnixNanos: tx.UnixNanos, Changes: e.changes}, nil
+}
+
+func conflict(code omegav1.OutcomeCode, format string, args ...any) Outcome {
+	return Outcome{Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+var committed = Outcome{}
+
+// --- the overlay: this transaction's view of the state -------------------
+
+func (e *evaluator) task(uid uuid.UUID) (cur *Task, baseVersion uint64, ok bool) {
+	if i, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_TASK, uid}]; hit {
+		c := &e.changes[i]
+		if c.Deleted {
+			return nil, 0, false
+		}
+		if c.Created {
+			return c.Task, 0, true
+		}
+		b, _ := e.base.tasks.Get(uid)
+		return c.Task, b.Version, true
+	}
+	t, ok := e.base.tasks.Get(uid)
+	if !ok {
+		return nil, 0, false
+	}
+	return t, t.Version, true
+}
+
+func (e *evaluator) machine(uid uuid.UUID) (cur, base *Machine, ok bool) {
+	b, inBase := e.base.machines.Get(uid)
+	if i, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_MACHINE, uid}]; hit {
+		c := &e.changes[i]
+		if c.Deleted {
+			return nil, nil, false
+		}
+		return c.Machine, b, true
+	}
+	return b, b, inBase
+}
+
+func (e *evaluator) job(uid uuid.UUID) (cur *Job, baseVersion uint64, ok bool) {
+	if i, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_JOB, uid}]; hit {
+		c := &e.changes[i]
+		if c.Deleted {
+			return nil, 0, false
+		}
+		if c.Created {
+			return c.Job, 0, true
+		}
+		b, _ := e.base.jobs.Get(uid)
+		return c.Job, b.Version, true
+	}
+	j, ok := e.base.jobs.Get(uid)
+	if !ok {
+		return nil, 0, false
+	}
+	return j, j.Version, true
+}
+
+// record sets the overlay value of an object. derived marks a change of
+// store-derived fields only; a later non-derived change clears it.
+func (e *evaluator) record(c Change) {
+	k := objKey{c.Kind, c.UID()}
+	if i, hit := e.touched[k]; hit {
+		prev := &e.changes[i]
+		c.Created = c.Created || prev.Created
+		c.Derived = c.Derived && prev.Derived
+		if c.Deleted && prev.Created {
+			// Created and deleted in one transaction: nothing to store, but
+			// keep the entry so later operations see it gone.
+			c.Derived = true
+		}
+		*prev = c
+		return
+	}
+	e.touched[k] = len(e.changes)
+	e.changes = append(e.changes, c)
+}
+
+func (e *evaluator) setTask(t *Task, created bool) {
+	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Created: created})
+}
+
+func (e *evaluator) setMachine(m *Machine, created, derived bool) {
+	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE, Machine: m, Created: created, Derived: derived})
+}
+
+// release frees a placed task's claim on its machine.
+func (e *evaluator) release(t *Task) error {
+	m, _, ok := e.machine(t.Machine)
+	if !ok {
+		return fmt.Errorf("%w: task %s is placed on machine %s, which does not exist", ErrNotFound, t.UID, t.Machine)
+	}
+	nm := *m
+	nm.Allocated = m.Allocated.Sub(t.Claimed)
+	nm.Tasks--
+	nm.Seq = e.rev
+	e.setMachine(&nm, false, true)
+	return nil
+}
+
+// --- operations ------------------------------------------------------------
+
+func (e *evaluator) op(op *Op) (Outcome, error) {
+	switch op.Kind {
+	case OpCreate:
+		return e.create(op)
+	case OpClaim:
+		return e.claim(op)
+	case OpEvict:
+		return e.evict(op)
+	case OpSetStatus:
+		return e.setStatus(op)
+	case OpPut:
+		return e.put(op)
+	case OpDelete:
+		return e.delete(op)
+	}
+	return Outcome{}, fmt.Errorf("%w: unknown operation kind %d", ErrInvalid, op.Kind)
+}
+
+func exactlyOne(op *Op) error {
+	n := 0
+	for _, set := range []bool{op.NewTask != nil, op.NewJob != nil, op.NewMachine != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: %s needs exactly one object, got %d", ErrInvalid, op.Kind, n)
+	}
+	return nil
+}
+
+func (e *evaluator) create(op *Op) (Outcome, error) {
+	if err := exactlyOne(op); err != nil {
+		return Outcome{}, err
+	}
+	now := e.tx.UnixNanos
+	switch {
+	case op.NewTask != nil:
+		t, err := newTask(op.NewTask)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if _, _, exists := e.task(t.UID); exists {
+			return Outcome{}, fmt.Errorf("%w: task %s", ErrAlreadyExists, t.UID)
+		}
+		t.Version, t.CreateRev, t.Created = e.rev, e.rev, now
+		e.setTask(t, true)
+	case op.NewJob != nil:
+		j, err := newJob(op.NewJob)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if _, _, exists := e.job(j.UID); exists {
+			return Outcome{}, fmt.Errorf("%w: job %s", ErrAlreadyExists, j.UID)
+		}
+		j.Version, j.CreateRev, j.Created = e.rev, e.rev, now
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_JOB, Job: j, Created: true})
+	case op.NewMachine != nil:
+		m, err := newMachine(op.NewMachine)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if _, _, exists := e.machine(m.UID); exists {
+			return Outcome{}, fmt.Errorf("%w: machine %s", ErrAlreadyExists, m.UID)
+		}
+		m.Version, m.CreateRev, m.Created, m.Seq = e.rev, e.rev, now, e.rev
+		e.setMachine(m, true, false)
+	}
+	return committed, nil
+}
+
+func (e *evaluator) claim(op *Op) (Outcome, error) {
+	if err := op.Resources.Validate(); err != nil {
+		return Outcome{}, fmt.Errorf("%w: claim of task %s: %v", ErrInvalid, op.Task, err)
+	}
+	t, baseVer, ok := e.task(op.Task)
+	if !ok {
+		return Outcome{}, fmt.Errorf("%w: task %s", ErrNotFound, op.Task)
+	}
+	m, mBase, ok := e.machine(op.Machine)
+	if !ok {
+		return Outcome{}, fmt.Errorf("%w: machine %s", ErrNotFound, op.Machine)
+	}
+	if op.ExpectVersion != baseVer {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_TASK_CHANGED,
+			"task %s is at version %d, the view saw %d", t.UID, baseVer, op.ExpectVersion), nil
+	}
+	if t.State != omegav1.TaskState_TASK_STATE_PENDING {
+		return Outcome{}, fmt.Errorf("%w: task %s is %s at version %d", ErrNotPending, t.UID, t.State, baseVer)
+	}
+	if m.State != omegav1.MachineState_MACHINE_STATE_UP {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_MACHINE_NOT_UP, "machine %s is %s", m.UID, m.State), nil
+	}
+	if e.tx.Conflict == omegav1.ConflictMode_CONFLICT_MODE_COARSE && mBase != nil && mBase.Seq > e.tx.ViewRevision {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_MACHINE_CHANGED,
+			"machine %s changed at revision %d, after the view's %d", m.UID, mBase.Seq, e.tx.ViewRevision), nil
+	}
+	if fit, dim := Fits(m.Capacity, m.Allocated, op.Resources); !fit {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
+			"machine %s cannot hold %v: %s", m.UID, op.Resources, dim), nil
+	}
+	nm := *m
+	nm.Allocated = m.Allocated.Add(op.Resources)
+	nm.Tasks++
+	nm.Seq = e.rev
+	e.setMachine(&nm, false, true)
+	nt := *t
+	nt.State = omegav1.TaskState_TASK_STATE_ASSIGNED
+	nt.Machine = m.UID
+	nt.Claimed = op.Resources
+	nt.Scheduler = e.tx.Component
+	nt.Assigned = e.tx.UnixNanos
+	nt.Version = e.rev
+	e.setTask(&nt, false)
+	return committed, nil
+}
+
+func (e *evaluator) evict(op *Op) (Outcome, error) {
+	t, baseVer, ok := e.task(op.Task)
+	if !ok {
+		return Outcome{}, fmt.Errorf("%w: task %s", ErrNotFound, op.Task)
+	}
+	if op.ExpectVersion != baseVer {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_TASK_CHANGED,
+			"task %s is at version %d, the view saw %d", t.UID, baseVer, op.ExpectVersion), nil
+	}
+	if !t.Placed() {
+		return Outcome{}, fmt.Errorf("%w: evict of task %s, which is %s", ErrIllegalState, t.UID, t.State)
+	}
+	if !op.Force && t.Spec.GetPriority() >= op.ForPriority {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_PRIORITY,
+			"task %s has priority %d, not below %d", t.UID, t.Spec.GetPriority(), op.ForPriority), nil
+	}
+	if err := e.release(t); err != nil {
+		return Outcome{}, err
+	}
+	nt := *t
+	nt.State = omegav1.TaskState_TASK_STATE_PENDING
+	nt.Machine = uuid.Nil
+	nt.Claimed = Resources{}
+	nt.Scheduler = ""
+	nt.Assigned, nt.Started = 0, 0
+	nt.Evictions++
+	nt.Message = op.Message
+	nt.Version = e.rev
+	e.setTask(&nt, false)
+	return committed, nil
+}
+
+func (e *evaluator) setStatus(op *Op) (Outcome, error) {
+	target := op.State
+	if target != omegav1.TaskState_TASK_STATE_RUNNING && !IsTerminal(target) {
+		return Outcome{}, fmt.Errorf("%w: set-status to %s: only RUNNING or a terminal state may be set", ErrInvalid, target)
+	}
+	t, baseVer, ok := e.task(op.Task)
+	if !ok {
+		return Outcome{}, fmt.Errorf("%w: task %s", ErrNotFound, op.Task)
+	}
+	blind := op.ExpectVersion == 0
+	if !blind && op.ExpectVersion != baseVer {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_TASK_CHANGED,
+			"task %s is at version %d, the caller saw %d", t.UID, baseVer, op.ExpectVersion), nil
+	}
+	illegal := t.Terminal() || (target == omegav1.TaskState_TASK_STATE_RUNNING && !t.Placed())
+	if illegal {
+		if blind {
+			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_TASK_CHANGED, "task %s is %s, cannot become %s", t.UID, t.State, target), nil
+		}
+		return Outcome{}, fmt.Errorf("%w: task %s is %s at version %d, cannot become %s", ErrIllegalState, t.UID, t.State, baseVer, target)
+	}
+	nt := *t
+	if IsTerminal(target) {
+		if t.Placed() {
+			if err := e.release(t); err != nil {
+				return Outcome{}, err
+			}
+		}
+		nt.Finished = e.tx.UnixNanos
+	} else if t.State != omegav1.TaskState_TASK_STATE_RUNNING {
+		nt.Started = e.tx.UnixNanos
+	}
+	nt.State = target
+	nt.Message = op.Message
+	nt.Version = e.rev
+	e.setTask(&nt, false)
+	return committed, nil
+}
+
+func (e *evaluator) put(op *Op) (Outcome, error) {
+	if err := exactlyOne(op); err != nil {
+		return Outcome{}, err
+	}
+	switch {
+	case op.NewTask != nil:
+		return Outcome{}, fmt.Errorf("%w: put of a task: a task changes only by claim, evict, set-status and delete", ErrInvalid)
+	case op.NewJob != nil:
+		nj, err := newJob(op.NewJob)
+		if err != nil {
+			return Outcome{}, err
+		}
+		j, baseVer, ok := e.job(nj.UID)
+		if !ok {
+			return Outcome{}, fmt.Errorf("%w: job %s", ErrNotFound, nj.UID)
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
+			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_VERSION_MISMATCH,
+				"job %s is at version %d, expected %d", j.UID, baseVer, op.ExpectVersion), nil
+		}
+		nj.Version, nj.CreateRev, nj.Created = e.rev, j.CreateRev, j.Created
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_JOB, Job: nj})
+	default:
+		nm, err := newMachine(op.NewMachine)
+		if err != nil {
+			return Outcome{}, err
+		}
+		m, mBase, ok := e.machine(nm.UID)
+		if !ok {
+			return Outcome{}, fmt.Errorf("%w: machine %s", ErrNotFound, nm.UID)
+		}
+		var baseVer uint64
+		if mBase != nil {
+			baseVer = mBase.Version
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
+			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_VERSION_MISMATCH,
+				"machine %s is at version %d, expected %d", m.UID, baseVer, op.ExpectVersion), nil
+		}
+		if !m.Allocated.LessEq(nm.Capacity) {
+			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
+				"machine %s: new capacity %v below its allocation %v", m.UID, nm.Capacity, m.Allocated), nil
+		}
+		nm.Allocated, nm.Tasks = m.Allocated, m.Tasks
+		nm.Version, nm.CreateRev, nm.Created, nm.Seq = e.rev, m.CreateRev, m.Created, e.rev
+		e.setMachine(nm, false, false)
+	}
+	return committed, nil
+}
+
+func (e *evaluator) delete(op *Op) (Outcome, error) {
+	uid := op.DeleteUID
+	mismatch := func(what string, have uint64) (Outcome, error) {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_VERSION_MISMATCH,
+			"%s %s is at version %d, expected %d", what, uid, have, op.ExpectVersion), nil
+	}
+	switch op.DeleteKind {
+	case omegav1.ObjectKind_OBJECT_KIND_TASK:
+		t, baseVer, ok := e.task(uid)
+		if !ok {
+			return Outcome{}, fmt.Errorf("%w: task %s", ErrNotFound, uid)
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
+			return mismatch("task", baseVer)
+		}
+		if t.Placed() {
+			if err := e.release(t); err != nil {
+				return Outcome{}, err
+			}
+		}
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Deleted: true})
+	case omegav1.ObjectKind_OBJECT_KIND_JOB:
+		j, baseVer, ok := e.job(uid)
+		if !ok {
+			return Outcome{}, fmt.Errorf("%w: job %s", ErrNotFound, uid)
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
+			return mismatch("job", baseVer)
+		}
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_JOB, Job: j, Deleted: true})
+	case omegav1.ObjectKind_OBJECT_KIND_MACHINE:
+		m, mBase, ok := e.machine(uid)
+		if !ok {
+			return Outcome{}, fmt.Errorf("%w: machine %s", ErrNotFound, uid)
+		}
+		if mBase != nil && op.ExpectVersion != 0 && op.ExpectVersion != mBase.Version {
+			return mismatch("machine", mBase.Version)
+		}
+		if m.Tasks > 0 {
+			return Outcome{}, fmt.Errorf("%w: machine %s holds %d tasks; mark them terminal first", ErrInUse, uid, m.Tasks)
+		}
+		e.setMachineDeleted(m)
+	default:
+		return Outcome{}, fmt.Errorf("%w: delete of object kind %s", ErrInvalid, op.DeleteKind)
+	}
+	return committed, nil
+}
+
+func (e *evaluator) setMachineDeleted(m *Machine) {
+	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE, Machine: m, Deleted: true})
+}

@@ -1,0 +1,272 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+)
+
+// The in-memory forms of the cell's objects. They are immutable once they
+// are part of a State: every change makes a new value (a shallow copy of a
+// few hundred bytes), and the proto messages they point to (Meta, Spec) are
+// shared between versions and never written. Proto() builds the wire form.
+
+// Machine is one machine of the cell.
+type Machine struct {
+	UID       uuid.UUID
+	Version   uint64 // revision of the last change to the machine object
+	CreateRev uint64
+	Created   int64 // Unix nanoseconds
+	Meta      *omegav1.ObjectMeta
+	Spec      *omegav1.MachineSpec
+	Capacity  Resources // parsed from Spec.Capacity
+	State     omegav1.MachineState
+	Agent     string // agent address
+	// Allocated is the sum of Claimed over the non-terminal tasks placed on
+	// the machine, maintained by Evaluate; no client writes it.
+	Allocated Resources
+	Tasks     int32  // non-terminal tasks placed on the machine
+	Seq       uint64 // coarse conflict sequence: revision of the last change of anything on the machine
+}
+
+// Free returns Capacity - Allocated.
+func (m *Machine) Free() Resources { return m.Capacity.Sub(m.Allocated) }
+
+// Task is one task.
+type Task struct {
+	UID       uuid.UUID
+	Job       uuid.UUID // the controlling owner job; zero if none
+	Version   uint64
+	CreateRev uint64
+	Created   int64
+	Meta      *omegav1.ObjectMeta
+	Spec      *omegav1.TaskSpec
+	Request   Resources // parsed from Spec.Resources
+	State     omegav1.TaskState
+	Machine   uuid.UUID // where it is (or was, once terminal) placed; zero while PENDING
+	Claimed   Resources // what the claim declared; held on Machine while not terminal
+	Scheduler string
+	Assigned  int64
+	Started   int64
+	Finished  int64
+	Evictions int32
+	Message   string
+}
+
+// Placed reports whether the task holds resources on a machine.
+func (t *Task) Placed() bool {
+	return t.State == omegav1.TaskState_TASK_STATE_ASSIGNED || t.State == omegav1.TaskState_TASK_STATE_RUNNING
+}
+
+// Terminal reports whether the task reached a final state.
+func (t *Task) Terminal() bool { return IsTerminal(t.State) }
+
+// IsTerminal reports whether s is SUCCEEDED, FAILED, LOST or KILLED.
+func IsTerminal(s omegav1.TaskState) bool {
+	switch s {
+	case omegav1.TaskState_TASK_STATE_SUCCEEDED, omegav1.TaskState_TASK_STATE_FAILED,
+		omegav1.TaskState_TASK_STATE_LOST, omegav1.TaskState_TASK_STATE_KILLED:
+		return true
+	}
+	return false
+}
+
+// Job is one job.
+type Job struct {
+	UID       uuid.UUID
+	Version   uint64
+	CreateRev uint64
+	Created   int64
+	Meta      *omegav1.ObjectMeta
+	Spec      *omegav1.JobSpec
+	Status    *omegav1.JobStatus
+}
+
+// Finished reports whether the job reached a terminal phase.
+func (j *Job) Finished() bool {
+	switch j.Status.GetPhase() {
+	case omegav1.JobPhase_JOB_PHASE_SUCCEEDED, omegav1.JobPhase_JOB_PHASE_FAILED,
+		omegav1.JobPhase_JOB_PHASE_ABANDONED, omegav1.JobPhase_JOB_PHASE_KILLED:
+		return true
+	}
+	return false
+}
+
+func exportMeta(m *omegav1.ObjectMeta, uid uuid.UUID, version, createRev uint64, created int64) *omegav1.ObjectMeta {
+	out := &omegav1.ObjectMeta{
+		Uid:               uid.String(),
+		Version:           version,
+		CreateRevision:    createRev,
+		CreationUnixNanos: created,
+	}
+	if m != nil {
+		out.Name = m.Name
+		out.Labels = m.Labels
+		out.Annotations = m.Annotations
+		out.OwnerReferences = m.OwnerReferences
+	}
+	return out
+}
+
+func uidString(u uuid.UUID) string {
+	if u == uuid.Nil {
+		return ""
+	}
+	return u.String()
+}
+
+// Proto returns the wire form. It shares the maps and nested messages of the
+// immutable Meta and Spec: treat it as read-only.
+func (m *Machine) Proto() *omegav1.Machine {
+	return &omegav1.Machine{
+		Meta: exportMeta(m.Meta, m.UID, m.Version, m.CreateRev, m.Created),
+		Spec: m.Spec,
+		Status: &omegav1.MachineStatus{
+			State:        m.State,
+			Allocated:    m.Allocated.Proto(),
+			AgentAddress: m.Agent,
+			Tasks:        m.Tasks,
+			Seq:          m.Seq,
+		},
+	}
+}
+
+// Proto returns the wire form; see Machine.Proto.
+func (t *Task) Proto() *omegav1.Task {
+	return &omegav1.Task{
+		Meta:   exportMeta(t.Meta, t.UID, t.Version, t.CreateRev, t.Created),
+		Spec:   t.Spec,
+		Status: t.StatusProto(),
+	}
+}
+
+// StatusProto returns the task's status in wire form.
+func (t *Task) StatusProto() *omegav1.TaskStatus {
+	s := &omegav1.TaskStatus{
+		State:           t.State,
+		MachineUid:      uidString(t.Machine),
+		Scheduler:       t.Scheduler,
+		AssignUnixNanos: t.Assigned,
+		StartUnixNanos:  t.Started,
+		FinishUnixNanos: t.Finished,
+		Evictions:       t.Evictions,
+		Message:         t.Message,
+	}
+	if !t.Claimed.IsZero() {
+		s.Claimed = t.Claimed.Proto()
+	}
+	return s
+}
+
+// Proto returns the wire form; see Machine.Proto.
+func (j *Job) Proto() *omegav1.Job {
+	return &omegav1.Job{
+		Meta:   exportMeta(j.Meta, j.UID, j.Version, j.CreateRev, j.Created),
+		Spec:   j.Spec,
+		Status: j.Status,
+	}
+}
+
+// ParseUID parses a non-nil uuid; what names the field in the error.
+func ParseUID(s, what string) (uuid.UUID, error) {
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("%w: %s %q is not a uuid: %v", ErrInvalid, what, s, err)
+	}
+	if u == uuid.Nil {
+		return uuid.Nil, fmt.Errorf("%w: %s is the nil uuid", ErrInvalid, what)
+	}
+	return u, nil
+}
+
+// ownerJob returns the uid of the controlling Job owner reference, if any.
+func ownerJob(m *omegav1.ObjectMeta) (uuid.UUID, error) {
+	for _, o := range m.GetOwnerReferences() {
+		if o.GetKind() != "Job" {
+			continue
+		}
+		if !o.GetController() && len(m.GetOwnerReferences()) > 1 {
+			continue
+		}
+		return ParseUID(o.GetUid(), "owner reference uid")
+	}
+	return uuid.Nil, nil
+}
+
+// NewTask builds the in-memory form of a task to be created (PENDING). It is
+// used by Evaluate and by code that rebuilds state from storage.
+func newTask(p *omegav1.Task) (*Task, error) {
+	if p.GetMeta() == nil {
+		return nil, fmt.Errorf("%w: task has no meta", ErrInvalid)
+	}
+	uid, err := ParseUID(p.GetMeta().GetUid(), "task uid")
+	if err != nil {
+		return nil, err
+	}
+	job, err := ownerJob(p.GetMeta())
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", uid, err)
+	}
+	spec := p.GetSpec()
+	if spec == nil {
+		spec = &omegav1.TaskSpec{}
+	}
+	req := ResourcesFromProto(spec.GetResources())
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: task %s resources: %v", ErrInvalid, uid, err)
+	}
+	return &Task{UID: uid, Job: job, Meta: p.GetMeta(), Spec: spec, Request: req, State: omegav1.TaskState_TASK_STATE_PENDING}, nil
+}
+
+func newMachine(p *omegav1.Machine) (*Machine, error) {
+	if p.GetMeta() == nil {
+		return nil, fmt.Errorf("%w: machine has no meta", ErrInvalid)
+	}
+	uid, err := ParseUID(p.GetMeta().GetUid(), "machine uid")
+	if err != nil {
+		return nil, err
+	}
+	spec := p.GetSpec()
+	if spec == nil {
+		return nil, fmt.Errorf("%w: machine %s has no spec", ErrInvalid, uid)
+	}
+	capacity := ResourcesFromProto(spec.GetCapacity())
+	if err := capacity.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: machine %s capacity: %v", ErrInvalid, uid, err)
+	}
+	st := p.GetStatus().GetState()
+	if st == omegav1.MachineState_MACHINE_STATE_UNSPECIFIED {
+		st = omegav1.MachineState_MACHINE_STATE_UP
+	}
+	if _, ok := omegav1.MachineState_name[int32(st)]; !ok {
+		return nil, fmt.Errorf("%w: machine %s state %d is not a MachineState", ErrInvalid, uid, st)
+	}
+	return &Machine{UID: uid, Meta: p.GetMeta(), Spec: spec, Capacity: capacity, State: st, Agent: p.GetStatus().GetAgentAddress()}, nil
+}
+
+func newJob(p *omegav1.Job) (*Job, error) {
+	if p.GetMeta() == nil {
+		return nil, fmt.Errorf("%w: job has no meta", ErrInvalid)
+	}
+	uid, err := ParseUID(p.GetMeta().GetUid(), "job uid")
+	if err != nil {
+		return nil, err
+	}
+	spec := p.GetSpec()
+	if spec == nil {
+		return nil, fmt.Errorf("%w: job %s has no spec", ErrInvalid, uid)
+	}
+	if err := ResourcesFromProto(spec.GetTemplate().GetResources()).Validate(); err != nil {
+		return nil, fmt.Errorf("%w: job %s template resources: %v", ErrInvalid, uid, err)
+	}
+	if spec.GetReplicas() < 0 {
+		return nil, fmt.Errorf("%w: job %s replicas %d is negative", ErrInvalid, uid, spec.GetReplicas())
+	}
+	status := p.GetStatus()
+	if status == nil {
+		status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_PENDING}
+	}
+	return &Job{UID: uid, Meta: p.GetMeta(), Spec: spec, Status: status}, nil
+}

@@ -1,0 +1,161 @@
+package txn
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+)
+
+// Resources is an amount in every dimension: cpu and memory inline, and named
+// extended dimensions (GPUs, ...) in Ext. The common case has no extended
+// dimension, so Ext is nil and a fit check is two comparisons.
+//
+// A Resources value is immutable once shared: Ext is never written after the
+// value is built, so copies may share it.
+type Resources struct {
+	CPU    int64 // thousandths of a core
+	Memory int64 // bytes
+	Ext    map[string]int64
+}
+
+// ResourcesFromProto converts the wire form. A nil message is zero.
+func ResourcesFromProto(p *omegav1.Resources) Resources {
+	if p == nil {
+		return Resources{}
+	}
+	r := Resources{CPU: p.GetCpuMillis(), Memory: p.GetMemoryBytes()}
+	for k, v := range p.GetExtended() {
+		if v == 0 {
+			continue
+		}
+		if r.Ext == nil {
+			r.Ext = make(map[string]int64, len(p.GetExtended()))
+		}
+		r.Ext[k] = v
+	}
+	return r
+}
+
+// Proto returns the wire form.
+func (r Resources) Proto() *omegav1.Resources {
+	p := &omegav1.Resources{CpuMillis: r.CPU, MemoryBytes: r.Memory}
+	if len(r.Ext) > 0 {
+		p.Extended = maps.Clone(r.Ext)
+	}
+	return p
+}
+
+// IsZero reports whether every dimension is zero.
+func (r Resources) IsZero() bool {
+	if r.CPU != 0 || r.Memory != 0 {
+		return false
+	}
+	for _, v := range r.Ext {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate returns an error naming the first negative dimension.
+func (r Resources) Validate() error {
+	if r.CPU < 0 {
+		return fmt.Errorf("cpu_millis %d is negative", r.CPU)
+	}
+	if r.Memory < 0 {
+		return fmt.Errorf("memory_bytes %d is negative", r.Memory)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Ext)) {
+		if r.Ext[k] < 0 {
+			return fmt.Errorf("extended resource %q = %d is negative", k, r.Ext[k])
+		}
+	}
+	return nil
+}
+
+// Add returns r + o.
+func (r Resources) Add(o Resources) Resources {
+	out := Resources{CPU: r.CPU + o.CPU, Memory: r.Memory + o.Memory}
+	out.Ext = combineExt(r.Ext, o.Ext, 1)
+	return out
+}
+
+// Sub returns r - o.
+func (r Resources) Sub(o Resources) Resources {
+	out := Resources{CPU: r.CPU - o.CPU, Memory: r.Memory - o.Memory}
+	out.Ext = combineExt(r.Ext, o.Ext, -1)
+	return out
+}
+
+func combineExt(a, b map[string]int64, sign int64) map[string]int64 {
+	if len(b) == 0 {
+		return a // shared: immutable
+	}
+	out := make(map[string]int64, len(a)+len(b))
+	maps.Copy(out, a)
+	for k, v := range b {
+		if n := out[k] + sign*v; n != 0 {
+			out[k] = n
+		} else {
+			delete(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Fits reports whether used + req ≤ capacity in every dimension, and if not,
+// names the first dimension that does not fit.
+func Fits(capacity, used, req Resources) (bool, string) {
+	if used.CPU+req.CPU > capacity.CPU {
+		return false, "cpu"
+	}
+	if used.Memory+req.Memory > capacity.Memory {
+		return false, "memory"
+	}
+	fit := true
+	for k, v := range req.Ext {
+		if used.Ext[k]+v > capacity.Ext[k] {
+			fit = false
+			break
+		}
+	}
+	if fit {
+		return true, ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Ext)) { // name the first, deterministically
+		if used.Ext[k]+req.Ext[k] > capacity.Ext[k] {
+			return false, k
+		}
+	}
+	return false, "" // unreachable
+}
+
+// LessEq reports whether r ≤ o in every dimension.
+func (r Resources) LessEq(o Resources) bool {
+	if r.CPU > o.CPU || r.Memory > o.Memory {
+		return false
+	}
+	for k, v := range r.Ext {
+		if v > o.Ext[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// Equal reports whether r and o are equal in every dimension.
+func (r Resources) Equal(o Resources) bool { return r.LessEq(o) && o.LessEq(r) }
+
+func (r Resources) String() string {
+	s := fmt.Sprintf("cpu=%dm mem=%d", r.CPU, r.Memory)
+	for _, k := range slices.Sorted(maps.Keys(r.Ext)) {
+		s += fmt.Sprintf(" %s=%d", k, r.Ext[k])
+	}
+	return s
+}

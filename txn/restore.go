@@ -1,0 +1,111 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+)
+
+// Restorer rebuilds a State from stored objects (a store reopening, a client
+// listing a remote cell). Add every object, then Finish derives what is never
+// stored: each machine's allocation and task count from the tasks placed on
+// it, and the totals.
+type Restorer struct {
+	rev      uint64
+	b        *Builder
+	machines map[uuid.UUID]*Machine
+	order    []uuid.UUID // machines in the order added, for determinism
+	tasks    []*Task
+}
+
+// NewRestorer starts rebuilding the state at revision rev.
+func NewRestorer(rev uint64) *Restorer {
+	return &Restorer{rev: rev, b: NewState().Builder(), machines: map[uuid.UUID]*Machine{}}
+}
+
+func restoreMeta(m *omegav1.ObjectMeta) (version, createRev uint64, created int64) {
+	return m.GetVersion(), m.GetCreateRevision(), m.GetCreationUnixNanos()
+}
+
+// Machine adds a stored machine (its status allocation is ignored).
+func (r *Restorer) Machine(p *omegav1.Machine) error {
+	m, err := newMachine(p)
+	if err != nil {
+		return err
+	}
+	if _, dup := r.machines[m.UID]; dup {
+		return fmt.Errorf("%w: machine %s", ErrAlreadyExists, m.UID)
+	}
+	m.Version, m.CreateRev, m.Created = restoreMeta(p.GetMeta())
+	m.Seq = r.rev
+	r.machines[m.UID] = m
+	r.order = append(r.order, m.UID)
+	return nil
+}
+
+// Job adds a stored job.
+func (r *Restorer) Job(p *omegav1.Job) error {
+	j, err := newJob(p)
+	if err != nil {
+		return err
+	}
+	j.Version, j.CreateRev, j.Created = restoreMeta(p.GetMeta())
+	r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_JOB, Job: j})
+	return nil
+}
+
+// Task adds a stored task with its status, at version.
+func (r *Restorer) Task(p *omegav1.Task, version uint64) error {
+	t, err := newTask(p)
+	if err != nil {
+		return err
+	}
+	_, t.CreateRev, t.Created = restoreMeta(p.GetMeta())
+	t.Version = version
+	st := p.GetStatus()
+	t.State = st.GetState()
+	if _, ok := omegav1.TaskState_name[int32(t.State)]; !ok || t.State == omegav1.TaskState_TASK_STATE_UNSPECIFIED {
+		return fmt.Errorf("%w: task %s state %d", ErrInvalid, t.UID, t.State)
+	}
+	if st.GetMachineUid() != "" {
+		if t.Machine, err = ParseUID(st.GetMachineUid(), "task machine"); err != nil {
+			return err
+		}
+	}
+	t.Claimed = ResourcesFromProto(st.GetClaimed())
+	if err := t.Claimed.Validate(); err != nil {
+		return fmt.Errorf("%w: task %s claimed: %v", ErrInvalid, t.UID, err)
+	}
+	t.Scheduler = st.GetScheduler()
+	t.Assigned, t.Started, t.Finished = st.GetAssignUnixNanos(), st.GetStartUnixNanos(), st.GetFinishUnixNanos()
+	t.Evictions = st.GetEvictions()
+	t.Message = st.GetMessage()
+	r.tasks = append(r.tasks, t)
+	return nil
+}
+
+// Finish derives allocations and returns the state. It fails if a placed
+// task names an unknown machine or a machine would be over capacity.
+func (r *Restorer) Finish() (*State, error) {
+	for _, t := range r.tasks {
+		if t.Placed() {
+			m, ok := r.machines[t.Machine]
+			if !ok {
+				return nil, fmt.Errorf("%w: task %s is placed on unknown machine %s", ErrNotFound, t.UID, t.Machine)
+			}
+			m.Allocated = m.Allocated.Add(t.Claimed)
+			m.Tasks++
+		}
+		r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t})
+	}
+	for _, uid := range r.order {
+		m := r.machines[uid]
+		if !m.Allocated.LessEq(m.Capacity) {
+			return nil, fmt.Errorf("%w: machine %s: allocation %v over capacity %v", ErrInvalid, uid, m.Allocated, m.Capacity)
+		}
+		r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE, Machine: m})
+	}
+	return r.b.Finish(r.rev), nil
+}

@@ -1,0 +1,302 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/pmap"
+)
+
+// State is the cell state at one revision: an immutable snapshot, safe for
+// any number of goroutines, structurally shared with the states before and
+// after it (taking one is a pointer copy; applying a write set copies only
+// the paths it touches). The objects it returns are immutable too.
+type State struct {
+	rev      uint64
+	machines *pmap.Map[*Machine]
+	tasks    *pmap.Map[*Task]
+	jobs     *pmap.Map[*Job]
+	// jobTasks indexes each job's tasks (by owner reference): job uid → set.
+	jobTasks *pmap.Map[*pmap.Map[struct{}]]
+	capacity Resources // sum over machines
+	alloc    Resources // sum of machine allocations
+}
+
+// NewState returns the empty state at revision 0.
+func NewState() *State {
+	return &State{
+		machines: pmap.New[*Machine](),
+		tasks:    pmap.New[*Task](),
+		jobs:     pmap.New[*Job](),
+		jobTasks: pmap.New[*pmap.Map[struct{}]](),
+	}
+}
+
+// Revision is the revision of the last transaction this state includes.
+func (s *State) Revision() uint64 { return s.rev }
+
+// Machine returns a machine by uid.
+func (s *State) Machine(uid uuid.UUID) (*Machine, bool) { return s.machines.Get(uid) }
+
+// Task returns a task by uid.
+func (s *State) Task(uid uuid.UUID) (*Task, bool) { return s.tasks.Get(uid) }
+
+// Job returns a job by uid.
+func (s *State) Job(uid uuid.UUID) (*Job, bool) { return s.jobs.Get(uid) }
+
+// NumMachines, NumTasks and NumJobs count the objects held.
+func (s *State) NumMachines() int { return s.machines.Len() }
+func (s *State) NumTasks() int    { return s.tasks.Len() }
+func (s *State) NumJobs() int     { return s.jobs.Len() }
+
+// Capacity is the total capacity of all machines; Allocated the total of
+// their allocations.
+func (s *State) Capacity() Resources  { return s.capacity }
+func (s *State) Allocated() Resources { return s.alloc }
+
+// RangeMachines calls f for each machine, in an order that depends only on
+// the set of uids, until f returns false. RangeTasks and RangeJobs likewise.
+func (s *State) RangeMachines(f func(*Machine) bool) {
+	s.machines.Range(func(_ uuid.UUID, m *Machine) bool { return f(m) })
+}
+func (s *State) RangeTasks(f func(*Task) bool) {
+	s.tasks.Range(func(_ uuid.UUID, t *Task) bool { return f(t) })
+}
+func (s *State) RangeJobs(f func(*Job) bool) {
+	s.jobs.Range(func(_ uuid.UUID, j *Job) bool { return f(j) })
+}
+
+// RangeJobTasks calls f for each task owned by job (deterministic order).
+func (s *State) RangeJobTasks(job uuid.UUID, f func(*Task) bool) {
+	set, ok := s.jobTasks.Get(job)
+	if !ok {
+		return
+	}
+	set.Range(func(k uuid.UUID, _ struct{}) bool {
+		t, ok := s.tasks.Get(k)
+		if !ok {
+			return true
+		}
+		return f(t)
+	})
+}
+
+// Change is one object's new value at a revision, or its deletion. Exactly
+// one of Task, Job, Machine is set (on a deletion, the last value).
+type Change struct {
+	Kind    omegav1.ObjectKind
+	Task    *Task
+	Job     *Job
+	Machine *Machine
+	Deleted bool
+	// Created: the object is new at this revision (its meta and spec must be
+	// stored). Derived: only fields the store derives changed (a machine's
+	// allocation, task count and sequence number), so nothing is stored.
+	Created bool
+	Derived bool
+}
+
+// UID returns the changed object's uid.
+func (c *Change) UID() uuid.UUID {
+	switch {
+	case c.Task != nil:
+		return c.Task.UID
+	case c.Job != nil:
+		return c.Job.UID
+	case c.Machine != nil:
+		return c.Machine.UID
+	}
+	return uuid.Nil
+}
+
+// WriteSet is what one committed transaction changed: every touched object
+// once, with its final value, in the order the transaction first touched it.
+type WriteSet struct {
+	Revision  uint64
+	UnixNanos int64
+	Changes   []Change
+}
+
+// Apply returns the state after ws; s is unchanged. Write sets must be
+// applied in revision order, so ws.Revision must be greater than s's.
+func (s *State) Apply(ws *WriteSet) *State {
+	if ws.Revision <= s.rev {
+		panic(fmt.Sprintf("txn: apply revision %d to state at %d", ws.Revision, s.rev))
+	}
+	b := s.Builder()
+	for i := range ws.Changes {
+		b.Apply(&ws.Changes[i])
+	}
+	return b.Finish(ws.Revision)
+}
+
+// Builder edits a state in place (transient maps, one owner goroutine) and
+// freezes it with Finish. Used to apply write sets and to rebuild a state
+// from storage.
+type Builder struct {
+	base     *State
+	machines *pmap.Builder[*Machine]
+	tasks    *pmap.Builder[*Task]
+	jobs     *pmap.Builder[*Job]
+	jobTasks *pmap.Builder[*pmap.Map[struct{}]]
+	capacity Resources
+	alloc    Resources
+}
+
+// Builder starts editing a copy of s; s itself never changes.
+func (s *State) Builder() *Builder {
+	return &Builder{
+		base:     s,
+		machines: s.machines.Transient(),
+		tasks:    s.tasks.Transient(),
+		jobs:     s.jobs.Transient(),
+		jobTasks: s.jobTasks.Transient(),
+		capacity: s.capacity,
+		alloc:    s.alloc,
+	}
+}
+
+// Apply sets or deletes one object, keeping the indexes and totals.
+func (b *Builder) Apply(c *Change) {
+	switch {
+	case c.Task != nil:
+		t := c.Task
+		_, existed := b.tasks.Get(t.UID)
+		if c.Deleted {
+			if existed {
+				b.tasks.Delete(t.UID)
+				b.unindex(t)
+			}
+			return
+		}
+		b.tasks.Set(t.UID, t)
+		if !existed {
+			b.index(t)
+		}
+	case c.Job != nil:
+		if c.Deleted {
+			b.jobs.Delete(c.Job.UID)
+			return
+		}
+		b.jobs.Set(c.Job.UID, c.Job)
+	case c.Machine != nil:
+		m := c.Machine
+		if old, ok := b.machines.Get(m.UID); ok {
+			b.capacity = b.capacity.Sub(old.Capacity)
+			b.alloc = b.alloc.Sub(old.Allocated)
+		}
+		if c.Deleted {
+			b.machines.Delete(m.UID)
+			return
+		}
+		b.machines.Set(m.UID, m)
+		b.capacity = b.capacity.Add(m.Capacity)
+		b.alloc = b.alloc.Add(m.Allocated)
+	}
+}
+
+func (b *Builder) index(t *Task) {
+	if t.Job == uuid.Nil {
+		return
+	}
+	set, ok := b.jobTasks.Get(t.Job)
+	if !ok {
+		set = pmap.New[struct{}]()
+	}
+	b.jobTasks.Set(t.Job, set.Set(t.UID, struct{}{}))
+}
+
+func (b *Builder) unindex(t *Task) {
+	if t.Job == uuid.Nil {
+		return
+	}
+	set, ok := b.jobTasks.Get(t.Job)
+	if !ok {
+		return
+	}
+	set = set.Delete(t.UID)
+	if set.Len() == 0 {
+		b.jobTasks.Delete(t.Job)
+		return
+	}
+	b.jobTasks.Set(t.Job, set)
+}
+
+// Finish freezes the builder into the state at rev; the builder must not be
+// used afterwards.
+func (b *Builder) Finish(rev uint64) *State {
+	return &State{
+		rev:      rev,
+		machines: b.machines.Persistent(),
+		tasks:    b.tasks.Persistent(),
+		jobs:     b.jobs.Persistent(),
+		jobTasks: b.jobTasks.Persistent(),
+		capacity: b.capacity,
+		alloc:    b.alloc,
+	}
+}
+
+// CheckInvariants verifies what no sequence of transactions may break: every
+// machine's allocation equals the sum of what its non-terminal placed tasks
+// claimed, its task count matches, and it is within capacity in every
+// dimension; every placed task's machine exists; the totals match. It scans
+// the whole state: for tests and for the store's optional checking mode.
+func CheckInvariants(s *State) error {
+	type acc struct {
+		alloc Resources
+		n     int32
+	}
+	sums := map[uuid.UUID]*acc{}
+	var err error
+	s.RangeTasks(func(t *Task) bool {
+		if !t.Placed() {
+			if t.State == omegav1.TaskState_TASK_STATE_PENDING && t.Machine != uuid.Nil {
+				err = fmt.Errorf("pending task %s has machine %s", t.UID, t.Machine)
+				return false
+			}
+			return true
+		}
+		if _, ok := s.Machine(t.Machine); !ok {
+			err = fmt.Errorf("task %s placed on unknown machine %s", t.UID, t.Machine)
+			return false
+		}
+		a := sums[t.Machine]
+		if a == nil {
+			a = &acc{}
+			sums[t.Machine] = a
+		}
+		a.alloc = a.alloc.Add(t.Claimed)
+		a.n++
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	var capacity, alloc Resources
+	s.RangeMachines(func(m *Machine) bool {
+		capacity = capacity.Add(m.Capacity)
+		alloc = alloc.Add(m.Allocated)
+		want := acc{}
+		if a := sums[m.UID]; a != nil {
+			want = *a
+		}
+		if !m.Allocated.Equal(want.alloc) || m.Tasks != want.n {
+			err = fmt.Errorf("machine %s: allocated %v over %d tasks, but its tasks claim %v over %d", m.UID, m.Allocated, m.Tasks, want.alloc, want.n)
+			return false
+		}
+		if !m.Allocated.LessEq(m.Capacity) {
+			err = fmt.Errorf("machine %s over capacity: allocated %v, capacity %v", m.UID, m.Allocated, m.Capacity)
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if !capacity.Equal(s.capacity) || !alloc.Equal(s.alloc) {
+		return fmt.Errorf("totals: capacity %v allocated %v, state says %v and %v", capacity, alloc, s.capacity, s.alloc)
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+// Package txn holds omega's transaction semantics: the in-memory cell state
+// (an immutable, structurally shared snapshot), the operations a transaction
+// may carry, and Evaluate, which decides what a transaction does to a state.
+//
+// txn is pure and deterministic: no clock, no I/O, no goroutine, no map
+// iteration that reaches a result. Given a state and a transaction, Evaluate
+// returns a Result and a WriteSet; the store makes the write set durable and
+// applies it, and a client applies the same write sets it receives from a
+// watch. The rules are those of DESIGN.md "Transactions":
+//
+//   - Claim places a task that is still PENDING at the version the view saw.
+//   - Conflict detection is fine (resource fit, machine UP) or coarse (also:
+//     nobody else changed the machine since the view's revision). The
+//     transaction's own earlier operations never count as someone else's
+//     change, and the fit check applies in both modes, so a machine is never
+//     over capacity in any dimension.
+//   - Commit is incremental (commit every operation that does not conflict)
+//     or all-or-nothing.
+//   - A machine's allocation is derived here from the claims, evictions and
+//     terminal status changes; no client writes it.
+//
+// Operations apply in order: an eviction frees resources for the operations
+// after it, a claim consumes them for the operations after it.
+//
+// A conflict is a per-operation Outcome (the state moved under the view; the
+// client re-syncs and retries). Bad input — an unknown object, a malformed
+// object, negative resources, an oversized transaction, a claim for a task
+// the claimer already saw placed — is an error, and the whole transaction is
+// rejected with nothing changed.
+package txn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+)
+
+// Errors returned (wrapped in an *OpError) by Evaluate for bad input. Check
+// them with errors.Is. None of them is retryable: the transaction is wrong,
+// not stale.
+var (
+	// ErrInvalid: a malformed object or operation (bad uid, negative
+	// resources, unknown enum value, missing spec).
+	ErrInvalid = errors.New("invalid")
+	// ErrNotFound: the operation names an object the state does not hold.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists: Create of a uid the state already holds.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrTooLarge: more operations than Limits allows.
+	ErrTooLarge = errors.New("transaction too large")
+	// ErrNotPending: a Claim of a task that, at the version the claimer saw,
+	// was not PENDING (the claimer saw it placed and claimed it anyway).
+	ErrNotPending = errors.New("task not pending")
+	// ErrIllegalState: a SetStatus or Evict the task's state at the version
+	// the caller saw does not allow (leaving a terminal state, RUNNING for an
+	// unplaced task, evicting an unplaced task).
+	ErrIllegalState = errors.New("illegal state change")
+	// ErrInUse: Delete of a machine that still holds non-terminal tasks.
+	ErrInUse = errors.New("in use")
+	// ErrFutureRevision: the transaction's view revision is ahead of the
+	// state it is evaluated against.
+	ErrFutureRevision = errors.New("view revision ahead of the store")
+)
+
+// OpError is the error for one bad operation.
+type OpError struct {
+	Index int    // the operation's position in Txn.Ops
+	Kind  OpKind // its kind
+	Err   error  // wraps one of the sentinel errors above
+}
+
+func (e *OpError) Error() string {
+	return fmt.Sprintf("op %d (%s): %v", e.Index, e.Kind, e.Err)
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// OpKind names an operation.
+type OpKind uint8
+
+const (
+	OpCreate OpKind = iota + 1
+	OpClaim
+	OpEvict
+	OpSetStatus
+	OpPut
+	OpDelete
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpCreate:
+		return "create"
+	case OpClaim:
+		return "claim"
+	case OpEvict:
+		return "evict"
+	case OpSetStatus:
+		return "set-status"
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// Op is one operation. Build it with the constructors (Create, Claim, ...);
+// the fields each kind uses are listed on them. An Op is a plain value, so a
+// transaction of many claims is one allocation.
+type Op struct {
+	Kind          OpKind
+	Task          uuid.UUID // Claim, Evict, SetStatus
+	Machine       uuid.UUID // Claim
+	Resources     Resources // Claim: what the claim reserves
+	ExpectVersion uint64    // Claim, Evict, SetStatus, Put, Delete (0: see each)
+	State         omegav1.TaskState
+	ForPriority   int32 // Evict
+	Force         bool  // Evict
+	Message       string
+	// Create and Put: exactly one of these is set. Ownership of the message
+	// passes to the transaction: the caller must not modify it afterwards.
+	NewTask    *omegav1.Task
+	NewJob     *omegav1.Job
+	NewMachine *omegav1.Machine
+	// Delete.
+	DeleteKind omegav1.ObjectKind
+	DeleteUID  uuid.UUID
+}
+
+// CreateTask creates a PENDING task (its status is ignored).
+func CreateTask(t *omegav1.Task) Op { return Op{Kind: OpCreate, NewTask: t} }
+
+// CreateJob creates a job.
+func CreateJob(j *omegav1.Job) Op { return Op{Kind: OpCreate, NewJob: j} }
+
+// CreateMachine registers a machine (UP unless its status says otherwise).
+func CreateMachine(m *omegav1.Machine) Op { return Op{Kind: OpCreate, NewMachine: m} }
+
+// Claim places task on machine, reserving res. expectVersion is the task's
+// version in the claimer's view, or 0 for a task created earlier in the same
+// transaction.
+func Claim(task, machine uuid.UUID, res Resources, expectVersion uint64) Op {
+	return Op{Kind: OpClaim, Task: task, Machine: machine, Resources: res, ExpectVersion: expectVersion}
+}
+
+// Evict preempts a placed task back to PENDING to make room for work of
+// priority forPriority (the victim's priority must be strictly lower).
+func Evict(task uuid.UUID, expectVersion uint64, forPriority int32, reason string) Op {
+	return Op{Kind: OpEvict, Task: task, ExpectVersion: expectVersion, ForPriority: forPriority, Message: reason}
+}
+
+// ForceEvict preempts a placed task regardless of priority (an operator's
+// drain, a failed health check).
+func ForceEvict(task uuid.UUID, expectVersion uint64, reason string) Op {
+	return Op{Kind: OpEvict, Task: task, ExpectVersion: expectVersion, Force: true, Message: reason}
+}
+
+// SetStatus reports a task's state: RUNNING, or a terminal state (which frees
+// its resources in the same commit). expectVersion 0 means "whatever the
+// version"; then a task that can no longer take the state is a conflict, not
+// an error.
+func SetStatus(task uuid.UUID, state omegav1.TaskState, expectVersion uint64, message string) Op {
+	return Op{Kind: OpSetStatus, Task: task, State: state, ExpectVersion: expectVersion, Message: message}
+}
+
+// PutMachine replaces a machine's meta, spec, state and agent address at
+// expectVersion (0: any). Its allocation is kept.
+func PutMachine(m *omegav1.Machine, expectVersion uint64) Op {
+	return Op{Kind: OpPut, NewMachine: m, ExpectVersion: expectVersion}
+}
+
+// PutJob replaces a job at expectVersion (0: any).
+func PutJob(j *omegav1.Job, expectVersion uint64) Op {
+	return Op{Kind: OpPut, NewJob: j, ExpectVersion: expectVersion}
+}
+
+// Delete removes an object at expectVersion (0: any). Deleting a placed task
+// frees its resources; deleting a machine that holds tasks is ErrInUse.
+func Delete(kind omegav1.ObjectKind, uid uuid.UUID, expectVersion uint64) Op {
+	return Op{Kind: OpDelete, DeleteKind: kind, DeleteUID: uid, ExpectVersion: expectVersion}
+}
+
+// Txn is a transaction: operations built against a view at ViewRevision.
+type Txn struct {
+	ViewRevision uint64
+	Conflict     omegav1.ConflictMode // fine (default) or coarse
+	Commit       omegav1.CommitMode   // incremental (default) or all-or-nothing
+	Component    string               // who commits; recorded on claims
+	UnixNanos    int64                // the committer's clock, stamped on changes
+	Ops          []Op
+}
+
+// Outcome is what happened to one operation.
+type Outcome struct {
+	Code   omegav1.OutcomeCode
+	Detail string // for people; empty when committed
+}
+
+// Committed reports whether the operation took effect.
+func (o Outcome) Committed() bool { return o.Code == omegav1.OutcomeCode_OUTCOME_CODE_COMMITTED }
+
+// Result is the outcome of a transaction.
+type Result struct {
+	// Revision is the revision the transaction committed at, or 0 if nothing
+	// committed (every operation conflicted, or all-or-nothing aborted).
+	Revision uint64
+	// Outcomes has one entry per operation, in order.
+	Outcomes []Outcome
+	// Committed and Conflicts count operations committed and conflicting
+	// (ABORTED operations are neither). ClaimsConflicted counts the
+	// conflicting claims among them.
+	Committed, Conflicts, ClaimsConflicted int
+}
+
+// Conflicted reports whether any operation conflicted: the attempt counts
+// as a conflicted attempt (DESIGN.md "Counting"), even if incremental mode
+// committed the rest.
+func (r *Result) Conflicted() bool { return r.Conflicts > 0 }
+
+// Partial reports whether some but not all operations committed.
+func (r *Result) Partial() bool { return r.Committed > 0 && r.Conflicts > 0 }
+
+// Limits bounds a transaction.
+type Limits struct {
+	// MaxOps is the most operations one transaction may carry. Default
+	// 100,000: a large job's creation plus its claims, yet a bound on the
+	// time one commit holds the store.
+	MaxOps int
+}
+
+// DefaultLimits returns the default limits.
+func DefaultLimits() Limits { return Limits{MaxOps: 100_000} }
