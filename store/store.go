@@ -305,3 +305,29 @@ func (s *Store) publishLocked(ws *txn.WriteSet, state *txn.State) {
 	close(s.pubCh)
 	s.pubCh = make(chan struct{})
 }
+
+// WaitFor blocks until revision rev is published (durable) and returns the
+// newest durable state then. It fails if rev was never assigned and the
+// store cannot reach it (closed or failed), or with ctx's error.
+func (s *Store) WaitFor(ctx context.Context, rev uint64) (*txn.State, error) {
+	for {
+		s.mu.Lock()
+		st, ch := s.published, s.pubCh
+		head, err := s.head.Revision(), s.err
+		s.mu.Unlock()
+		if st.Revision() >= rev {
+			return st, nil
+		}
+		if rev > head {
+			return nil, fmt.Errorf("%w: wait for revision %d, store is at %d", txn.ErrFutureRevision, rev, head)
+		}
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}

@@ -54,7 +54,7 @@ func Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, 
 		tx:      tx,
 		rev:     rev,
 		touched: make(map[objKey]int, len(tx.Ops)+len(tx.Ops)/2),
-		res:     Result{Outcomes: make([]Outcome, len(tx.Ops))},
+		res:     Result{Base: base.rev, Outcomes: make([]Outcome, len(tx.Ops))},
 	}
 	for i := range tx.Ops {
 		op := &tx.Ops[i]

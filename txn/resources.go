@@ -110,17 +110,19 @@ func combineExt(a, b map[string]int64, sign int64) map[string]int64 {
 }
 
 // Fits reports whether used + req ≤ capacity in every dimension, and if not,
-// names the first dimension that does not fit.
+// names the first dimension that does not fit. It compares req with
+// capacity - used, which cannot overflow for non-negative amounts (used + req
+// can: a huge declared amount would wrap around and "fit").
 func Fits(capacity, used, req Resources) (bool, string) {
-	if used.CPU+req.CPU > capacity.CPU {
+	if req.CPU > capacity.CPU-used.CPU {
 		return false, "cpu"
 	}
-	if used.Memory+req.Memory > capacity.Memory {
+	if req.Memory > capacity.Memory-used.Memory {
 		return false, "memory"
 	}
 	fit := true
 	for k, v := range req.Ext {
-		if used.Ext[k]+v > capacity.Ext[k] {
+		if v > capacity.Ext[k]-used.Ext[k] {
 			fit = false
 			break
 		}
@@ -129,7 +131,7 @@ func Fits(capacity, used, req Resources) (bool, string) {
 		return true, ""
 	}
 	for _, k := range slices.Sorted(maps.Keys(req.Ext)) { // name the first, deterministically
-		if used.Ext[k]+req.Ext[k] > capacity.Ext[k] {
+		if req.Ext[k] > capacity.Ext[k]-used.Ext[k] {
 			return false, k
 		}
 	}

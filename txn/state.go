@@ -141,6 +141,9 @@ type Builder struct {
 	tasks    *pmap.Builder[*Task]
 	jobs     *pmap.Builder[*Job]
 	jobTasks *pmap.Builder[*pmap.Map[struct{}]]
+	// jobSets holds the job task sets this builder edits, as transients, so
+	// adding a job's 10,000 tasks copies each path once, not per task.
+	jobSets  map[uuid.UUID]*pmap.Builder[struct{}]
 	capacity Resources
 	alloc    Resources
 }
@@ -197,36 +200,44 @@ func (b *Builder) Apply(c *Change) {
 	}
 }
 
-func (b *Builder) index(t *Task) {
-	if t.Job == uuid.Nil {
-		return
+func (b *Builder) jobSet(job uuid.UUID) *pmap.Builder[struct{}] {
+	if set, ok := b.jobSets[job]; ok {
+		return set
 	}
-	set, ok := b.jobTasks.Get(t.Job)
+	set, ok := b.jobTasks.Get(job)
 	if !ok {
 		set = pmap.New[struct{}]()
 	}
-	b.jobTasks.Set(t.Job, set.Set(t.UID, struct{}{}))
+	if b.jobSets == nil {
+		b.jobSets = map[uuid.UUID]*pmap.Builder[struct{}]{}
+	}
+	tr := set.Transient()
+	b.jobSets[job] = tr
+	return tr
+}
+
+func (b *Builder) index(t *Task) {
+	if t.Job != uuid.Nil {
+		b.jobSet(t.Job).Set(t.UID, struct{}{})
+	}
 }
 
 func (b *Builder) unindex(t *Task) {
-	if t.Job == uuid.Nil {
-		return
+	if t.Job != uuid.Nil {
+		b.jobSet(t.Job).Delete(t.UID)
 	}
-	set, ok := b.jobTasks.Get(t.Job)
-	if !ok {
-		return
-	}
-	set = set.Delete(t.UID)
-	if set.Len() == 0 {
-		b.jobTasks.Delete(t.Job)
-		return
-	}
-	b.jobTasks.Set(t.Job, set)
 }
 
 // Finish freezes the builder into the state at rev; the builder must not be
 // used afterwards.
 func (b *Builder) Finish(rev uint64) *State {
+	for job, tr := range b.jobSets { // order-independent: keyed maps
+		if tr.Len() == 0 {
+			b.jobTasks.Delete(job)
+		} else {
+			b.jobTasks.Set(job, tr.Persistent())
+		}
+	}
 	return &State{
 		rev:      rev,
 		machines: b.machines.Persistent(),

@@ -208,6 +208,10 @@ type Result struct {
 	// Revision is the revision the transaction committed at, or 0 if nothing
 	// committed (every operation conflicted, or all-or-nothing aborted).
 	Revision uint64
+	// Base is the revision of the state the transaction was evaluated
+	// against: everything it conflicted with is at or before Base, so a
+	// client that re-syncs to Base before retrying has seen the cause.
+	Base uint64
 	// Outcomes has one entry per operation, in order.
 	Outcomes []Outcome
 	// Committed and Conflicts count operations committed and conflicting

@@ -23,10 +23,11 @@
 // sorted by the full 16-byte key.
 //
 // A node has two 32-bit bitmaps, one for slots holding an entry inline and one
-// for slots holding a child node, and two compact slices indexed by popcount.
-// Entries (key and value) are stored inline in the node's entry slice, and
-// child nodes are stored by value in the parent's child slice, so a lookup
-// touches one cache line per level and there is no heap object per entry.
+// for slots holding a child node, and two compact slices indexed by popcount:
+// entries (key and value, inline, so there is no heap object per entry) and
+// child pointers. An edit copies the nodes on its path; a Builder copies each
+// node once, marks the copy with its edit token, and mutates it in place on
+// later edits.
 //
 // The trie is kept canonical: a child node exists for a hash prefix exactly
 // when at least two keys share that prefix, and deletion collapses nodes
@@ -49,19 +50,30 @@ const (
 	hashBits = 64
 )
 
-// editToken identifies one Builder. A node whose edit field equals the
-// builder's token was allocated by that builder (both of its slices are
-// private to it) and may be mutated in place. It must not be a zero-size type:
-// distinct zero-size allocations may share an address.
-type editToken struct{ _ byte }
+// editToken identifies one Builder. A node's edit field points at one of the
+// token's fields when the node struct was made by that builder and is
+// reachable only from it; which field says which of the node's slices are
+// private to the builder too. The builder may mutate those in place; any
+// other slice it copies first. No other builder ever has the same token, and
+// after Persistent no builder has it, so the nodes are then frozen.
+type editToken struct {
+	children byte // the children slice is private, the entries slice shared
+	entries  byte // the entries slice is private, the children slice shared
+	all      byte // both slices are private
+}
+
+// owns reports whether the node with edit field p belongs to e.
+func (e *editToken) owns(p *byte) bool {
+	return e != nil && (p == &e.all || p == &e.children || p == &e.entries)
+}
 
 type entry[V any] struct {
 	key uuid.UUID
 	val V
 }
 
-// node is one trie node, held by value in its parent's children slice (or in
-// a Map or Builder for the root).
+// node is one trie node. The root is held by value in its Map or Builder, the
+// others by pointer from their parent's children slice.
 //
 // For a bitmap node (shift < hashBits), bit i of datamap is set when slot i
 // holds an entry and bit i of nodemap when it holds a child; entries and
@@ -71,9 +83,9 @@ type entry[V any] struct {
 type node[V any] struct {
 	datamap  uint32
 	nodemap  uint32
-	edit     *editToken
+	edit     *byte // into the editToken of the builder that owns the node, if any
 	entries  []entry[V]
-	children []node[V]
+	children []*node[V]
 }
 
 // Map is an immutable map from uuid.UUID to V. Use New to get an empty one.
@@ -229,7 +241,7 @@ func (n *node[V]) get(h uint64, k uuid.UUID) (V, bool) {
 		if n.nodemap&bit == 0 {
 			break
 		}
-		n = &n.children[index(n.nodemap, bit)]
+		n = n.children[index(n.nodemap, bit)]
 	}
 	var zero V
 	return zero, false
@@ -262,53 +274,72 @@ func (n *node[V]) rangeNode(shift uint, f func(uuid.UUID, V) bool) bool {
 	return true
 }
 
-// own prepares n (whose header the caller may already write) for an edit by
-// e and reports whether n's slices may be mutated in place. For a builder
-// (e != nil) it copies both slices the first time, with room for extraE more
-// entries and extraC more children, and marks n as the builder's. For a
-// single persistent edit (e == nil) it returns false: the caller copies each
-// slice it changes.
-func (n *node[V]) own(e *editToken, extraE, extraC int) bool {
-	if e == nil {
+// ownChildren prepares n's children slice for an edit by e and reports
+// whether it may be mutated in place; n itself must be writable by the
+// caller. For a builder (e != nil) it copies the slice the first time, with
+// room for extra more children, and records that the builder owns it. For a
+// single persistent edit (e == nil) it returns false: the caller copies the
+// slice if it changes it.
+func (n *node[V]) ownChildren(e *editToken, extra int) bool {
+	switch {
+	case e == nil:
 		n.edit = nil
 		return false
-	}
-	if n.edit == e {
+	case n.edit == &e.children || n.edit == &e.all:
 		return true
+	case n.edit == &e.entries:
+		n.edit = &e.all
+	default:
+		n.edit = &e.children
 	}
-	n.entries = cloneExtra(n.entries, extraE)
-	n.children = cloneExtra(n.children, extraC)
-	n.edit = e
+	n.children = cloneExtra(n.children, extra)
+	return true
+}
+
+// ownEntries is ownChildren for the entries slice.
+func (n *node[V]) ownEntries(e *editToken, extra int) bool {
+	switch {
+	case e == nil:
+		n.edit = nil
+		return false
+	case n.edit == &e.entries || n.edit == &e.all:
+		return true
+	case n.edit == &e.children:
+		n.edit = &e.all
+	default:
+		n.edit = &e.entries
+	}
+	n.entries = cloneExtra(n.entries, extra)
 	return true
 }
 
 // set stores k=v below n, which sits at the given shift, and reports whether
-// k was added (rather than updated). n's header must be writable by the caller.
+// k was added (rather than updated). n itself must be writable by the caller.
 func (n *node[V]) set(e *editToken, shift uint, h uint64, k uuid.UUID, v V) bool {
 	if shift >= hashBits {
 		i, found := searchKey(n.entries, k)
 		if found {
-			if !n.own(e, 0, 0) {
+			if !n.ownEntries(e, 0) {
 				n.entries = cloneExtra(n.entries, 0)
 			}
 			n.entries[i].val = v
 			return false
 		}
-		inPlace := n.own(e, 1, 0)
+		inPlace := n.ownEntries(e, 1)
 		n.entries = insertAt(n.entries, i, entry[V]{k, v}, inPlace)
 		return true
 	}
 	bit := bitpos(h, shift)
 	switch {
 	case n.nodemap&bit != 0:
-		if !n.own(e, 0, 0) {
+		if !n.ownChildren(e, 0) {
 			n.children = cloneExtra(n.children, 0)
 		}
-		return n.children[index(n.nodemap, bit)].set(e, shift+bitsPerLevel, h, k, v)
+		return n.editChild(e, index(n.nodemap, bit)).set(e, shift+bitsPerLevel, h, k, v)
 	case n.datamap&bit != 0:
 		ei := index(n.datamap, bit)
 		if n.entries[ei].key == k {
-			if !n.own(e, 0, 0) {
+			if !n.ownEntries(e, 0) {
 				n.entries = cloneExtra(n.entries, 0)
 			}
 			n.entries[ei].val = v
@@ -316,14 +347,16 @@ func (n *node[V]) set(e *editToken, shift uint, h uint64, k uuid.UUID, v V) bool
 		}
 		old := n.entries[ei]
 		child := merge(e, shift+bitsPerLevel, old, hashKey(old.key), entry[V]{k, v}, h)
-		inPlace := n.own(e, 0, 1)
+		// (The own calls replace the slices, so they go before the reads.)
+		inPlace := n.ownEntries(e, 0)
 		n.entries = removeAt(n.entries, ei, inPlace)
+		inPlace = n.ownChildren(e, 1)
 		n.datamap ^= bit
 		n.nodemap |= bit
 		n.children = insertAt(n.children, index(n.nodemap, bit), child, inPlace)
 		return true
 	default:
-		inPlace := n.own(e, 1, 0)
+		inPlace := n.ownEntries(e, 1)
 		n.datamap |= bit
 		n.entries = insertAt(n.entries, index(n.datamap, bit), entry[V]{k, v}, inPlace)
 		return true
@@ -331,49 +364,68 @@ func (n *node[V]) set(e *editToken, shift uint, h uint64, k uuid.UUID, v V) bool
 }
 
 // merge makes the node at shift holding the two distinct entries a and b.
-func merge[V any](e *editToken, shift uint, a entry[V], ha uint64, b entry[V], hb uint64) node[V] {
+func merge[V any](e *editToken, shift uint, a entry[V], ha uint64, b entry[V], hb uint64) *node[V] {
+	var edit *byte // a new node is entirely the builder's
+	if e != nil {
+		edit = &e.all
+	}
 	if shift >= hashBits {
 		if keyLess(b.key, a.key) {
 			a, b = b, a
 		}
-		return node[V]{edit: e, entries: []entry[V]{a, b}}
+		return &node[V]{edit: edit, entries: []entry[V]{a, b}}
 	}
 	ba, bb := bitpos(ha, shift), bitpos(hb, shift)
 	if ba == bb {
-		return node[V]{
-			edit:     e,
+		return &node[V]{
+			edit:     edit,
 			nodemap:  ba,
-			children: []node[V]{merge(e, shift+bitsPerLevel, a, ha, b, hb)},
+			children: []*node[V]{merge(e, shift+bitsPerLevel, a, ha, b, hb)},
 		}
 	}
 	if bb < ba {
 		a, b = b, a
 	}
-	return node[V]{edit: e, datamap: ba | bb, entries: []entry[V]{a, b}}
+	return &node[V]{edit: edit, datamap: ba | bb, entries: []entry[V]{a, b}}
+}
+
+// editChild returns child ci of n in a form the caller may write: the child
+// itself if e owns it, else a shallow copy put in its place. n's children
+// slice must already be writable.
+func (n *node[V]) editChild(e *editToken, ci int) *node[V] {
+	c := n.children[ci]
+	if e.owns(c.edit) {
+		return c
+	}
+	cp := new(node[V])
+	*cp = *c
+	n.children[ci] = cp
+	return cp
 }
 
 // remove deletes k, which must be present, from below n, which sits at the
-// given shift. n's header must be writable by the caller. A non-root node is
+// given shift. n itself must be writable by the caller. A non-root node is
 // left with at least one child or two entries; a child left holding a single
 // entry and nothing else is inlined into n.
 func (n *node[V]) remove(e *editToken, shift uint, h uint64, k uuid.UUID) {
 	if shift >= hashBits {
 		i, _ := searchKey(n.entries, k)
-		n.entries = removeAt(n.entries, i, n.own(e, 0, 0))
+		inPlace := n.ownEntries(e, 0)
+		n.entries = removeAt(n.entries, i, inPlace)
 		return
 	}
 	bit := bitpos(h, shift)
 	if n.datamap&bit != 0 {
-		n.entries = removeAt(n.entries, index(n.datamap, bit), n.own(e, 0, 0))
+		inPlace := n.ownEntries(e, 0)
+		n.entries = removeAt(n.entries, index(n.datamap, bit), inPlace)
 		n.datamap ^= bit
 		return
 	}
-	inPlace := n.own(e, 0, 0)
-	if !inPlace {
+	if !n.ownChildren(e, 0) {
 		n.children = cloneExtra(n.children, 0)
 	}
 	ci := index(n.nodemap, bit)
-	child := &n.children[ci]
+	child := n.editChild(e, ci)
 	child.remove(e, shift+bitsPerLevel, h, k)
 	if len(child.children) == 0 && len(child.entries) == 1 {
 		ent := child.entries[0]
@@ -381,6 +433,7 @@ func (n *node[V]) remove(e *editToken, shift uint, h uint64, k uuid.UUID) {
 		n.children = removeAt(n.children, ci, true)
 		n.nodemap ^= bit
 		n.datamap |= bit
+		inPlace := n.ownEntries(e, 1)
 		n.entries = insertAt(n.entries, index(n.datamap, bit), ent, inPlace)
 	}
 }

@@ -1,0 +1,121 @@
+package storebench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/store"
+	"github.com/omega-cell/omega/txn"
+)
+
+// recorder keeps the encoded form of the write sets the store published
+// during the warmup: every revision (committers' transactions and the
+// store's expiries), in order, up to max.
+type recorder struct {
+	max    int
+	sets   []recorded
+	claims int64
+	bytes  int64
+}
+
+type recorded struct {
+	repr   []byte
+	claims int
+}
+
+func (r *recorder) run(ctx context.Context, w *store.Watcher, _ func() *txn.State) error {
+	for len(r.sets) < r.max {
+		sets, err := w.Next(ctx, 0)
+		if err != nil {
+			return err
+		}
+		for _, ws := range sets {
+			if len(r.sets) == r.max {
+				break
+			}
+			b := new(pebble.Batch)
+			if err := store.EncodeWriteSet(b, ws); err != nil {
+				return err
+			}
+			rec := recorded{repr: slices.Clone(b.Repr())}
+			for i := range ws.Changes {
+				c := &ws.Changes[i]
+				if c.Task != nil && !c.Deleted && c.Task.State == omegav1.TaskState_TASK_STATE_ASSIGNED {
+					rec.claims++
+				}
+			}
+			r.sets = append(r.sets, rec)
+			r.claims += int64(rec.claims)
+			r.bytes += int64(len(rec.repr))
+		}
+	}
+	return nil
+}
+
+type baselineResult struct {
+	elapsed   time.Duration
+	claims    int64
+	latencies []time.Duration
+}
+
+// runBaseline writes the recorded write sets, cycling through them in
+// order, as synced pebble batches from `committers` goroutines, with the
+// store's pebble options, for d.
+func runBaseline(ctx context.Context, dir string, opts *store.Options, rec *recorder, committers int, d time.Duration) (*baselineResult, error) {
+	po := opts.PebbleOptions()
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("open baseline pebble: %w", err)
+	}
+	defer db.Close()
+	var next atomic.Int64
+	type out struct {
+		claims int64
+		lat    []time.Duration
+		err    error
+	}
+	outs := make([]out, committers)
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for i := range committers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := &outs[i]
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				r := rec.sets[int(next.Add(1)-1)%len(rec.sets)]
+				t0 := time.Now()
+				b := db.NewBatch()
+				if err := b.SetRepr(slices.Clone(r.repr)); err != nil {
+					o.err = err
+					return
+				}
+				if err := db.Apply(b, pebble.Sync); err != nil {
+					o.err = err
+					return
+				}
+				b.Close()
+				o.lat = append(o.lat, time.Since(t0))
+				o.claims += int64(r.claims)
+			}
+		}()
+	}
+	wg.Wait()
+	res := &baselineResult{elapsed: time.Since(start)}
+	var errs []error
+	for _, o := range outs {
+		errs = append(errs, o.err)
+		res.claims += o.claims
+		res.latencies = append(res.latencies, o.lat...)
+	}
+	return res, errors.Join(errs...)
+}

@@ -1,0 +1,584 @@
+// Package storebench is the commit-path benchmark of the cell-state store
+// (`omega bench store`): a cell of many machines held in steady state by
+// concurrent committers, each transaction finishing older tasks and
+// creating and claiming new ones through the shared client library, with
+// durable commits; and, in the same run, the raw-pebble baseline: the
+// store's own encoded write sets, releases and expiries included, written as
+// synced pebble batches with the same pebble options and no checking.
+package storebench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/store"
+	"github.com/omega-cell/omega/txn"
+)
+
+// Config is one benchmark run. Start from DefaultConfig.
+type Config struct {
+	// Machines in the cell. Default 10,000.
+	Machines int
+	// Committers: concurrent clients, each its own goroutine. Default 4.
+	Committers int
+	// Claims per transaction. Default 100.
+	Claims int
+	// Duration of each measured phase (store, then baseline). Default 10s.
+	Duration time.Duration
+	// Warmup runs the store workload before measuring, recording the write
+	// sets the baseline replays. Default 2s.
+	Warmup time.Duration
+	// Fill is how many placed tasks the cell holds in steady state. Default
+	// 100,000 (10 per machine).
+	Fill int
+	// Utilization is the share of the cell's CPU and memory the Fill tasks
+	// hold on average. Default 0.5.
+	Utilization float64
+	// Conflict and Commit modes. Defaults: fine, incremental.
+	Conflict omegav1.ConflictMode
+	Commit   omegav1.CommitMode
+	// Dir holds the pebble directories; default a temporary directory,
+	// removed afterwards.
+	Dir string
+	// Durability of the store (the baseline always syncs). Default sync.
+	Durability store.Durability
+	// Seed for machine choice and uuids.
+	Seed uint64
+	// Baseline runs the raw-pebble baseline after the store phase. Default true.
+	Baseline bool
+	// Log receives progress (stderr in the CLI).
+	Log *slog.Logger
+}
+
+// DefaultConfig returns the issue's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Machines:    10_000,
+		Committers:  4,
+		Claims:      100,
+		Duration:    10 * time.Second,
+		Warmup:      2 * time.Second,
+		Fill:        100_000,
+		Utilization: 0.5,
+		Seed:        1,
+		Baseline:    true,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Machines < 1:
+		return fmt.Errorf("machines %d: need at least 1", c.Machines)
+	case c.Committers < 1:
+		return fmt.Errorf("committers %d: need at least 1", c.Committers)
+	case c.Claims < 1:
+		return fmt.Errorf("claims %d: need at least 1 per transaction", c.Claims)
+	case c.Duration < 0 || c.Warmup < 0:
+		return fmt.Errorf("duration and warmup must not be negative")
+	case c.Fill < c.Committers*c.Claims:
+		return fmt.Errorf("fill %d: need at least committers x claims = %d tasks to hold steady state", c.Fill, c.Committers*c.Claims)
+	case c.Utilization <= 0 || c.Utilization >= 1:
+		return fmt.Errorf("utilization %v: must be in (0,1)", c.Utilization)
+	}
+	return nil
+}
+
+// Report is the outcome; its JSON form is what `omega bench store --json`
+// prints.
+type Report struct {
+	Machines    int     `json:"machines"`
+	Committers  int     `json:"committers"`
+	Claims      int     `json:"claims_per_txn"`
+	Fill        int     `json:"fill_tasks"`
+	DurationSec float64 `json:"duration_sec"`
+	Conflict    string  `json:"conflict"`
+	Commit      string  `json:"commit"`
+	Durability  string  `json:"durability"`
+
+	ClaimsPerSec     float64 `json:"claims_per_sec"`
+	TxnsPerSec       float64 `json:"txns_per_sec"`
+	CommitP50Ms      float64 `json:"commit_p50_ms"`
+	CommitP99Ms      float64 `json:"commit_p99_ms"`
+	ConflictFraction float64 `json:"conflict_fraction"`
+	ClaimsConflicted int64   `json:"claims_conflicted"`
+	BytesPerClaim    float64 `json:"bytes_per_claim"`
+
+	PebbleClaimsPerSec float64 `json:"pebble_claims_per_sec"`
+	PebbleTxnsPerSec   float64 `json:"pebble_txns_per_sec"`
+	PebbleCommitP50Ms  float64 `json:"pebble_commit_p50_ms"`
+	PebbleCommitP99Ms  float64 `json:"pebble_commit_p99_ms"`
+	RatioToPebble      float64 `json:"ratio_to_pebble"`
+
+	ViewUs      float64 `json:"view_us"`
+	LiveTasks   int     `json:"live_tasks"`
+	RSSMb       float64 `json:"rss_mb"`
+	PeakRSSMb   float64 `json:"peak_rss_mb"`
+	HeapInUseMb float64 `json:"heap_inuse_mb"`
+	GoMaxProcs  int     `json:"gomaxprocs"`
+}
+
+// machine shape: 4 cores, 16 GiB, as the paper's lightweight cell.
+const (
+	machineCPU = 4000
+	machineMem = 16 << 30
+)
+
+// Run runs the benchmark.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "omega-bench-store-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	rep := &Report{
+		Machines: cfg.Machines, Committers: cfg.Committers, Claims: cfg.Claims, Fill: cfg.Fill,
+		DurationSec: cfg.Duration.Seconds(), Conflict: cfg.Conflict.String(), Commit: cfg.Commit.String(),
+		Durability: cfg.Durability.String(), GoMaxProcs: runtime.GOMAXPROCS(0),
+	}
+
+	opts := store.DefaultOptions(dir + "/store")
+	// Finished tasks leave the live state a second after they finish, so the
+	// cell neither fills nor grows; their deletions are commits too.
+	opts.Retention = time.Second
+	opts.Durability = cfg.Durability
+	opts.Logger = log
+	st, err := store.Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+
+	w := newWorkload(cfg, st)
+	log.Info("registering machines", "machines", cfg.Machines)
+	if err := w.register(ctx); err != nil {
+		return nil, err
+	}
+	log.Info("filling the cell", "tasks", cfg.Fill, "utilization", cfg.Utilization)
+	if err := w.fill(ctx); err != nil {
+		return nil, err
+	}
+
+	// Warm up, recording the write sets the baseline will replay.
+	rec := &recorder{max: 4000}
+	watch, err := st.Watch(st.Revision())
+	if err != nil {
+		return nil, err
+	}
+	log.Info("warming up", "duration", cfg.Warmup)
+	recCtx, stopRec := context.WithCancel(ctx)
+	recDone := make(chan error, 1)
+	go func() { recDone <- rec.run(recCtx, watch, st.Snapshot) }()
+	if _, err := w.phase(ctx, cfg.Warmup); err != nil {
+		stopRec()
+		return nil, err
+	}
+	stopRec()
+	if err := <-recDone; err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	if len(rec.sets) == 0 {
+		return nil, errors.New("warmup recorded no write sets: lengthen --warmup")
+	}
+
+	log.Info("measuring the store", "duration", cfg.Duration, "committers", cfg.Committers, "claims_per_txn", cfg.Claims)
+	res, err := w.phase(ctx, cfg.Duration)
+	if err != nil {
+		return nil, err
+	}
+	secs := res.elapsed.Seconds()
+	rep.ClaimsPerSec = float64(res.claims) / secs
+	rep.TxnsPerSec = float64(res.counters.Attempts) / secs
+	rep.CommitP50Ms, rep.CommitP99Ms = percentileMs(res.latencies, 0.50), percentileMs(res.latencies, 0.99)
+	rep.ConflictFraction = res.counters.ConflictFraction()
+	rep.ClaimsConflicted = res.counters.ClaimsConflicted
+	if rec.claims > 0 {
+		rep.BytesPerClaim = float64(rec.bytes) / float64(rec.claims)
+	}
+
+	// View cost at this size (the store holds Fill placed tasks).
+	rep.ViewUs = w.viewCost(ctx)
+	rep.LiveTasks = st.Snapshot().NumTasks()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rep.HeapInUseMb = float64(ms.HeapInuse) / (1 << 20)
+	rep.RSSMb, rep.PeakRSSMb = rss()
+	if err := st.Close(); err != nil {
+		return nil, err
+	}
+
+	if cfg.Baseline {
+		log.Info("measuring raw pebble", "duration", cfg.Duration, "committers", cfg.Committers, "recorded_write_sets", len(rec.sets))
+		base, err := runBaseline(ctx, dir+"/pebble", &opts, rec, cfg.Committers, cfg.Duration)
+		if err != nil {
+			return nil, err
+		}
+		bsecs := base.elapsed.Seconds()
+		rep.PebbleClaimsPerSec = float64(base.claims) / bsecs
+		rep.PebbleTxnsPerSec = float64(len(base.latencies)) / bsecs
+		rep.PebbleCommitP50Ms, rep.PebbleCommitP99Ms = percentileMs(base.latencies, 0.50), percentileMs(base.latencies, 0.99)
+		if rep.PebbleClaimsPerSec > 0 {
+			rep.RatioToPebble = rep.ClaimsPerSec / rep.PebbleClaimsPerSec
+		}
+	}
+	return rep, nil
+}
+
+// --- the store workload -------------------------------------------------
+
+type workload struct {
+	cfg      Config
+	st       *store.Store
+	machines []uuid.UUID
+	specs    []*omegav1.TaskSpec // task shapes, shared by the tasks of that shape
+	comms    []*committer
+}
+
+type committer struct {
+	id      int
+	c       *client.Client
+	rng     *rand.Rand
+	job     uuid.UUID
+	meta    *omegav1.ObjectMeta // template: labels and owner reference, shared
+	placed  []uuid.UUID         // FIFO of tasks placed by this committer
+	pending []uuid.UUID         // created, claim conflicted: claim again
+}
+
+func newWorkload(cfg Config, st *store.Store) *workload {
+	w := &workload{cfg: cfg, st: st}
+	// Eight task shapes around the mean that holds Utilization at Fill.
+	perMachine := float64(cfg.Fill) / float64(cfg.Machines)
+	meanCPU := float64(machineCPU) * cfg.Utilization / perMachine
+	meanMem := float64(machineMem) * cfg.Utilization / perMachine
+	for i := range 8 {
+		f := 0.5 + float64(i)/7 // 0.5 .. 1.5
+		w.specs = append(w.specs, &omegav1.TaskSpec{Resources: &omegav1.Resources{
+			CpuMillis:   max(1, int64(meanCPU*f)),
+			MemoryBytes: max(1, int64(meanMem*(2-f))),
+		}})
+	}
+	return w
+}
+
+func (w *workload) newClient(ctx context.Context, name string, seed uint64) (*client.Client, *rand.Rand, error) {
+	rng := rand.New(rand.NewPCG(w.cfg.Seed, seed))
+	c, err := client.New(ctx, client.InProcess(w.st), client.Config{
+		Component: name,
+		Clock:     client.RealClock{},
+		Rand:      rng,
+		Conflict:  w.cfg.Conflict,
+		Commit:    w.cfg.Commit,
+	})
+	return c, rng, err
+}
+
+func (w *workload) register(ctx context.Context) error {
+	c, _, err := w.newClient(ctx, "bench/register", 0)
+	if err != nil {
+		return err
+	}
+	for start := 0; start < w.cfg.Machines; start += 5000 {
+		tx := c.NewTxn(c.View())
+		for i := start; i < min(start+5000, w.cfg.Machines); i++ {
+			uid := c.NewUID()
+			w.machines = append(w.machines, uid)
+			tx.Ops = append(tx.Ops, txn.CreateMachine(&omegav1.Machine{
+				Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: "m" + strconv.Itoa(i)},
+				Spec: &omegav1.MachineSpec{
+					Capacity:      &omegav1.Resources{CpuMillis: machineCPU, MemoryBytes: machineMem},
+					FailureDomain: "rack-" + strconv.Itoa(i/40),
+				},
+			}))
+		}
+		if _, err := c.Commit(ctx, tx); err != nil {
+			return fmt.Errorf("register machines: %w", err)
+		}
+	}
+	slices.SortFunc(w.machines, func(a, b uuid.UUID) int { return strings.Compare(string(a[:]), string(b[:])) })
+	for i := range w.cfg.Committers {
+		c, rng, err := w.newClient(ctx, "bench-"+strconv.Itoa(i), uint64(i+1))
+		if err != nil {
+			return err
+		}
+		cm := &committer{id: i, c: c, rng: rng, job: c.NewUID()}
+		cm.meta = &omegav1.ObjectMeta{
+			Labels:          map[string]string{"job": "bench-" + strconv.Itoa(i)},
+			OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: cm.job.String(), Name: "bench-" + strconv.Itoa(i), Controller: true}},
+		}
+		tx := c.NewTxn(c.View())
+		tx.Ops = append(tx.Ops, txn.CreateJob(&omegav1.Job{
+			Meta: &omegav1.ObjectMeta{Uid: cm.job.String(), Name: "bench-" + strconv.Itoa(i)},
+			Spec: &omegav1.JobSpec{Kind: omegav1.JobKind_JOB_KIND_BATCH, Scheduler: "bench"},
+		}))
+		if _, err := c.Commit(ctx, tx); err != nil {
+			return fmt.Errorf("create job: %w", err)
+		}
+		w.comms = append(w.comms, cm)
+	}
+	return nil
+}
+
+// fill places Fill tasks, spread over the committers, in large transactions.
+func (w *workload) fill(ctx context.Context) error {
+	per := w.cfg.Fill / w.cfg.Committers
+	for _, cm := range w.comms {
+		for len(cm.placed) < per {
+			n := min(per-len(cm.placed), 5000)
+			if err := cm.c.Sync(ctx); err != nil {
+				return err
+			}
+			if _, _, err := w.step(ctx, cm, 0, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+type phaseResult struct {
+	elapsed   time.Duration
+	claims    int64
+	counters  client.Counters
+	latencies []time.Duration
+}
+
+// phase runs every committer for d and sums what they did.
+func (w *workload) phase(ctx context.Context, d time.Duration) (*phaseResult, error) {
+	type out struct {
+		claims int64
+		lat    []time.Duration
+		err    error
+	}
+	before := make([]client.Counters, len(w.comms))
+	for i, cm := range w.comms {
+		before[i] = cm.c.Counters()
+	}
+	outs := make([]out, len(w.comms))
+	start := time.Now()
+	deadline := start.Add(d)
+	expCtx, stopExp := context.WithCancel(ctx)
+	expDone := make(chan error, 1)
+	go func() { expDone <- w.expire(expCtx) }()
+	var wg sync.WaitGroup
+	for i, cm := range w.comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := &outs[i]
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if err := cm.c.Sync(ctx); err != nil {
+					o.err = err
+					return
+				}
+				t0 := time.Now()
+				claims, _, err := w.step(ctx, cm, w.cfg.Claims, w.cfg.Claims)
+				if err != nil {
+					o.err = err
+					return
+				}
+				o.lat = append(o.lat, time.Since(t0))
+				o.claims += int64(claims)
+			}
+		}()
+	}
+	wg.Wait()
+	res := &phaseResult{elapsed: time.Since(start)}
+	stopExp()
+	if err := <-expDone; err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	for i, o := range outs {
+		if o.err != nil {
+			return nil, o.err
+		}
+		res.claims += o.claims
+		res.latencies = append(res.latencies, o.lat...)
+		c := w.comms[i].c.Counters()
+		b := before[i]
+		res.counters.Attempts += c.Attempts - b.Attempts
+		res.counters.Conflicted += c.Conflicted - b.Conflicted
+		res.counters.ClaimsConflicted += c.ClaimsConflicted - b.ClaimsConflicted
+	}
+	return res, nil
+}
+
+// expire deletes finished tasks every 100ms, as a server's ticker would.
+func (w *workload) expire(ctx context.Context) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if _, err := w.st.Expire(ctx, time.Now()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// step is one transaction of a committer: finish its `finish` oldest
+// placed tasks, then claim `claims` tasks (pending ones from earlier
+// conflicts first, then new ones created in the same transaction) on
+// machines picked at random from its view, first fit.
+func (w *workload) step(ctx context.Context, cm *committer, finish, claims int) (committed int, res txn.Result, err error) {
+	v := cm.c.View()
+	tx := cm.c.NewTxn(v)
+	finish = min(finish, len(cm.placed))
+	for _, uid := range cm.placed[:finish] {
+		t, ok := v.Task(uid)
+		if !ok {
+			return 0, res, fmt.Errorf("%s: own task %s missing from the view", cm.c.Component(), uid)
+		}
+		tx.Ops = append(tx.Ops, txn.SetStatus(uid, omegav1.TaskState_TASK_STATE_SUCCEEDED, t.Version, ""))
+	}
+	// Local accounting of what this transaction adds, so its own claims
+	// don't overfill a machine.
+	extra := map[uuid.UUID]txn.Resources{}
+	type claimed struct {
+		uid uuid.UUID
+		op  int
+	}
+	var mine []claimed
+	pick := func(req txn.Resources) (uuid.UUID, bool) {
+		for range 16 {
+			m, ok := v.Machine(w.machines[cm.rng.IntN(len(w.machines))])
+			if !ok || m.State != omegav1.MachineState_MACHINE_STATE_UP {
+				continue
+			}
+			if fit, _ := txn.Fits(m.Capacity, m.Allocated.Add(extra[m.UID]), req); fit {
+				extra[m.UID] = extra[m.UID].Add(req)
+				return m.UID, true
+			}
+		}
+		return uuid.Nil, false
+	}
+	retry := cm.pending
+	cm.pending = nil
+	for i := 0; i < claims; i++ {
+		var uid uuid.UUID
+		var req txn.Resources
+		var ver uint64
+		if i < len(retry) {
+			uid = retry[i]
+			t, ok := v.Task(uid)
+			if !ok || t.State != omegav1.TaskState_TASK_STATE_PENDING {
+				continue
+			}
+			req, ver = t.Request, t.Version
+		} else {
+			uid = cm.c.NewUID()
+			spec := w.specs[cm.rng.IntN(len(w.specs))]
+			meta := &omegav1.ObjectMeta{Uid: uid.String(), Labels: cm.meta.Labels, OwnerReferences: cm.meta.OwnerReferences}
+			tx.Ops = append(tx.Ops, txn.CreateTask(&omegav1.Task{Meta: meta, Spec: spec}))
+			req = txn.ResourcesFromProto(spec.Resources)
+		}
+		m, ok := pick(req)
+		if !ok {
+			cm.pending = append(cm.pending, uid)
+			continue
+		}
+		mine = append(mine, claimed{uid, len(tx.Ops)})
+		tx.Ops = append(tx.Ops, txn.Claim(uid, m, req, ver))
+	}
+	cm.pending = append(cm.pending, retry[min(len(retry), claims):]...)
+	res, err = cm.c.Commit(ctx, tx)
+	if err != nil {
+		return 0, res, fmt.Errorf("%s: commit: %w", cm.c.Component(), err)
+	}
+	if res.Revision != 0 {
+		cm.placed = cm.placed[finish:]
+	}
+	for _, c := range mine {
+		if res.Revision != 0 && res.Outcomes[c.op].Committed() {
+			cm.placed = append(cm.placed, c.uid)
+			committed++
+		} else if res.Revision != 0 || tx.Commit == omegav1.CommitMode_COMMIT_MODE_INCREMENTAL {
+			cm.pending = append(cm.pending, c.uid)
+		}
+	}
+	if res.Revision != 0 {
+		if err := cm.c.SyncTo(ctx, res.Revision); err != nil {
+			return 0, res, err
+		}
+	}
+	return committed, res, nil
+}
+
+// viewCost is the mean cost of bringing a client's view up to date and
+// taking it, in microseconds.
+func (w *workload) viewCost(ctx context.Context) float64 {
+	c := w.comms[0].c
+	const n = 10_000
+	start := time.Now()
+	for range n {
+		if err := c.Sync(ctx); err != nil {
+			return -1
+		}
+		v := c.View()
+		if v.NumMachines() != w.cfg.Machines {
+			return -1
+		}
+	}
+	return float64(time.Since(start).Microseconds()) / n
+}
+
+func percentileMs(lat []time.Duration, q float64) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(lat)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(q * float64(len(s)-1))
+	return float64(s[i].Microseconds()) / 1000
+}
+
+// rss returns the current and peak resident set size in MiB (Linux).
+func rss() (cur, peak float64) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			cur = kb / 1024
+		case "VmHWM:":
+			peak = kb / 1024
+		}
+	}
+	return cur, peak
+}

@@ -1,0 +1,157 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/omega-cell/omega/store"
+	"github.com/omega-cell/omega/txn"
+)
+
+// View is an immutable, consistent snapshot of the cell at one revision. It
+// is structurally shared with the cell's other states, so taking one before
+// every scheduling decision costs a pointer copy. Safe for any number of
+// goroutines.
+type View struct {
+	*txn.State
+}
+
+// Cell is a client's local copy of the cell state, kept in sync with the
+// store through Watch (or, in-process, by sharing the store's immutable
+// states). A Cell belongs to one goroutine; Views taken from it may be
+// shared freely.
+type Cell struct {
+	tr     Transport
+	sharer SnapshotSharer
+	state  *txn.State
+	watch  Watch
+	relist int // times the cell re-listed after falling behind
+}
+
+// NewCell lists the cell through tr and starts watching it.
+func NewCell(ctx context.Context, tr Transport) (*Cell, error) {
+	c := &Cell{tr: tr}
+	if s, ok := tr.(SnapshotSharer); ok {
+		c.sharer = s
+		c.state = s.Latest()
+		return c, nil
+	}
+	if err := c.list(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// maxListTries bounds how often list takes a fresh snapshot because the
+// revisions after the previous one were compacted before it could watch
+// them.
+const maxListTries = 10
+
+// list takes a snapshot and watches from its revision. Commits that land
+// between the two can push the snapshot's successors out of a small
+// history (the watch fails with store.ErrCompacted); then it lists again,
+// within a bound, counting each retry as a re-list.
+func (c *Cell) list(ctx context.Context) error {
+	for try := 1; ; try++ {
+		st, err := c.tr.Snapshot(ctx)
+		if err != nil {
+			return fmt.Errorf("list cell: %w", err)
+		}
+		w, err := c.tr.Watch(ctx, st.Revision())
+		if errors.Is(err, store.ErrCompacted) && try < maxListTries {
+			c.relist++
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("watch cell from %d (try %d): %w", st.Revision(), try, err)
+		}
+		if c.watch != nil {
+			c.watch.Close()
+		}
+		c.state, c.watch = st, w
+		return nil
+	}
+}
+
+// View returns the local copy as it is now.
+func (c *Cell) View() View { return View{c.state} }
+
+// Revision is the local copy's revision.
+func (c *Cell) Revision() uint64 { return c.state.Revision() }
+
+// Relists counts how often the cell fell behind the store's retained
+// history and re-listed.
+func (c *Cell) Relists() int { return c.relist }
+
+// Sync brings the local copy up to what the store has published, without
+// waiting for more.
+func (c *Cell) Sync(ctx context.Context) error {
+	if c.sharer != nil {
+		c.state = c.sharer.Latest()
+		return nil
+	}
+	for {
+		sets, err := c.watch.Poll(0)
+		if errors.Is(err, store.ErrCompacted) {
+			c.relist++
+			return c.list(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		if len(sets) == 0 {
+			return nil
+		}
+		c.apply(sets)
+	}
+}
+
+// SyncTo blocks until the local copy includes revision rev (a revision the
+// store acknowledged, so it is published).
+func (c *Cell) SyncTo(ctx context.Context, rev uint64) error {
+	if err := c.Sync(ctx); err != nil {
+		return err
+	}
+	if c.sharer != nil && c.state.Revision() < rev {
+		st, err := c.sharer.WaitFor(ctx, rev)
+		if err != nil {
+			return fmt.Errorf("sync to revision %d: %w", rev, err)
+		}
+		c.state = st
+		return nil
+	}
+	for c.state.Revision() < rev {
+		sets, err := c.watch.Next(ctx, 0)
+		if errors.Is(err, store.ErrCompacted) {
+			c.relist++
+			if err := c.list(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.apply(sets)
+	}
+	return nil
+}
+
+func (c *Cell) apply(sets []*txn.WriteSet) {
+	st := c.state
+	for _, ws := range sets {
+		if ws.Revision <= st.Revision() {
+			continue
+		}
+		st = st.Apply(ws)
+	}
+	c.state = st
+}
+
+// Close stops watching.
+func (c *Cell) Close() {
+	if c.watch != nil {
+		c.watch.Close()
+	}
+}

@@ -1,0 +1,744 @@
+package txn_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"pgregory.net/rapid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
+)
+
+// TestEvaluateMatchesModel holds Evaluate + State.Apply against a model in
+// plain maps, over random sequences of transactions on a small cell (three
+// machines, so conflicts are frequent) with cpu, memory and a "gpu" extended
+// dimension. Transactions mix creates, claims (several per machine, expect
+// versions from older views), evictions, status reports, deletes and machine
+// puts, in every conflict and commit mode, against views that are often
+// behind the state.
+//
+// rapid prints the seed and writes a fail file under testdata/rapid on a
+// failure; rerun with -rapid.seed=N (or the fail file) to reproduce it. All
+// uids come from counters and every choice is drawn from rapid, so a seed
+// replays exactly. -rapid.checks=N runs more cases (default 100).
+func TestEvaluateMatchesModel(t *testing.T) {
+	var stats propStats
+	rapid.Check(t, func(rt *rapid.T) { runModel(rt, &stats) })
+	t.Logf("%d transactions: %d rejected with an error (%s), %d committed, %d partial, %d aborted; outcomes%s",
+		stats.txns.Load(), stats.errs.Load(), stats.errCounts(), stats.commits.Load(), stats.partial.Load(), stats.aborted.Load(), stats.codeCounts())
+	// When the run was big enough, the generator must have reached every
+	// interesting outcome, or the property proves little.
+	if stats.txns.Load() >= 1000 {
+		for code := range omegav1.OutcomeCode_name {
+			if stats.codes[code].Load() == 0 {
+				t.Errorf("no operation had outcome %s", omegav1.OutcomeCode(code))
+			}
+		}
+		if stats.errs.Load() == 0 || stats.partial.Load() == 0 {
+			t.Errorf("generator never produced an error or a partial commit")
+		}
+	}
+}
+
+type propStats struct {
+	txns, errs, commits, partial, aborted atomic.Int64
+	codes                                 [8]atomic.Int64
+	errKinds                              sync.Map // error sentinel text → *atomic.Int64
+}
+
+func (s *propStats) countErr(err error) {
+	v, _ := s.errKinds.LoadOrStore(err.Error(), new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+func (s *propStats) errCounts() string {
+	var out []string
+	s.errKinds.Range(func(k, v any) bool {
+		out = append(out, fmt.Sprintf("%s=%d", k, v.(*atomic.Int64).Load()))
+		return true
+	})
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
+func (s *propStats) codeCounts() string {
+	out := ""
+	for i := range s.codes {
+		out += fmt.Sprintf(" %s=%d", omegav1.OutcomeCode(i), s.codes[i].Load())
+	}
+	return out
+}
+
+// --- the model ---------------------------------------------------------------
+
+const (
+	dCPU = iota
+	dMem
+	dGPU
+	nDims
+)
+
+var dimNames = [nDims]string{"cpu", "memory", "gpu"}
+
+type vec [nDims]int64
+
+func vecOf(r txn.Resources) vec { return vec{r.CPU, r.Memory, r.Ext["gpu"]} }
+
+type mMachine struct {
+	capacity, alloc vec
+	state           omegav1.MachineState
+	tasks           int32
+	seq, version    uint64
+}
+
+type mTask struct {
+	state     omegav1.TaskState
+	machine   uuid.UUID
+	claimed   vec
+	version   uint64
+	priority  int32
+	evictions int32
+}
+
+func (t *mTask) placed() bool { return t.state == assigned || t.state == running }
+
+func isTerminal(s omegav1.TaskState) bool {
+	return s == succeeded || s == failed || s == lost || s == killed
+}
+
+type model struct {
+	rev      uint64
+	machines map[uuid.UUID]*mMachine
+	tasks    map[uuid.UUID]*mTask
+}
+
+func (m *model) clone() *model {
+	out := &model{rev: m.rev, machines: map[uuid.UUID]*mMachine{}, tasks: map[uuid.UUID]*mTask{}}
+	for k, v := range m.machines {
+		c := *v
+		out.machines[k] = &c
+	}
+	for k, v := range m.tasks {
+		c := *v
+		out.tasks[k] = &c
+	}
+	return out
+}
+
+func sortedIDs[V any](m map[uuid.UUID]V) []uuid.UUID {
+	return slices.SortedFunc(maps.Keys(m), func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+}
+
+// prediction is what the model says a transaction does.
+type prediction struct {
+	errAt  int   // index of the op that makes it an error, or -1
+	err    error // the sentinel
+	codes  []omegav1.OutcomeCode
+	next   *model // the state after, nil if nothing commits
+	nConfl int
+}
+
+// predict evaluates tx on base at revision rev, from the rules in DESIGN.md
+// "Transactions", in plain maps.
+func (base *model) predict(tx *txn.Txn, rev uint64) prediction {
+	ov := base.clone()
+	created := map[uuid.UUID]bool{}
+	p := prediction{errAt: -1, codes: make([]omegav1.OutcomeCode, len(tx.Ops))}
+	for i := range tx.Ops {
+		code, err := ov.op(base, created, tx, &tx.Ops[i], rev)
+		if err != nil {
+			return prediction{errAt: i, err: err}
+		}
+		p.codes[i] = code
+	}
+	committed := 0
+	for _, c := range p.codes {
+		if c == cCommitted {
+			committed++
+		} else {
+			p.nConfl++
+		}
+	}
+	if p.nConfl > 0 && tx.Commit == allOrNone {
+		for i, c := range p.codes {
+			if c == cCommitted {
+				p.codes[i] = cAborted
+			}
+		}
+		committed = 0
+	}
+	if committed > 0 {
+		ov.rev = rev
+		p.next = ov
+	}
+	return p
+}
+
+// baseVersion is the version of a task in the state the transaction runs
+// against (0 for a task the transaction created).
+func (base *model) baseVersion(created map[uuid.UUID]bool, id uuid.UUID) uint64 {
+	if created[id] {
+		return 0
+	}
+	return base.tasks[id].version
+}
+
+func (ov *model) release(t *mTask, rev uint64) {
+	m := ov.machines[t.machine]
+	for d := range nDims {
+		m.alloc[d] -= t.claimed[d]
+	}
+	m.tasks--
+	m.seq = rev
+}
+
+// op applies one operation to the overlay ov if it commits. A conflict
+// leaves ov unchanged.
+func (ov *model) op(base *model, created map[uuid.UUID]bool, tx *txn.Txn, op *txn.Op, rev uint64) (omegav1.OutcomeCode, error) {
+	switch op.Kind {
+	case txn.OpCreate:
+		id := uuid.MustParse(op.NewTask.GetMeta().GetUid())
+		if _, ok := ov.tasks[id]; ok {
+			return 0, txn.ErrAlreadyExists
+		}
+		ov.tasks[id] = &mTask{state: pending, version: rev, priority: op.NewTask.GetSpec().GetPriority()}
+		created[id] = true
+		return cCommitted, nil
+
+	case txn.OpClaim:
+		req := vecOf(op.Resources)
+		for _, v := range req {
+			if v < 0 {
+				return 0, txn.ErrInvalid
+			}
+		}
+		t, ok := ov.tasks[op.Task]
+		if !ok {
+			return 0, txn.ErrNotFound
+		}
+		m, ok := ov.machines[op.Machine]
+		if !ok {
+			return 0, txn.ErrNotFound
+		}
+		if op.ExpectVersion != base.baseVersion(created, op.Task) {
+			return cTaskChanged, nil
+		}
+		if t.state != pending {
+			return 0, txn.ErrNotPending
+		}
+		if m.state != up {
+			return cNotUp, nil
+		}
+		if tx.Conflict == coarse && base.machines[op.Machine].seq > tx.ViewRevision {
+			return cMachChanged, nil
+		}
+		for d := range nDims {
+			if m.alloc[d]+req[d] > m.capacity[d] {
+				return cInsufficient, nil
+			}
+		}
+		for d := range nDims {
+			m.alloc[d] += req[d]
+		}
+		m.tasks++
+		m.seq = rev
+		t.state, t.machine, t.claimed, t.version = assigned, op.Machine, req, rev
+		return cCommitted, nil
+
+	case txn.OpEvict:
+		t, ok := ov.tasks[op.Task]
+		if !ok {
+			return 0, txn.ErrNotFound
+		}
+		if op.ExpectVersion != base.baseVersion(created, op.Task) {
+			return cTaskChanged, nil
+		}
+		if !t.placed() {
+			return 0, txn.ErrIllegalState
+		}
+		if !op.Force && t.priority >= op.ForPriority {
+			return cPriority, nil
+		}
+		ov.release(t, rev)
+		t.state, t.machine, t.claimed, t.version = pending, uuid.Nil, vec{}, rev
+		t.evictions++
+		return cCommitted, nil
+
+	case txn.OpSetStatus:
+		if op.State != running && !isTerminal(op.State) {
+			return 0, txn.ErrInvalid
+		}
+		t, ok := ov.tasks[op.Task]
+		if !ok {
+			return 0, txn.ErrNotFound
+		}
+		blind := op.ExpectVersion == 0
+		if !blind && op.ExpectVersion != base.baseVersion(created, op.Task) {
+			return cTaskChanged, nil
+		}
+		if isTerminal(t.state) || (op.State == running && !t.placed()) {
+			if blind {
+				return cTaskChanged, nil
+			}
+			return 0, txn.ErrIllegalState
+		}
+		if isTerminal(op.State) && t.placed() {
+			ov.release(t, rev)
+		}
+		t.state, t.version = op.State, rev
+		return cCommitted, nil
+
+	case txn.OpDelete:
+		t, ok := ov.tasks[op.DeleteUID]
+		if !ok {
+			return 0, txn.ErrNotFound
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != base.baseVersion(created, op.DeleteUID) {
+			return cVersion, nil
+		}
+		if t.placed() {
+			ov.release(t, rev)
+		}
+		delete(ov.tasks, op.DeleteUID)
+		return cCommitted, nil
+
+	case txn.OpPut:
+		id := uuid.MustParse(op.NewMachine.GetMeta().GetUid())
+		m, ok := ov.machines[id]
+		if !ok {
+			return 0, txn.ErrNotFound
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != base.machines[id].version {
+			return cVersion, nil
+		}
+		capacity := vecOf(txn.ResourcesFromProto(op.NewMachine.GetSpec().GetCapacity()))
+		for d := range nDims {
+			if m.alloc[d] > capacity[d] {
+				return cInsufficient, nil
+			}
+		}
+		m.capacity, m.state, m.version, m.seq = capacity, op.NewMachine.GetStatus().GetState(), rev, rev
+		return cCommitted, nil
+	}
+	panic(fmt.Sprintf("model: op kind %s", op.Kind))
+}
+
+// matches reports how the real state differs from the model, or "".
+func (m *model) matches(s *txn.State) string {
+	if s.Revision() != m.rev {
+		return fmt.Sprintf("revision %d, model %d", s.Revision(), m.rev)
+	}
+	if s.NumMachines() != len(m.machines) || s.NumTasks() != len(m.tasks) {
+		return fmt.Sprintf("%d machines %d tasks, model %d and %d", s.NumMachines(), s.NumTasks(), len(m.machines), len(m.tasks))
+	}
+	for _, id := range sortedIDs(m.machines) {
+		want := m.machines[id]
+		got, ok := s.Machine(id)
+		if !ok {
+			return fmt.Sprintf("machine %s missing", id)
+		}
+		if vecOf(got.Capacity) != want.capacity || vecOf(got.Allocated) != want.alloc || got.Tasks != want.tasks ||
+			got.Seq != want.seq || got.Version != want.version || got.State != want.state {
+			return fmt.Sprintf("machine %s: cap %v alloc %v tasks %d seq %d v%d %s; model %+v",
+				id, got.Capacity, got.Allocated, got.Tasks, got.Seq, got.Version, got.State, *want)
+		}
+	}
+	for _, id := range sortedIDs(m.tasks) {
+		want := m.tasks[id]
+		got, ok := s.Task(id)
+		if !ok {
+			return fmt.Sprintf("task %s missing", id)
+		}
+		if got.State != want.state || got.Version != want.version || got.Evictions != want.evictions ||
+			vecOf(got.Claimed) != want.claimed || got.Machine != want.machine {
+			return fmt.Sprintf("task %s: %s on %s claimed %v v%d ev%d; model %+v",
+				id, got.State, got.Machine, got.Claimed, got.Version, got.Evictions, *want)
+		}
+	}
+	return ""
+}
+
+// --- the generator and the checks --------------------------------------------
+
+var propMachines = []uuid.UUID{uid(1), uid(2), uid(3)}
+
+func runModel(t *rapid.T, stats *propStats) {
+	draw := func(label string, lo, hi int) int { return rapid.IntRange(lo, hi).Draw(t, label) }
+	chance := func(label string, pct int) bool { return draw(label, 0, 99) < pct }
+	nextID := uint64(1000)
+	newID := func() uuid.UUID { nextID++; return uid(nextID) }
+
+	// The cell: three machines and a few tasks, created at revision 1.
+	setup := &txn.Txn{UnixNanos: 1}
+	for _, id := range propMachines {
+		capacity := res(int64(draw("cpu", 2, 8)*500), int64(draw("mem", 2, 8)*500))
+		if g := draw("gpus", 0, 3); g > 0 {
+			capacity = res(capacity.CPU, capacity.Memory, "gpu", g)
+		}
+		setup.Ops = append(setup.Ops, txn.CreateMachine(machineP(id, capacity)))
+	}
+	for range draw("tasks", 2, 8) {
+		setup.Ops = append(setup.Ops, txn.CreateTask(taskP(newID(), res(100, 100), int32(draw("prio", 0, 3)))))
+	}
+	s := txn.NewState()
+	_, ws, err := txn.Evaluate(s, setup, 1, txn.DefaultLimits())
+	if err != nil || ws == nil {
+		t.Fatalf("setup: %v", err)
+	}
+	s = s.Apply(ws)
+	mod := &model{rev: 1, machines: map[uuid.UUID]*mMachine{}, tasks: map[uuid.UUID]*mTask{}}
+	for _, op := range setup.Ops {
+		if op.NewMachine != nil {
+			id := uuid.MustParse(op.NewMachine.Meta.Uid)
+			mod.machines[id] = &mMachine{capacity: vecOf(txn.ResourcesFromProto(op.NewMachine.Spec.Capacity)), state: up, seq: 1, version: 1}
+		} else {
+			id := uuid.MustParse(op.NewTask.Meta.Uid)
+			mod.tasks[id] = &mTask{state: pending, version: 1, priority: op.NewTask.Spec.Priority}
+		}
+	}
+	if d := mod.matches(s); d != "" {
+		t.Fatalf("after setup: %s", d)
+	}
+	// Every committed state and its model, for views and for checking later
+	// that old states never change.
+	states := []*txn.State{s}
+	models := []*model{mod}
+
+	steps := draw("txns", 1, 40)
+	for step := range steps {
+		// The view: the latest state, or one a few commits behind.
+		vi := len(models) - 1
+		if chance("old view", 40) {
+			vi = max(0, vi-draw("behind", 1, 5))
+		}
+		view := models[vi]
+		viewTasks := sortedIDs(view.tasks)
+		tx := &txn.Txn{
+			ViewRevision: view.rev,
+			Component:    "prop",
+			UnixNanos:    int64(step + 2),
+		}
+		if chance("coarse", 50) {
+			tx.Conflict = coarse
+		}
+		if chance("gang", 30) {
+			tx.Commit = allOrNone
+		}
+		var createdHere []uuid.UUID
+		used := map[uuid.UUID]bool{}
+		// pickTask draws a task of the view that satisfies want, preferring
+		// one not yet used by this transaction.
+		pickTask := func(label string, want func(*mTask) bool) (uuid.UUID, bool) {
+			var cands []uuid.UUID
+			for _, id := range viewTasks {
+				if want(view.tasks[id]) && (!used[id] || chance(label+" reuse", 5)) {
+					cands = append(cands, id)
+				}
+			}
+			if len(cands) == 0 {
+				return uuid.Nil, false
+			}
+			id := cands[draw(label, 0, len(cands)-1)]
+			used[id] = true
+			return id, true
+		}
+		anyTask := func(*mTask) bool { return true }
+		isPending := func(mt *mTask) bool { return mt.state == pending }
+		claimRes := func() txn.Resources {
+			r := res(int64(draw("claim cpu", 0, 12)*100), int64(draw("claim mem", 0, 12)*100))
+			switch g := draw("claim gpu", -1, 2); {
+			case g > 0:
+				r = res(r.CPU, r.Memory, "gpu", g)
+			case g == 0:
+				r.Ext = map[string]int64{"gpu": 0} // an explicit zero is no gpu
+			}
+			return r
+		}
+		machine := func() uuid.UUID {
+			if chance("unknown machine", 1) {
+				return uid(999)
+			}
+			return propMachines[draw("machine", 0, len(propMachines)-1)]
+		}
+		version := func(id uuid.UUID) uint64 {
+			if chance("garbage version", 3) {
+				return uint64(draw("version", 0, int(view.rev)+3))
+			}
+			return view.tasks[id].version
+		}
+
+		for range draw("ops", 1, 8) {
+			switch k := draw("kind", 0, 99); {
+			case k < 10: // create
+				id := newID()
+				tx.Ops = append(tx.Ops, txn.CreateTask(taskP(id, res(100, 100), int32(draw("prio", 0, 3)))))
+				createdHere = append(createdHere, id)
+			case k < 30 && len(createdHere) > 0: // claim a task created in this txn
+				id := createdHere[draw("created", 0, len(createdHere)-1)]
+				tx.Ops = append(tx.Ops, txn.Claim(id, machine(), claimRes(), 0))
+			case k < 40: // several claims on one machine
+				m := machine()
+				for range draw("burst", 2, 4) {
+					if id, ok := pickTask("burst task", isPending); ok {
+						tx.Ops = append(tx.Ops, txn.Claim(id, m, claimRes(), version(id)))
+					}
+				}
+			case k < 60: // claim
+				want := isPending
+				if chance("claim non-pending", 10) {
+					want = anyTask
+				}
+				if id, ok := pickTask("claim task", want); ok {
+					tx.Ops = append(tx.Ops, txn.Claim(id, machine(), claimRes(), version(id)))
+				}
+			case k < 72: // evict
+				want := (*mTask).placed
+				if chance("evict unplaced", 5) {
+					want = anyTask
+				}
+				if id, ok := pickTask("evict task", want); ok {
+					prio := int32(draw("for prio", 0, 4))
+					if chance("force", 30) {
+						tx.Ops = append(tx.Ops, txn.ForceEvict(id, version(id), "force"))
+					} else {
+						tx.Ops = append(tx.Ops, txn.Evict(id, version(id), prio, "prio"))
+					}
+				}
+			case k < 88: // set status
+				states := []omegav1.TaskState{running, succeeded, failed, lost, killed}
+				target := states[draw("target", 0, len(states)-1)]
+				if chance("bad target", 2) {
+					target = assigned
+				}
+				want := func(mt *mTask) bool { return !isTerminal(mt.state) }
+				if target == running {
+					want = (*mTask).placed
+				}
+				if chance("any status task", 10) {
+					want = anyTask
+				}
+				id, ok := pickTask("status task", want)
+				if len(createdHere) > 0 && chance("status of created", 15) {
+					id, ok = createdHere[draw("created", 0, len(createdHere)-1)], true
+				}
+				if ok {
+					var v uint64
+					if !slices.Contains(createdHere, id) && chance("versioned", 50) {
+						v = version(id)
+					}
+					tx.Ops = append(tx.Ops, txn.SetStatus(id, target, v, ""))
+				}
+			case k < 94: // delete a task
+				if id, ok := pickTask("delete task", anyTask); ok {
+					var v uint64
+					if chance("versioned", 50) {
+						v = version(id)
+					}
+					tx.Ops = append(tx.Ops, txn.Delete(kindTask, id, v))
+				}
+			default: // put a machine: new capacity or state
+				id := propMachines[draw("put machine", 0, len(propMachines)-1)]
+				vm := view.machines[id]
+				capacity := res(max(0, vm.capacity[dCPU]+int64(draw("dcpu", -4, 4)*250)),
+					max(0, vm.capacity[dMem]+int64(draw("dmem", -4, 4)*250)))
+				if g := max(0, int(vm.capacity[dGPU])+draw("dgpu", -1, 1)); g > 0 {
+					capacity = res(capacity.CPU, capacity.Memory, "gpu", g)
+				}
+				st := up
+				if chance("drain", 25) {
+					st = draining
+				}
+				var v uint64
+				if chance("versioned", 50) {
+					v = vm.version
+				}
+				tx.Ops = append(tx.Ops, txn.PutMachine(machineState(id, capacity, st), v))
+			}
+		}
+
+		cur, curModel := states[len(states)-1], models[len(models)-1]
+		rev := cur.Revision() + 1
+		want := curModel.predict(tx, rev)
+		r, ws, err := txn.Evaluate(cur, tx, rev, txn.DefaultLimits())
+		stats.txns.Add(1)
+
+		if want.errAt >= 0 {
+			stats.errs.Add(1)
+			stats.countErr(want.err)
+			var oe *txn.OpError
+			if !errors.Is(err, want.err) || !errors.As(err, &oe) || oe.Index != want.errAt {
+				t.Fatalf("txn %d: error %v, model says %v at op %d\nops: %s", step, err, want.err, want.errAt, opsString(tx))
+			}
+			if ws != nil || r.Outcomes != nil {
+				t.Fatalf("txn %d: error with a result", step)
+			}
+			if d := curModel.matches(cur); d != "" {
+				t.Fatalf("txn %d: a rejected transaction changed the state: %s", step, d)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("txn %d: unexpected error %v\nops: %s", step, err, opsString(tx))
+		}
+		checkResultShape(t, tx, r, ws, rev)
+		if got := codes(r); !slices.Equal(got, want.codes) {
+			t.Fatalf("txn %d (view %d, state %d, %s, %s): outcomes\n got %v\nwant %v\nops: %s\ndetails: %+v",
+				step, tx.ViewRevision, cur.Revision(), tx.Conflict, tx.Commit, got, want.codes, opsString(tx), r.Outcomes)
+		}
+		for _, c := range codes(r) {
+			stats.codes[c].Add(1)
+		}
+		checkNoDoublePlacement(t, cur, tx, r)
+		checkCoarse(t, cur, tx, r)
+
+		if want.next == nil {
+			if ws != nil || r.Revision != 0 {
+				t.Fatalf("txn %d: nothing should commit, got revision %d", step, r.Revision)
+			}
+			if r.Conflicts > 0 && tx.Commit == allOrNone {
+				stats.aborted.Add(1)
+			}
+			continue
+		}
+		if ws == nil || r.Revision != rev {
+			t.Fatalf("txn %d: should commit at %d, got revision %d", step, rev, r.Revision)
+		}
+		stats.commits.Add(1)
+		if r.Partial() {
+			stats.partial.Add(1)
+		}
+		next := cur.Apply(ws)
+		if next.Revision() != cur.Revision()+1 {
+			t.Fatalf("txn %d: revision %d after %d", step, next.Revision(), cur.Revision())
+		}
+		if d := want.next.matches(next); d != "" {
+			t.Fatalf("txn %d: state differs from the model: %s\nops: %s\noutcomes %v", step, d, opsString(tx), codes(r))
+		}
+		if err := txn.CheckInvariants(next); err != nil {
+			t.Fatalf("txn %d: invariants: %v", step, err)
+		}
+		next.RangeMachines(func(m *txn.Machine) bool {
+			if !m.Allocated.LessEq(m.Capacity) {
+				t.Fatalf("txn %d: machine %s over capacity: %v of %v", step, m.UID, m.Allocated, m.Capacity)
+			}
+			return true
+		})
+		states = append(states, next)
+		models = append(models, want.next)
+	}
+	// Old states are persistent: every one still equals its model.
+	for i := range states {
+		if d := models[i].matches(states[i]); d != "" {
+			t.Fatalf("state at revision %d changed after later commits: %s", states[i].Revision(), d)
+		}
+	}
+}
+
+// checkNoDoublePlacement walks the committed operations in order and fails
+// if a claim committed for a task that was placed (or terminal, or gone) at
+// that point, independently of the model.
+func checkNoDoublePlacement(t *rapid.T, base *txn.State, tx *txn.Txn, r txn.Result) {
+	type st struct {
+		placed, terminal, gone bool
+	}
+	cur := map[uuid.UUID]st{}
+	get := func(id uuid.UUID) st {
+		if s, ok := cur[id]; ok {
+			return s
+		}
+		tk, ok := base.Task(id)
+		if !ok {
+			return st{}
+		}
+		return st{placed: tk.Placed(), terminal: tk.Terminal()}
+	}
+	for i := range tx.Ops {
+		op := &tx.Ops[i]
+		if !r.Outcomes[i].Committed() {
+			continue
+		}
+		switch op.Kind {
+		case txn.OpClaim:
+			s := get(op.Task)
+			if s.placed || s.terminal || s.gone {
+				t.Fatalf("op %d: claim committed for task %s in state %+v", i, op.Task, s)
+			}
+			s.placed = true
+			cur[op.Task] = s
+		case txn.OpEvict:
+			s := get(op.Task)
+			s.placed = false
+			cur[op.Task] = s
+		case txn.OpSetStatus:
+			if isTerminal(op.State) {
+				cur[op.Task] = st{terminal: true}
+			}
+		case txn.OpDelete:
+			cur[op.DeleteUID] = st{gone: true}
+		}
+	}
+}
+
+// checkCoarse checks, independently of the model, that in coarse mode no
+// claim commits on a machine changed after the view, and that once a claim
+// on a machine conflicts with MACHINE_CHANGED, no later claim on it commits
+// (the simulator bug where the claim after a conflicting one slips through).
+func checkCoarse(t *rapid.T, base *txn.State, tx *txn.Txn, r txn.Result) {
+	if tx.Conflict != coarse {
+		return
+	}
+	changed := map[uuid.UUID]bool{}
+	for i := range tx.Ops {
+		op := &tx.Ops[i]
+		if op.Kind != txn.OpClaim {
+			continue
+		}
+		var seq uint64
+		if m, ok := base.Machine(op.Machine); ok {
+			seq = m.Seq
+		}
+		stale := seq > tx.ViewRevision
+		code := r.Outcomes[i].Code
+		if (stale || changed[op.Machine]) && (code == cCommitted || code == cAborted) {
+			t.Fatalf("op %d: coarse claim on machine %s (seq %d, view %d) has outcome %s", i, op.Machine, seq, tx.ViewRevision, code)
+		}
+		if code == cMachChanged {
+			if !stale {
+				t.Fatalf("op %d: MACHINE_CHANGED on machine %s at seq %d, view %d", i, op.Machine, seq, tx.ViewRevision)
+			}
+			changed[op.Machine] = true
+		}
+	}
+}
+
+func opsString(tx *txn.Txn) string {
+	s := ""
+	for i, op := range tx.Ops {
+		short := func(u uuid.UUID) string { return u.String()[:8] }
+		switch op.Kind {
+		case txn.OpCreate:
+			s += fmt.Sprintf("\n  %d create %s", i, op.NewTask.GetMeta().GetUid()[:8])
+		case txn.OpClaim:
+			s += fmt.Sprintf("\n  %d claim %s on %s {%v} @%d", i, short(op.Task), short(op.Machine), op.Resources, op.ExpectVersion)
+		case txn.OpEvict:
+			s += fmt.Sprintf("\n  %d evict %s @%d for %d force %v", i, short(op.Task), op.ExpectVersion, op.ForPriority, op.Force)
+		case txn.OpSetStatus:
+			s += fmt.Sprintf("\n  %d status %s %s @%d", i, short(op.Task), op.State, op.ExpectVersion)
+		case txn.OpDelete:
+			s += fmt.Sprintf("\n  %d delete %s @%d", i, short(op.DeleteUID), op.ExpectVersion)
+		case txn.OpPut:
+			s += fmt.Sprintf("\n  %d put %s {%v} %s @%d", i, op.NewMachine.GetMeta().GetUid()[:8],
+				txn.ResourcesFromProto(op.NewMachine.GetSpec().GetCapacity()), op.NewMachine.GetStatus().GetState(), op.ExpectVersion)
+		}
+	}
+	return s
+}
