@@ -68,9 +68,9 @@ var ErrGaveUp = errors.New("gave up after attempts without progress")
 // a pure decision function over attempt results, with no clock and no I/O,
 // so a virtual-time engine can drive it between its own events.
 type Loop struct {
-	policy    RetryPolicy
-	rng       *rand.Rand
-	attempts  int // total
+	policy     RetryPolicy
+	rng        *rand.Rand
+	attempts   int // total
 	noProgress int // in a row
 }
 

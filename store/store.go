@@ -51,9 +51,9 @@ type Store struct {
 	log  *slog.Logger
 
 	mu        sync.Mutex
-	head      *txn.State  // newest state, maybe not yet durable
-	published *txn.State  // newest durable state
-	queue     []*pending  // evaluated, not yet durable, in revision order
+	head      *txn.State    // newest state, maybe not yet durable
+	published *txn.State    // newest durable state
+	queue     []*pending    // evaluated, not yet durable, in revision order
 	wake      chan struct{} // signals the writer (capacity 1)
 	pubCh     chan struct{} // closed and replaced on every publication
 	hist      history

@@ -374,6 +374,9 @@ var propMachines = []uuid.UUID{uid(1), uid(2), uid(3)}
 func runModel(t *rapid.T, stats *propStats) {
 	draw := func(label string, lo, hi int) int { return rapid.IntRange(lo, hi).Draw(t, label) }
 	chance := func(label string, pct int) bool { return draw(label, 0, 99) < pct }
+	// rapid leans towards the ends of a range, so a "rare" choice made with
+	// one draw comes up far more often than its percentage; two make it rare.
+	rare := func(label string) bool { return chance(label, 10) && chance(label+" again", 10) }
 	nextID := uint64(1000)
 	newID := func() uuid.UUID { nextID++; return uid(nextID) }
 
@@ -440,7 +443,7 @@ func runModel(t *rapid.T, stats *propStats) {
 		pickTask := func(label string, want func(*mTask) bool) (uuid.UUID, bool) {
 			var cands []uuid.UUID
 			for _, id := range viewTasks {
-				if want(view.tasks[id]) && (!used[id] || chance(label+" reuse", 5)) {
+				if want(view.tasks[id]) && (!used[id] || rare(label+" reuse")) {
 					cands = append(cands, id)
 				}
 			}
@@ -464,13 +467,13 @@ func runModel(t *rapid.T, stats *propStats) {
 			return r
 		}
 		machine := func() uuid.UUID {
-			if chance("unknown machine", 1) {
+			if rare("unknown machine") {
 				return uid(999)
 			}
 			return propMachines[draw("machine", 0, len(propMachines)-1)]
 		}
 		version := func(id uuid.UUID) uint64 {
-			if chance("garbage version", 3) {
+			if rare("garbage version") {
 				return uint64(draw("version", 0, int(view.rev)+3))
 			}
 			return view.tasks[id].version
@@ -484,7 +487,10 @@ func runModel(t *rapid.T, stats *propStats) {
 				createdHere = append(createdHere, id)
 			case k < 30 && len(createdHere) > 0: // claim a task created in this txn
 				id := createdHere[draw("created", 0, len(createdHere)-1)]
-				tx.Ops = append(tx.Ops, txn.Claim(id, machine(), claimRes(), 0))
+				if !used[id] || rare("claim created again") {
+					used[id] = true
+					tx.Ops = append(tx.Ops, txn.Claim(id, machine(), claimRes(), 0))
+				}
 			case k < 40: // several claims on one machine
 				m := machine()
 				for range draw("burst", 2, 4) {
@@ -494,7 +500,7 @@ func runModel(t *rapid.T, stats *propStats) {
 				}
 			case k < 60: // claim
 				want := isPending
-				if chance("claim non-pending", 10) {
+				if rare("claim non-pending") {
 					want = anyTask
 				}
 				if id, ok := pickTask("claim task", want); ok {
@@ -502,7 +508,7 @@ func runModel(t *rapid.T, stats *propStats) {
 				}
 			case k < 72: // evict
 				want := (*mTask).placed
-				if chance("evict unplaced", 5) {
+				if rare("evict unplaced") {
 					want = anyTask
 				}
 				if id, ok := pickTask("evict task", want); ok {
@@ -516,7 +522,7 @@ func runModel(t *rapid.T, stats *propStats) {
 			case k < 88: // set status
 				states := []omegav1.TaskState{running, succeeded, failed, lost, killed}
 				target := states[draw("target", 0, len(states)-1)]
-				if chance("bad target", 2) {
+				if rare("bad target") {
 					target = assigned
 				}
 				want := func(mt *mTask) bool { return !isTerminal(mt.state) }
