@@ -160,12 +160,14 @@ func (b *Builder[V]) Get(k uuid.UUID) (V, bool) {
 	return b.root.get(hashKey(k), k)
 }
 
-// Set sets k to v.
-func (b *Builder[V]) Set(k uuid.UUID, v V) {
+// Set sets k to v and reports whether k was absent before.
+func (b *Builder[V]) Set(k uuid.UUID, v V) (added bool) {
 	b.live()
 	if b.root.set(b.edit, 0, hashKey(k), k, v) {
 		b.size++
+		return true
 	}
+	return false
 }
 
 // Delete removes k and reports whether it was present.
