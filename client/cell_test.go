@@ -321,3 +321,67 @@ func TestSyncToWaitsForTheRevision(t *testing.T) {
 		}
 	}
 }
+
+// laggyWatch is a remote-looking watch: Poll never has anything yet, and
+// the first Next reports that the stream fell behind (unless compacted is
+// already set).
+type laggyWatch struct {
+	Watch
+	compacted bool
+}
+
+func (w *laggyWatch) Poll(int) ([]*txn.WriteSet, error) { return nil, nil }
+
+func (w *laggyWatch) Next(ctx context.Context, max int) ([]*txn.WriteSet, error) {
+	if !w.compacted {
+		w.compacted = true
+		return nil, fmt.Errorf("watch stream: %w", store.ErrCompacted)
+	}
+	return w.Watch.Next(ctx, max)
+}
+
+type laggyTransport struct {
+	Transport
+	watches int
+}
+
+func (l *laggyTransport) Watch(ctx context.Context, from uint64) (Watch, error) {
+	w, err := l.Transport.Watch(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	l.watches++
+	return &laggyWatch{Watch: w, compacted: l.watches > 1}, nil // only the first stream falls behind
+}
+
+// TestSyncToRelistsWhenTheStreamFallsBehind: SyncTo waiting on the watch
+// stream re-lists when the stream reports compaction, and still reaches
+// the revision.
+func TestSyncToRelistsWhenTheStreamFallsBehind(t *testing.T) {
+	st := openStore(t, store.DurabilityNone, 0)
+	drv := newDriver(t, st, 8)
+	drv.step()
+	lt := &laggyTransport{Transport: InProcess(st, WithoutSharing())}
+	c, _ := newClient(t, lt, "laggy", 8, DefaultRetryPolicy())
+	rev := drv.step()
+	if err := c.SyncTo(context.Background(), rev); err != nil {
+		t.Fatalf("SyncTo(%d): %v", rev, err)
+	}
+	if c.Cell().Relists() != 1 || lt.watches != 2 {
+		t.Fatalf("%d relists, %d watches; want 1 and 2", c.Cell().Relists(), lt.watches)
+	}
+	if err := diffStates(st.Snapshot(), c.View().State); err != nil {
+		t.Fatal(err)
+	}
+	// Next now delivers: SyncTo follows the stream without re-listing.
+	rev = drv.step()
+	if err := c.SyncTo(context.Background(), rev); err != nil {
+		t.Fatal(err)
+	}
+	if c.Cell().Relists() != 1 {
+		t.Fatalf("re-listed again (%d)", c.Cell().Relists())
+	}
+	if err := diffStates(st.Snapshot(), c.View().State); err != nil {
+		t.Fatal(err)
+	}
+}

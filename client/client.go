@@ -63,7 +63,8 @@ type Config struct {
 	// Rand drives jitter. Required (seeded by the caller).
 	Rand *rand.Rand
 	// UUIDs is the entropy for new object ids (uuid.NewRandomFromReader).
-	// Default: a reader over Rand, so ids follow the seed.
+	// Default: a source of its own seeded from Rand, so ids follow the seed
+	// and do not depend on how often the loop drew jitter.
 	UUIDs io.Reader
 	// Conflict and Commit are the modes NewTxn sets. Defaults: fine,
 	// incremental.
@@ -133,7 +134,9 @@ func New(ctx context.Context, tr Transport, cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, tr: tr, cell: cell, uuids: cfg.UUIDs}
 	if c.uuids == nil {
-		c.uuids = RandReader(cfg.Rand)
+		// A stream of its own, seeded from Rand, so a retry's jitter does
+		// not shift every later id.
+		c.uuids = RandReader(rand.New(rand.NewPCG(cfg.Rand.Uint64(), cfg.Rand.Uint64())))
 	}
 	return c, nil
 }

@@ -110,11 +110,11 @@ func (l *Loop) backoff() time.Duration {
 	for i := 1; i < l.noProgress && b < l.policy.MaxBackoff; i++ {
 		b *= 2
 	}
-	if l.policy.MaxBackoff > 0 && b > l.policy.MaxBackoff {
-		b = l.policy.MaxBackoff
-	}
 	if j := l.policy.Jitter; j > 0 && l.rng != nil {
 		b = time.Duration(float64(b) * (1 - j + 2*j*l.rng.Float64()))
+	}
+	if l.policy.MaxBackoff > 0 && b > l.policy.MaxBackoff {
+		b = l.policy.MaxBackoff // the cap holds after jitter too
 	}
 	return b
 }

@@ -117,7 +117,8 @@ func TestLoopDecisions(t *testing.T) {
 	}
 }
 
-// TestLoopJitter: each pause lies in [1-J, 1+J] times the un-jittered one,
+// TestLoopJitter: each pause lies in [1-J, 1+J] times the un-jittered one
+// (and never above MaxBackoff),
 // the pauses really vary, and the same seed gives the same pauses.
 func TestLoopJitter(t *testing.T) {
 	for _, j := range []float64{0.01, 0.2, 0.5, 1} {
@@ -141,7 +142,7 @@ func TestLoopJitter(t *testing.T) {
 					t.Fatalf("jitter %v seed %d: pause %d is %v, then %v with the same seed", j, seed, i, got[i], again[i])
 				}
 				min := time.Duration(float64(base[i]) * (1 - j))
-				max := time.Duration(float64(base[i]) * (1 + j))
+				max := min(time.Duration(float64(base[i])*(1+j)), policy.MaxBackoff) // the cap holds after jitter
 				if got[i] < min || got[i] > max {
 					t.Fatalf("jitter %v seed %d: pause %d is %v, outside [%v, %v] around %v", j, seed, i, got[i], min, max, base[i])
 				}
@@ -149,8 +150,9 @@ func TestLoopJitter(t *testing.T) {
 					lo, hi = minDur(lo, got[i]), maxDur(hi, got[i])
 				}
 			}
-			// The spread over 195 draws must cover a good part of the range.
-			if spread := float64(hi-lo) / float64(160*ms); spread < j {
+			// The spread over 195 draws must cover a good part of the range
+			// below the cap, [1-J, 1] x MaxBackoff.
+			if spread := float64(hi-lo) / float64(160*ms); spread < j/2 {
 				t.Fatalf("jitter %v seed %d: pauses only span [%v, %v]", j, seed, lo, hi)
 			}
 		}

@@ -58,12 +58,13 @@ type Options struct {
 	// Policy decides what the store checks beyond the transaction rules.
 	// Default Raw() (Omega: expose the raw state).
 	Policy Policy
-	// Limits bounds one transaction. Default txn.DefaultLimits().
+	// Limits bounds one transaction. Default (and when zero)
+	// txn.DefaultLimits().
 	Limits txn.Limits
 	// HistoryChanges bounds the changes kept for watchers, counted over
 	// whole revisions (the newest revision is always kept). A watcher that
-	// falls further behind gets ErrCompacted and re-lists. Default 200,000:
-	// about a thousand scheduler commits, tens of MB.
+	// falls further behind gets ErrCompacted and re-lists. Default (and
+	// when zero) 200,000: about a thousand scheduler commits, tens of MB.
 	HistoryChanges int
 	// Retention is how long terminal tasks and finished jobs stay in the
 	// live state after they finish (by the clock of the transaction that

@@ -81,6 +81,12 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.HistoryChanges == 0 {
+		opts.HistoryChanges = DefaultOptions("").HistoryChanges
+	}
+	if opts.Limits == (txn.Limits{}) {
+		opts.Limits = txn.DefaultLimits()
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}

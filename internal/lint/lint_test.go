@@ -1,0 +1,288 @@
+// Package lint holds the project's conventions that run as tests
+// (STYLE.md, habit 11).
+package lint
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// decisionPackages are the folders (with their subfolders) whose code must
+// run unchanged under the simulation's virtual clock: no wall clock, no
+// goroutines of their own (DESIGN.md "Layout"). A folder that does not
+// exist yet is skipped.
+var decisionPackages = []string{"txn", "client", "schedulers"}
+
+// forbiddenTime lists the package time functions that read the wall clock
+// or wait on it. Since and Until are Now in disguise; AfterFunc is a timer
+// and a goroutine.
+var forbiddenTime = map[string]bool{
+	"Now": true, "Sleep": true, "After": true, "NewTimer": true, "NewTicker": true, "Tick": true,
+	"AfterFunc": true, "Since": true, "Until": true,
+}
+
+// allowed lists, per file (slash path from the repository root), the
+// functions ("Recv.Name" or "Name") that may break the rule, and why.
+var allowed = map[string]map[string]string{
+	"client/client.go": {
+		// RealClock is the one place live components get the wall clock
+		// from: everything else takes a Clock, so the simulation passes its
+		// virtual clock instead.
+		"RealClock.Now":   "the wall clock behind the Clock interface",
+		"RealClock.Sleep": "the wall clock's timer behind the Clock interface",
+	},
+}
+
+func TestNoWallClockOrGoroutinesInDecisionCode(t *testing.T) {
+	root := repoRoot(t)
+	checked := 0
+	for _, pkg := range decisionPackages {
+		dir := filepath.Join(root, pkg)
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			t.Logf("%s: not there yet, skipped", pkg)
+			continue
+		}
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if path != dir && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			problems, err := check(rel, src, allowed[rel])
+			if err != nil {
+				return err
+			}
+			for _, p := range problems {
+				t.Error(p)
+			}
+			checked++
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("walk %s: %v", pkg, err)
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("no file checked under %v in %s", decisionPackages, root)
+	}
+}
+
+// check parses one file and returns a line per violation: a call of (or
+// reference to) a forbidden time function, or a go statement, outside the
+// allowed functions.
+func check(name string, src []byte, allow map[string]string) ([]string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, 0)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", name, err)
+	}
+	// The names package time is imported under in this file.
+	timeNames := map[string]bool{}
+	var problems []string
+	report := func(pos token.Pos, format string, args ...any) {
+		problems = append(problems, fmt.Sprintf("%s: %s", fset.Position(pos), fmt.Sprintf(format, args...)))
+	}
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		if path != "time" {
+			continue
+		}
+		switch {
+		case imp.Name == nil:
+			timeNames["time"] = true
+		case imp.Name.Name == ".":
+			report(imp.Pos(), `dot import of "time" hides wall-clock calls; import it by name`)
+		case imp.Name.Name != "_":
+			timeNames[imp.Name.Name] = true
+		}
+	}
+	for _, decl := range f.Decls {
+		fn := declName(decl)
+		if _, ok := allow[fn]; ok {
+			continue
+		}
+		where := fn
+		if where == "" {
+			where = "package level"
+		}
+		ast.Inspect(decl, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.GoStmt:
+				report(n.Pos(), "go statement in %s: decision code starts no goroutine (the caller owns them)", where)
+			case *ast.SelectorExpr:
+				id, ok := n.X.(*ast.Ident)
+				// id.Obj is set when the name resolves to something declared
+				// in this file (a local variable shadowing the import).
+				if ok && id.Obj == nil && timeNames[id.Name] && forbiddenTime[n.Sel.Name] {
+					report(n.Pos(), "%s.%s in %s: take the time from an injected Clock", id.Name, n.Sel.Name, where)
+				}
+			}
+			return true
+		})
+	}
+	return problems, nil
+}
+
+// declName names a function declaration "Recv.Name" or "Name"; other
+// declarations have no name.
+func declName(d ast.Decl) string {
+	fn, ok := d.(*ast.FuncDecl)
+	if !ok {
+		return ""
+	}
+	if fn.Recv == nil || len(fn.Recv.List) == 0 {
+		return fn.Name.Name
+	}
+	typ := fn.Recv.List[0].Type
+	for {
+		switch x := typ.(type) {
+		case *ast.StarExpr:
+			typ = x.X
+			continue
+		case *ast.IndexExpr:
+			typ = x.X
+			continue
+		case *ast.IndexListExpr:
+			typ = x.X
+			continue
+		case *ast.ParenExpr:
+			typ = x.X
+			continue
+		case *ast.Ident:
+			return x.Name + "." + fn.Name.Name
+		}
+		return fn.Name.Name
+	}
+}
+
+// repoRoot walks up from the working directory to the folder holding go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// TestCheckFindsViolations holds the checker itself to account.
+func TestCheckFindsViolations(t *testing.T) {
+	src := `package p
+
+import (
+	"context"
+	clock "time"
+)
+
+var started = clock.Now()
+
+type RealClock struct{}
+
+func (RealClock) Now() clock.Time { return clock.Now() }
+
+func (c *Cache[K]) Refresh() { go c.loop() }
+
+func wait(ctx context.Context) {
+	t := clock.NewTimer(clock.Second)
+	defer t.Stop()
+	<-clock.After(clock.Second)
+	f := clock.Since
+	_ = f
+	_ = clock.Duration(3) // a type: fine
+}
+
+func shadow() {
+	clock := fakeClock{}
+	clock.Now() // a local, not the package
+}
+`
+	got, err := check("p/p.go", []byte(src), map[string]string{"RealClock.Now": "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"p/p.go:8:15: clock.Now in package level",
+		"p/p.go:14:32: go statement in Cache.Refresh",
+		"p/p.go:17:7: clock.NewTimer in wait",
+		"p/p.go:19:4: clock.After in wait",
+		"p/p.go:20:7: clock.Since in wait",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d: %q, want it to start with %q", i, got[i], want[i])
+		}
+	}
+
+	dot := "package p\n\nimport . \"time\"\n\nfunc f() { Sleep(1) }\n"
+	got, err = check("p/dot.go", []byte(dot), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "dot import") {
+		t.Fatalf("dot import: %v", got)
+	}
+
+	// The allow-list names functions that exist.
+	root := repoRoot(t)
+	for file, fns := range allowed {
+		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
+		if errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("allow-list names %s, which does not exist", file)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, src, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, d := range f.Decls {
+			names = append(names, declName(d))
+		}
+		for fn := range fns {
+			if !slices.Contains(names, fn) {
+				t.Errorf("allow-list names %s in %s, which does not declare it", fn, file)
+			}
+		}
+	}
+}
