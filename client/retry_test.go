@@ -142,7 +142,7 @@ func TestLoopJitter(t *testing.T) {
 					t.Fatalf("jitter %v seed %d: pause %d is %v, then %v with the same seed", j, seed, i, got[i], again[i])
 				}
 				min := time.Duration(float64(base[i]) * (1 - j))
-				max := min(time.Duration(float64(base[i])*(1+j)), policy.MaxBackoff) // the cap holds after jitter
+				max := minDur(time.Duration(float64(base[i])*(1+j)), policy.MaxBackoff) // the cap holds after jitter
 				if got[i] < min || got[i] > max {
 					t.Fatalf("jitter %v seed %d: pause %d is %v, outside [%v, %v] around %v", j, seed, i, got[i], min, max, base[i])
 				}
