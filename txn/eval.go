@@ -95,23 +95,42 @@ var committed = Outcome{}
 
 // --- the overlay: this transaction's view of the state -------------------
 
+// task returns the task as this transaction sees it, the version it had
+// before the transaction (0 if the transaction created it), and whether it
+// exists.
 func (e *evaluator) task(uid uuid.UUID) (cur *Task, baseVersion uint64, ok bool) {
 	if i, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_TASK, uid}]; hit {
 		c := &e.changes[i]
 		if c.Deleted {
 			return nil, 0, false
 		}
-		if c.Created {
-			return c.Task, 0, true
-		}
-		b, _ := e.base.tasks.Get(uid)
-		return c.Task, b.Version, true
+		return c.Task, c.baseVersion, true
 	}
 	t, ok := e.base.tasks.Get(uid)
 	if !ok {
 		return nil, 0, false
 	}
 	return t, t.Version, true
+}
+
+// mutableTask returns a copy of t this transaction may change: t itself if
+// the transaction already made it (nobody else can see it yet), a fresh copy
+// otherwise.
+func (e *evaluator) mutableTask(t *Task) *Task {
+	if i, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_TASK, t.UID}]; hit && e.changes[i].Task == t && !e.changes[i].Deleted {
+		return t
+	}
+	nt := *t
+	return &nt
+}
+
+// mutableMachine is mutableTask for machines.
+func (e *evaluator) mutableMachine(m *Machine) *Machine {
+	if i, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_MACHINE, m.UID}]; hit && e.changes[i].Machine == m && !e.changes[i].Deleted {
+		return m
+	}
+	nm := *m
+	return &nm
 }
 
 func (e *evaluator) machine(uid uuid.UUID) (cur, base *Machine, ok bool) {
@@ -153,6 +172,7 @@ func (e *evaluator) record(c Change) {
 		prev := &e.changes[i]
 		c.Created = c.Created || prev.Created
 		c.Derived = c.Derived && prev.Derived
+		c.baseVersion = prev.baseVersion
 		if c.Deleted && prev.Created {
 			// Created and deleted in one transaction: nothing to store, but
 			// keep the entry so later operations see it gone.
@@ -165,8 +185,10 @@ func (e *evaluator) record(c Change) {
 	e.changes = append(e.changes, c)
 }
 
-func (e *evaluator) setTask(t *Task, created bool) {
-	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Created: created})
+// setTask records t's new value; baseVersion is the version the task had
+// before the transaction (0 if created by it).
+func (e *evaluator) setTask(t *Task, created bool, baseVersion uint64) {
+	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Created: created, baseVersion: baseVersion})
 }
 
 func (e *evaluator) setMachine(m *Machine, created, derived bool) {
@@ -179,11 +201,11 @@ func (e *evaluator) release(t *Task) error {
 	if !ok {
 		return fmt.Errorf("%w: task %s is placed on machine %s, which does not exist", ErrNotFound, t.UID, t.Machine)
 	}
-	nm := *m
+	nm := e.mutableMachine(m)
 	nm.Allocated = m.Allocated.Sub(t.Claimed)
 	nm.Tasks--
 	nm.Seq = e.rev
-	e.setMachine(&nm, false, true)
+	e.setMachine(nm, false, true)
 	return nil
 }
 
@@ -231,11 +253,15 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, err
 		}
-		if _, _, exists := e.task(t.UID); exists {
+		// A uid is never reused: not even one this transaction deleted (the
+		// write set would carry one "created" change over the old task, and
+		// the job index would keep the old owner).
+		_, inBase := e.base.tasks.Get(t.UID)
+		if _, _, exists := e.task(t.UID); exists || inBase {
 			return Outcome{}, fmt.Errorf("%w: task %s", ErrAlreadyExists, t.UID)
 		}
 		t.Version, t.CreateRev, t.Created = e.rev, e.rev, now
-		e.setTask(t, true)
+		e.setTask(t, true, 0)
 	case op.NewJob != nil:
 		j, err := newJob(op.NewJob)
 		if err != nil {
@@ -290,19 +316,19 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
 			"machine %s cannot hold %v: %s", m.UID, op.Resources, dim), nil
 	}
-	nm := *m
+	nm := e.mutableMachine(m)
 	nm.Allocated = m.Allocated.Add(op.Resources)
 	nm.Tasks++
 	nm.Seq = e.rev
-	e.setMachine(&nm, false, true)
-	nt := *t
+	e.setMachine(nm, false, true)
+	nt := e.mutableTask(t)
 	nt.State = omegav1.TaskState_TASK_STATE_ASSIGNED
 	nt.Machine = m.UID
 	nt.Claimed = op.Resources
 	nt.Scheduler = e.tx.Component
 	nt.Assigned = e.tx.UnixNanos
 	nt.Version = e.rev
-	e.setTask(&nt, false)
+	e.setTask(nt, false, baseVer)
 	return committed, nil
 }
 
@@ -325,7 +351,7 @@ func (e *evaluator) evict(op *Op) (Outcome, error) {
 	if err := e.release(t); err != nil {
 		return Outcome{}, err
 	}
-	nt := *t
+	nt := e.mutableTask(t)
 	nt.State = omegav1.TaskState_TASK_STATE_PENDING
 	nt.Machine = uuid.Nil
 	nt.Claimed = Resources{}
@@ -334,7 +360,7 @@ func (e *evaluator) evict(op *Op) (Outcome, error) {
 	nt.Evictions++
 	nt.Message = op.Message
 	nt.Version = e.rev
-	e.setTask(&nt, false)
+	e.setTask(nt, false, baseVer)
 	return committed, nil
 }
 
@@ -359,7 +385,7 @@ func (e *evaluator) setStatus(op *Op) (Outcome, error) {
 		}
 		return Outcome{}, fmt.Errorf("%w: task %s is %s at version %d, cannot become %s", ErrIllegalState, t.UID, t.State, baseVer, target)
 	}
-	nt := *t
+	nt := e.mutableTask(t)
 	if IsTerminal(target) {
 		if t.Placed() {
 			if err := e.release(t); err != nil {
@@ -373,7 +399,7 @@ func (e *evaluator) setStatus(op *Op) (Outcome, error) {
 	nt.State = target
 	nt.Message = op.Message
 	nt.Version = e.rev
-	e.setTask(&nt, false)
+	e.setTask(nt, false, baseVer)
 	return committed, nil
 }
 
@@ -447,7 +473,7 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 				return Outcome{}, err
 			}
 		}
-		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Deleted: true})
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Deleted: true, baseVersion: baseVer})
 	case omegav1.ObjectKind_OBJECT_KIND_JOB:
 		j, baseVer, ok := e.job(uid)
 		if !ok {

@@ -234,7 +234,48 @@ func (c *cell) commit(tx *txn.Txn) txn.Result {
 	if err := txn.CheckInvariants(c.s); err != nil {
 		c.t.Fatalf("invariants after commit: %v", err)
 	}
+	if err := checkJobIndex(c.s); err != nil {
+		c.t.Fatalf("after commit: %v", err)
+	}
 	return r
+}
+
+// checkJobIndex verifies the job → tasks index against the tasks' owners.
+func checkJobIndex(s *txn.State) error {
+	owners := map[uuid.UUID]map[uuid.UUID]bool{}
+	s.RangeTasks(func(t *txn.Task) bool {
+		if t.Job != uuid.Nil {
+			if owners[t.Job] == nil {
+				owners[t.Job] = map[uuid.UUID]bool{}
+			}
+			owners[t.Job][t.UID] = true
+		}
+		return true
+	})
+	jobs := map[uuid.UUID]bool{}
+	for j := range owners {
+		jobs[j] = true
+	}
+	s.RangeJobs(func(j *txn.Job) bool { jobs[j.UID] = true; return true })
+	for j := range jobs {
+		seen := map[uuid.UUID]bool{}
+		var err error
+		s.RangeJobTasks(j, func(t *txn.Task) bool {
+			if t.Job != j || seen[t.UID] {
+				err = fmt.Errorf("job %s indexes task %s owned by %s (seen twice: %v)", j, t.UID, t.Job, seen[t.UID])
+				return false
+			}
+			seen[t.UID] = true
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if len(seen) != len(owners[j]) {
+			return fmt.Errorf("job %s indexes %d tasks, %d tasks name it", j, len(seen), len(owners[j]))
+		}
+	}
+	return nil
 }
 
 // mustErr evaluates tx and requires an *OpError (or plain error when index

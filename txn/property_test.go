@@ -32,7 +32,22 @@ import (
 // replays exactly. -rapid.checks=N runs more cases (default 100).
 func TestEvaluateMatchesModel(t *testing.T) {
 	var stats propStats
-	rapid.Check(t, func(rt *rapid.T) { runModel(rt, &stats) })
+	// Several rounds of rapid's checks (100 each by default, -rapid.checks),
+	// each with a fresh seed: a few seconds, about 10 s under -race. A round
+	// that fails prints the -run pattern and the -rapid.seed (or
+	// -rapid.failfile) that replay it.
+	rounds := 8
+	if testing.Short() {
+		rounds = 1
+	}
+	for round := range rounds {
+		t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
+			rapid.Check(t, func(rt *rapid.T) { runModel(rt, &stats) })
+		})
+		if t.Failed() {
+			return
+		}
+	}
 	t.Logf("%d transactions: %d rejected with an error (%s), %d committed, %d partial, %d aborted; outcomes%s",
 		stats.txns.Load(), stats.errs.Load(), stats.errCounts(), stats.commits.Load(), stats.partial.Load(), stats.aborted.Load(), stats.codeCounts())
 	// When the run was big enough, the generator must have reached every
@@ -372,11 +387,15 @@ func (m *model) matches(s *txn.State) string {
 var propMachines = []uuid.UUID{uid(1), uid(2), uid(3)}
 
 func runModel(t *rapid.T, stats *propStats) {
+	// Amounts come from rapid's ranges, which lean towards their ends (good
+	// for boundaries). Choices — which op, which task, whether something
+	// unusual happens — come from a mixed 64-bit draw instead, so that their
+	// percentages hold; a draw shrunk to 0 picks the first candidate and
+	// makes no unusual choice.
 	draw := func(label string, lo, hi int) int { return rapid.IntRange(lo, hi).Draw(t, label) }
-	chance := func(label string, pct int) bool { return draw(label, 0, 99) < pct }
-	// rapid leans towards the ends of a range, so a "rare" choice made with
-	// one draw comes up far more often than its percentage; two make it rare.
-	rare := func(label string) bool { return chance(label, 10) && chance(label+" again", 10) }
+	choose := func(label string, n int) int { return int(mix64(rapid.Uint64().Draw(t, label)) % uint64(n)) }
+	chance := func(label string, pct int) bool { return 99-choose(label, 100) < pct }
+	rare := func(label string) bool { return chance(label, 3) }
 	nextID := uint64(1000)
 	newID := func() uuid.UUID { nextID++; return uid(nextID) }
 
@@ -416,12 +435,12 @@ func runModel(t *rapid.T, stats *propStats) {
 	states := []*txn.State{s}
 	models := []*model{mod}
 
-	steps := draw("txns", 1, 40)
+	steps := draw("txns", 1, 80)
 	for step := range steps {
 		// The view: the latest state, or one a few commits behind.
 		vi := len(models) - 1
 		if chance("old view", 40) {
-			vi = max(0, vi-draw("behind", 1, 5))
+			vi = max(0, vi-1-choose("behind", 5))
 		}
 		view := models[vi]
 		viewTasks := sortedIDs(view.tasks)
@@ -450,7 +469,7 @@ func runModel(t *rapid.T, stats *propStats) {
 			if len(cands) == 0 {
 				return uuid.Nil, false
 			}
-			id := cands[draw(label, 0, len(cands)-1)]
+			id := cands[choose(label, len(cands))]
 			used[id] = true
 			return id, true
 		}
@@ -467,10 +486,10 @@ func runModel(t *rapid.T, stats *propStats) {
 			return r
 		}
 		machine := func() uuid.UUID {
-			if rare("unknown machine") {
+			if chance("unknown machine", 1) {
 				return uid(999)
 			}
-			return propMachines[draw("machine", 0, len(propMachines)-1)]
+			return propMachines[choose("machine", len(propMachines))]
 		}
 		version := func(id uuid.UUID) uint64 {
 			if rare("garbage version") {
@@ -480,13 +499,13 @@ func runModel(t *rapid.T, stats *propStats) {
 		}
 
 		for range draw("ops", 1, 8) {
-			switch k := draw("kind", 0, 99); {
+			switch k := choose("kind", 100); {
 			case k < 10: // create
 				id := newID()
 				tx.Ops = append(tx.Ops, txn.CreateTask(taskP(id, res(100, 100), int32(draw("prio", 0, 3)))))
 				createdHere = append(createdHere, id)
 			case k < 30 && len(createdHere) > 0: // claim a task created in this txn
-				id := createdHere[draw("created", 0, len(createdHere)-1)]
+				id := createdHere[choose("created", len(createdHere))]
 				if !used[id] || rare("claim created again") {
 					used[id] = true
 					tx.Ops = append(tx.Ops, txn.Claim(id, machine(), claimRes(), 0))
@@ -521,7 +540,7 @@ func runModel(t *rapid.T, stats *propStats) {
 				}
 			case k < 88: // set status
 				states := []omegav1.TaskState{running, succeeded, failed, lost, killed}
-				target := states[draw("target", 0, len(states)-1)]
+				target := states[choose("target", len(states))]
 				if rare("bad target") {
 					target = assigned
 				}
@@ -534,7 +553,7 @@ func runModel(t *rapid.T, stats *propStats) {
 				}
 				id, ok := pickTask("status task", want)
 				if len(createdHere) > 0 && chance("status of created", 15) {
-					id, ok = createdHere[draw("created", 0, len(createdHere)-1)], true
+					id, ok = createdHere[choose("created", len(createdHere))], true
 				}
 				if ok {
 					var v uint64
@@ -552,7 +571,7 @@ func runModel(t *rapid.T, stats *propStats) {
 					tx.Ops = append(tx.Ops, txn.Delete(kindTask, id, v))
 				}
 			default: // put a machine: new capacity or state
-				id := propMachines[draw("put machine", 0, len(propMachines)-1)]
+				id := propMachines[choose("put machine", len(propMachines))]
 				vm := view.machines[id]
 				capacity := res(max(0, vm.capacity[dCPU]+int64(draw("dcpu", -4, 4)*250)),
 					max(0, vm.capacity[dMem]+int64(draw("dmem", -4, 4)*250)))
@@ -747,4 +766,14 @@ func opsString(tx *txn.Txn) string {
 		}
 	}
 	return s
+}
+
+// mix64 is a bijective 64-bit mix (murmur3's finalizer): mix64(0) == 0.
+func mix64(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
 }

@@ -96,6 +96,8 @@ type Change struct {
 	// allocation, task count and sequence number), so nothing is stored.
 	Created bool
 	Derived bool
+
+	baseVersion uint64 // during evaluation: the version before the transaction
 }
 
 // UID returns the changed object's uid.
@@ -166,16 +168,13 @@ func (b *Builder) Apply(c *Change) {
 	switch {
 	case c.Task != nil:
 		t := c.Task
-		_, existed := b.tasks.Get(t.UID)
 		if c.Deleted {
-			if existed {
-				b.tasks.Delete(t.UID)
+			if b.tasks.Delete(t.UID) {
 				b.unindex(t)
 			}
 			return
 		}
-		b.tasks.Set(t.UID, t)
-		if !existed {
+		if b.tasks.Set(t.UID, t) {
 			b.index(t)
 		}
 	case c.Job != nil:
