@@ -209,6 +209,20 @@ func (e *evaluator) release(t *Task) error {
 	return nil
 }
 
+// missing decides what naming an absent object means. If the transaction
+// deleted it itself, or the store deleted nothing since the view, the name
+// is bad input (ErrNotFound). Otherwise it may be one of the objects deleted
+// after the view — the state moved, as with any conflict — so the operation
+// conflicts with NOT_FOUND and the rest of the transaction stands.
+func (e *evaluator) missing(kind omegav1.ObjectKind, what string, uid uuid.UUID) (Outcome, error) {
+	_, here := e.touched[objKey{kind, uid}]
+	if !here && e.tx.ViewRevision < e.base.lastDelete {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_NOT_FOUND,
+			"%s %s is gone (objects were deleted after the view's revision %d)", what, uid, e.tx.ViewRevision), nil
+	}
+	return Outcome{}, fmt.Errorf("%w: %s %s", ErrNotFound, what, uid)
+}
+
 // --- operations ------------------------------------------------------------
 
 func (e *evaluator) op(op *Op) (Outcome, error) {
@@ -292,11 +306,11 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 	}
 	t, baseVer, ok := e.task(op.Task)
 	if !ok {
-		return Outcome{}, fmt.Errorf("%w: task %s", ErrNotFound, op.Task)
+		return e.missing(omegav1.ObjectKind_OBJECT_KIND_TASK, "task", op.Task)
 	}
 	m, mBase, ok := e.machine(op.Machine)
 	if !ok {
-		return Outcome{}, fmt.Errorf("%w: machine %s", ErrNotFound, op.Machine)
+		return e.missing(omegav1.ObjectKind_OBJECT_KIND_MACHINE, "machine", op.Machine)
 	}
 	if op.ExpectVersion != baseVer {
 		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_TASK_CHANGED,
@@ -335,7 +349,7 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 func (e *evaluator) evict(op *Op) (Outcome, error) {
 	t, baseVer, ok := e.task(op.Task)
 	if !ok {
-		return Outcome{}, fmt.Errorf("%w: task %s", ErrNotFound, op.Task)
+		return e.missing(omegav1.ObjectKind_OBJECT_KIND_TASK, "task", op.Task)
 	}
 	if op.ExpectVersion != baseVer {
 		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_TASK_CHANGED,
@@ -371,7 +385,7 @@ func (e *evaluator) setStatus(op *Op) (Outcome, error) {
 	}
 	t, baseVer, ok := e.task(op.Task)
 	if !ok {
-		return Outcome{}, fmt.Errorf("%w: task %s", ErrNotFound, op.Task)
+		return e.missing(omegav1.ObjectKind_OBJECT_KIND_TASK, "task", op.Task)
 	}
 	blind := op.ExpectVersion == 0
 	if !blind && op.ExpectVersion != baseVer {
@@ -417,7 +431,7 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 		}
 		j, baseVer, ok := e.job(nj.UID)
 		if !ok {
-			return Outcome{}, fmt.Errorf("%w: job %s", ErrNotFound, nj.UID)
+			return e.missing(omegav1.ObjectKind_OBJECT_KIND_JOB, "job", nj.UID)
 		}
 		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
 			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_VERSION_MISMATCH,
@@ -432,7 +446,7 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 		}
 		m, mBase, ok := e.machine(nm.UID)
 		if !ok {
-			return Outcome{}, fmt.Errorf("%w: machine %s", ErrNotFound, nm.UID)
+			return e.missing(omegav1.ObjectKind_OBJECT_KIND_MACHINE, "machine", nm.UID)
 		}
 		var baseVer uint64
 		if mBase != nil {
@@ -463,7 +477,7 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 	case omegav1.ObjectKind_OBJECT_KIND_TASK:
 		t, baseVer, ok := e.task(uid)
 		if !ok {
-			return Outcome{}, fmt.Errorf("%w: task %s", ErrNotFound, uid)
+			return e.missing(omegav1.ObjectKind_OBJECT_KIND_TASK, "task", uid)
 		}
 		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
 			return mismatch("task", baseVer)
@@ -477,7 +491,7 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 	case omegav1.ObjectKind_OBJECT_KIND_JOB:
 		j, baseVer, ok := e.job(uid)
 		if !ok {
-			return Outcome{}, fmt.Errorf("%w: job %s", ErrNotFound, uid)
+			return e.missing(omegav1.ObjectKind_OBJECT_KIND_JOB, "job", uid)
 		}
 		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
 			return mismatch("job", baseVer)
@@ -486,7 +500,7 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 	case omegav1.ObjectKind_OBJECT_KIND_MACHINE:
 		m, mBase, ok := e.machine(uid)
 		if !ok {
-			return Outcome{}, fmt.Errorf("%w: machine %s", ErrNotFound, uid)
+			return e.missing(omegav1.ObjectKind_OBJECT_KIND_MACHINE, "machine", uid)
 		}
 		if mBase != nil && op.ExpectVersion != 0 && op.ExpectVersion != mBase.Version {
 			return mismatch("machine", mBase.Version)

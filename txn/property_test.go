@@ -66,7 +66,7 @@ func TestEvaluateMatchesModel(t *testing.T) {
 
 type propStats struct {
 	txns, errs, commits, partial, aborted atomic.Int64
-	codes                                 [8]atomic.Int64
+	codes                                 [9]atomic.Int64
 	errKinds                              sync.Map // error sentinel text → *atomic.Int64
 }
 
@@ -134,10 +134,24 @@ type model struct {
 	rev      uint64
 	machines map[uuid.UUID]*mMachine
 	tasks    map[uuid.UUID]*mTask
+	// lastDelete is the newest revision that deleted something; a view
+	// older than it naming an absent object conflicts (NOT_FOUND) instead of
+	// erring.
+	lastDelete uint64
+	// deletedHere: objects the transaction being predicted deleted.
+	deletedHere map[uuid.UUID]bool
+}
+
+// missing is what naming an absent object means.
+func (ov *model) missing(base *model, tx *txn.Txn, id uuid.UUID) (omegav1.OutcomeCode, error) {
+	if !ov.deletedHere[id] && tx.ViewRevision < base.lastDelete {
+		return omegav1.OutcomeCode_OUTCOME_CODE_NOT_FOUND, nil
+	}
+	return 0, txn.ErrNotFound
 }
 
 func (m *model) clone() *model {
-	out := &model{rev: m.rev, machines: map[uuid.UUID]*mMachine{}, tasks: map[uuid.UUID]*mTask{}}
+	out := &model{rev: m.rev, lastDelete: m.lastDelete, machines: map[uuid.UUID]*mMachine{}, tasks: map[uuid.UUID]*mTask{}}
 	for k, v := range m.machines {
 		c := *v
 		out.machines[k] = &c
@@ -166,6 +180,7 @@ type prediction struct {
 // "Transactions", in plain maps.
 func (base *model) predict(tx *txn.Txn, rev uint64) prediction {
 	ov := base.clone()
+	ov.deletedHere = map[uuid.UUID]bool{}
 	created := map[uuid.UUID]bool{}
 	p := prediction{errAt: -1, codes: make([]omegav1.OutcomeCode, len(tx.Ops))}
 	for i := range tx.Ops {
@@ -193,6 +208,12 @@ func (base *model) predict(tx *txn.Txn, rev uint64) prediction {
 	}
 	if committed > 0 {
 		ov.rev = rev
+		for i, c := range p.codes {
+			if c == cCommitted && tx.Ops[i].Kind == txn.OpDelete {
+				ov.lastDelete = rev
+			}
+		}
+		ov.deletedHere = nil
 		p.next = ov
 	}
 	return p
@@ -238,11 +259,11 @@ func (ov *model) op(base *model, created map[uuid.UUID]bool, tx *txn.Txn, op *tx
 		}
 		t, ok := ov.tasks[op.Task]
 		if !ok {
-			return 0, txn.ErrNotFound
+			return ov.missing(base, tx, op.Task)
 		}
 		m, ok := ov.machines[op.Machine]
 		if !ok {
-			return 0, txn.ErrNotFound
+			return ov.missing(base, tx, op.Machine)
 		}
 		if op.ExpectVersion != base.baseVersion(created, op.Task) {
 			return cTaskChanged, nil
@@ -272,7 +293,7 @@ func (ov *model) op(base *model, created map[uuid.UUID]bool, tx *txn.Txn, op *tx
 	case txn.OpEvict:
 		t, ok := ov.tasks[op.Task]
 		if !ok {
-			return 0, txn.ErrNotFound
+			return ov.missing(base, tx, op.Task)
 		}
 		if op.ExpectVersion != base.baseVersion(created, op.Task) {
 			return cTaskChanged, nil
@@ -294,7 +315,7 @@ func (ov *model) op(base *model, created map[uuid.UUID]bool, tx *txn.Txn, op *tx
 		}
 		t, ok := ov.tasks[op.Task]
 		if !ok {
-			return 0, txn.ErrNotFound
+			return ov.missing(base, tx, op.Task)
 		}
 		blind := op.ExpectVersion == 0
 		if !blind && op.ExpectVersion != base.baseVersion(created, op.Task) {
@@ -315,7 +336,7 @@ func (ov *model) op(base *model, created map[uuid.UUID]bool, tx *txn.Txn, op *tx
 	case txn.OpDelete:
 		t, ok := ov.tasks[op.DeleteUID]
 		if !ok {
-			return 0, txn.ErrNotFound
+			return ov.missing(base, tx, op.DeleteUID)
 		}
 		if op.ExpectVersion != 0 && op.ExpectVersion != base.baseVersion(created, op.DeleteUID) {
 			return cVersion, nil
@@ -324,13 +345,14 @@ func (ov *model) op(base *model, created map[uuid.UUID]bool, tx *txn.Txn, op *tx
 			ov.release(t, rev)
 		}
 		delete(ov.tasks, op.DeleteUID)
+		ov.deletedHere[op.DeleteUID] = true
 		return cCommitted, nil
 
 	case txn.OpPut:
 		id := uuid.MustParse(op.NewMachine.GetMeta().GetUid())
 		m, ok := ov.machines[id]
 		if !ok {
-			return 0, txn.ErrNotFound
+			return ov.missing(base, tx, id)
 		}
 		if op.ExpectVersion != 0 && op.ExpectVersion != base.machines[id].version {
 			return cVersion, nil

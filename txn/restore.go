@@ -107,5 +107,9 @@ func (r *Restorer) Finish() (*State, error) {
 		}
 		r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE, Machine: m})
 	}
-	return r.b.Finish(r.rev), nil
+	st := r.b.Finish(r.rev)
+	// What was deleted before the restore is unknown: treat every older view
+	// as possibly naming deleted objects.
+	st.lastDelete = r.rev
+	return st, nil
 }

@@ -22,6 +22,9 @@ type State struct {
 	jobTasks *pmap.Map[*pmap.Map[struct{}]]
 	capacity Resources // sum over machines
 	alloc    Resources // sum of machine allocations
+	// lastDelete is the newest revision that deleted an object: a view older
+	// than it may name objects that are gone.
+	lastDelete uint64
 }
 
 // NewState returns the empty state at revision 0.
@@ -148,6 +151,7 @@ type Builder struct {
 	jobSets  map[uuid.UUID]*pmap.Builder[struct{}]
 	capacity Resources
 	alloc    Resources
+	deleted  bool // something was deleted
 }
 
 // Builder starts editing a copy of s; s itself never changes.
@@ -171,6 +175,7 @@ func (b *Builder) Apply(c *Change) {
 		if c.Deleted {
 			if b.tasks.Delete(t.UID) {
 				b.unindex(t)
+				b.deleted = true
 			}
 			return
 		}
@@ -179,7 +184,7 @@ func (b *Builder) Apply(c *Change) {
 		}
 	case c.Job != nil:
 		if c.Deleted {
-			b.jobs.Delete(c.Job.UID)
+			b.deleted = b.jobs.Delete(c.Job.UID) || b.deleted
 			return
 		}
 		b.jobs.Set(c.Job.UID, c.Job)
@@ -190,7 +195,7 @@ func (b *Builder) Apply(c *Change) {
 			b.alloc = b.alloc.Sub(old.Allocated)
 		}
 		if c.Deleted {
-			b.machines.Delete(m.UID)
+			b.deleted = b.machines.Delete(m.UID) || b.deleted
 			return
 		}
 		b.machines.Set(m.UID, m)
@@ -237,14 +242,19 @@ func (b *Builder) Finish(rev uint64) *State {
 			b.jobTasks.Set(job, tr.Persistent())
 		}
 	}
+	lastDelete := b.base.lastDelete
+	if b.deleted {
+		lastDelete = rev
+	}
 	return &State{
-		rev:      rev,
-		machines: b.machines.Persistent(),
-		tasks:    b.tasks.Persistent(),
-		jobs:     b.jobs.Persistent(),
-		jobTasks: b.jobTasks.Persistent(),
-		capacity: b.capacity,
-		alloc:    b.alloc,
+		lastDelete: lastDelete,
+		rev:        rev,
+		machines:   b.machines.Persistent(),
+		tasks:      b.tasks.Persistent(),
+		jobs:       b.jobs.Persistent(),
+		jobTasks:   b.jobTasks.Persistent(),
+		capacity:   b.capacity,
+		alloc:      b.alloc,
 	}
 }
 

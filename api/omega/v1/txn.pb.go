@@ -195,6 +195,10 @@ const (
 	OutcomeCode_OUTCOME_CODE_PRIORITY OutcomeCode = 6
 	// Put or Delete: the object's version is not the expected one.
 	OutcomeCode_OUTCOME_CODE_VERSION_MISMATCH OutcomeCode = 7
+	// The object is gone: the store deleted objects after the view's revision
+	// (retention, another client), so it may have been one of them. A name
+	// the store cannot have deleted since the view is an error instead.
+	OutcomeCode_OUTCOME_CODE_NOT_FOUND OutcomeCode = 8
 )
 
 // Enum value maps for OutcomeCode.
@@ -208,6 +212,7 @@ var (
 		5: "OUTCOME_CODE_MACHINE_CHANGED",
 		6: "OUTCOME_CODE_PRIORITY",
 		7: "OUTCOME_CODE_VERSION_MISMATCH",
+		8: "OUTCOME_CODE_NOT_FOUND",
 	}
 	OutcomeCode_value = map[string]int32{
 		"OUTCOME_CODE_COMMITTED":              0,
@@ -218,6 +223,7 @@ var (
 		"OUTCOME_CODE_MACHINE_CHANGED":        5,
 		"OUTCOME_CODE_PRIORITY":               6,
 		"OUTCOME_CODE_VERSION_MISMATCH":       7,
+		"OUTCOME_CODE_NOT_FOUND":              8,
 	}
 )
 
@@ -1301,7 +1307,7 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x17OBJECT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OBJECT_KIND_TASK\x10\x01\x12\x13\n" +
 	"\x0fOBJECT_KIND_JOB\x10\x02\x12\x17\n" +
-	"\x13OBJECT_KIND_MACHINE\x10\x03*\x8c\x02\n" +
+	"\x13OBJECT_KIND_MACHINE\x10\x03*\xa8\x02\n" +
 	"\vOutcomeCode\x12\x1a\n" +
 	"\x16OUTCOME_CODE_COMMITTED\x10\x00\x12\x18\n" +
 	"\x14OUTCOME_CODE_ABORTED\x10\x01\x12\x1d\n" +
@@ -1310,7 +1316,8 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x1bOUTCOME_CODE_MACHINE_NOT_UP\x10\x04\x12 \n" +
 	"\x1cOUTCOME_CODE_MACHINE_CHANGED\x10\x05\x12\x19\n" +
 	"\x15OUTCOME_CODE_PRIORITY\x10\x06\x12!\n" +
-	"\x1dOUTCOME_CODE_VERSION_MISMATCH\x10\aB2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
+	"\x1dOUTCOME_CODE_VERSION_MISMATCH\x10\a\x12\x1a\n" +
+	"\x16OUTCOME_CODE_NOT_FOUND\x10\bB2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
 
 var (
 	file_omega_v1_txn_proto_rawDescOnce sync.Once
