@@ -95,10 +95,7 @@ func (e *encoder) change(b *pebble.Batch, c *txn.Change) error {
 			}
 		}
 		e.val = binary.BigEndian.AppendUint64(e.val[:0], t.Version)
-		e.val, err = e.mo.MarshalAppend(e.val, t.StatusProto())
-		if err != nil {
-			return err
-		}
+		e.val = appendTaskStatus(e.val, t)
 		return b.Set(objectKey(e.key, prefixStatus, t.UID), e.val, nil)
 	case c.Job != nil:
 		if c.Deleted {
@@ -215,7 +212,13 @@ func load(db *pebble.DB) (*txn.State, error) {
 	if err := errors.Join(ts.Error(), ss.Error()); err != nil {
 		return nil, err
 	}
-	return r.Finish()
+	// Finish fails on data that decodes but does not fit together (a placed
+	// task on a missing machine, a machine over capacity): corrupt too.
+	st, err := r.Finish()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return st, nil
 }
 
 func prefixBounds(prefix byte) *pebble.IterOptions {

@@ -261,13 +261,20 @@ type workload struct {
 	comms    []*committer
 }
 
+// placed is a task a committer placed, at the version its claim gave it
+// (the commit's revision): the committer knows it without a lookup.
+type placed struct {
+	uid     uuid.UUID
+	version uint64
+}
+
 type committer struct {
 	id      int
 	c       *client.Client
 	rng     *rand.Rand
 	job     uuid.UUID
 	meta    *omegav1.ObjectMeta // template: labels and owner reference, shared
-	placed  []uuid.UUID         // FIFO of tasks placed by this committer
+	placed  []placed            // FIFO of tasks placed by this committer
 	pending []uuid.UUID         // created, claim conflicted: claim again
 }
 
@@ -453,12 +460,8 @@ func (w *workload) step(ctx context.Context, cm *committer, finish, claims int) 
 	v := cm.c.View()
 	tx := cm.c.NewTxn(v)
 	finish = min(finish, len(cm.placed))
-	for _, uid := range cm.placed[:finish] {
-		t, ok := v.Task(uid)
-		if !ok {
-			return 0, res, fmt.Errorf("%s: own task %s missing from the view", cm.c.Component(), uid)
-		}
-		tx.Ops = append(tx.Ops, txn.SetStatus(uid, omegav1.TaskState_TASK_STATE_SUCCEEDED, t.Version, ""))
+	for _, p := range cm.placed[:finish] {
+		tx.Ops = append(tx.Ops, txn.SetStatus(p.uid, omegav1.TaskState_TASK_STATE_SUCCEEDED, p.version, ""))
 	}
 	// Local accounting of what this transaction adds, so its own claims
 	// don't overfill a machine.
@@ -519,7 +522,7 @@ func (w *workload) step(ctx context.Context, cm *committer, finish, claims int) 
 	}
 	for _, c := range mine {
 		if res.Revision != 0 && res.Outcomes[c.op].Committed() {
-			cm.placed = append(cm.placed, c.uid)
+			cm.placed = append(cm.placed, placed{c.uid, res.Revision})
 			committed++
 		} else if res.Revision != 0 || tx.Commit == omegav1.CommitMode_COMMIT_MODE_INCREMENTAL {
 			cm.pending = append(cm.pending, c.uid)
