@@ -83,10 +83,7 @@ func (e *encoder) change(b *pebble.Batch, c *txn.Change) error {
 			return b.Delete(objectKey(e.key, prefixStatus, t.UID), nil)
 		}
 		if c.Created {
-			e.val, err = e.mo.MarshalAppend(e.val[:0], &omegav1.Task{
-				Meta: t.Proto().GetMeta(),
-				Spec: t.Spec,
-			})
+			e.val, err = e.mo.MarshalAppend(e.val[:0], t.SpecProto())
 			if err != nil {
 				return err
 			}

@@ -64,6 +64,9 @@ func (q *expiryQueue) rebuild(s *txn.State) {
 func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) []txn.Op {
 	var ops []txn.Op
 	for q.head < len(q.items) && len(ops) < max {
+		if ops == nil {
+			ops = make([]txn.Op, 0, min(max, len(q.items)-q.head))
+		}
 		e := q.items[q.head]
 		if e.at > cutoff {
 			break
@@ -98,7 +101,10 @@ const RetentionComponent = "store/retention"
 // how many objects it deleted. The caller owns the schedule: a server calls
 // it from a ticker, the simulation at virtual times.
 func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
-	const perTxn = 10_000
+	perTxn := 10_000
+	if m := s.opts.Limits.MaxOps; m > 0 && m < perTxn {
+		perTxn = m // due pops what it returns: a transaction over the limit would lose them
+	}
 	cutoff := now.Add(-s.opts.Retention).UnixNano()
 	deleted := 0
 	for {

@@ -61,6 +61,7 @@ type Store struct {
 	err       error // sticky: ErrFailed or ErrClosed
 	writerWG  sync.WaitGroup
 	closing   bool
+	closed    bool // Close finished publishing: nothing more will be published
 }
 
 type pending struct {
@@ -132,6 +133,13 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.signal()
 	s.writerWG.Wait()
+	// Everything evaluated is published (or failed): wake the watchers
+	// blocked in Next, which now see ErrClosed once they have it all.
+	s.mu.Lock()
+	s.closed = true
+	close(s.pubCh)
+	s.pubCh = make(chan struct{})
+	s.mu.Unlock()
 	if s.db != nil {
 		return s.db.Close()
 	}
@@ -212,7 +220,7 @@ func (s *Store) commit(ctx context.Context, build func(head *txn.State) *txn.Txn
 
 	// Encode outside the lock, so committers encode in parallel; the writer
 	// takes batches strictly in revision order.
-	b := s.db.NewBatch()
+	b := s.db.NewBatchWithSize(128 * (len(ws.Changes) + 1))
 	encErr := EncodeWriteSet(b, ws)
 	s.mu.Lock()
 	p.batch, p.ready = b, true

@@ -53,6 +53,7 @@ func Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, 
 		base:    base,
 		tx:      tx,
 		rev:     rev,
+		changes: make([]Change, 0, len(tx.Ops)+len(tx.Ops)/2),
 		touched: make(map[objKey]int, len(tx.Ops)+len(tx.Ops)/2),
 		res:     Result{Base: base.rev, Outcomes: make([]Outcome, len(tx.Ops))},
 	}

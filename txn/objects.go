@@ -135,10 +135,17 @@ func (m *Machine) Proto() *omegav1.Machine {
 
 // Proto returns the wire form; see Machine.Proto.
 func (t *Task) Proto() *omegav1.Task {
+	p := t.SpecProto()
+	p.Status = t.StatusProto()
+	return p
+}
+
+// SpecProto returns the wire form without the status: meta and spec, what
+// never changes after creation (but the meta's version).
+func (t *Task) SpecProto() *omegav1.Task {
 	return &omegav1.Task{
-		Meta:   exportMeta(t.Meta, t.UID, t.Version, t.CreateRev, t.Created),
-		Spec:   t.Spec,
-		Status: t.StatusProto(),
+		Meta: exportMeta(t.Meta, t.UID, t.Version, t.CreateRev, t.Created),
+		Spec: t.Spec,
 	}
 }
 

@@ -68,6 +68,9 @@ func (r Resources) Validate() error {
 	if r.Memory < 0 {
 		return fmt.Errorf("memory_bytes %d is negative", r.Memory)
 	}
+	if len(r.Ext) == 0 {
+		return nil
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Ext)) {
 		if r.Ext[k] < 0 {
 			return fmt.Errorf("extended resource %q = %d is negative", k, r.Ext[k])

@@ -190,15 +190,19 @@ func (b *Builder) Apply(c *Change) {
 		b.jobs.Set(c.Job.UID, c.Job)
 	case c.Machine != nil:
 		m := c.Machine
-		if old, ok := b.machines.Get(m.UID); ok {
+		if c.Deleted {
+			if old, ok := b.machines.Get(m.UID); ok {
+				b.capacity = b.capacity.Sub(old.Capacity)
+				b.alloc = b.alloc.Sub(old.Allocated)
+				b.machines.Delete(m.UID)
+				b.deleted = true
+			}
+			return
+		}
+		if old, had := b.machines.Swap(m.UID, m); had {
 			b.capacity = b.capacity.Sub(old.Capacity)
 			b.alloc = b.alloc.Sub(old.Allocated)
 		}
-		if c.Deleted {
-			b.deleted = b.machines.Delete(m.UID) || b.deleted
-			return
-		}
-		b.machines.Set(m.UID, m)
 		b.capacity = b.capacity.Add(m.Capacity)
 		b.alloc = b.alloc.Add(m.Allocated)
 	}

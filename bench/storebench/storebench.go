@@ -460,6 +460,7 @@ func (w *workload) step(ctx context.Context, cm *committer, finish, claims int) 
 	v := cm.c.View()
 	tx := cm.c.NewTxn(v)
 	finish = min(finish, len(cm.placed))
+	tx.Ops = make([]txn.Op, 0, finish+2*claims)
 	for _, p := range cm.placed[:finish] {
 		tx.Ops = append(tx.Ops, txn.SetStatus(p.uid, omegav1.TaskState_TASK_STATE_SUCCEEDED, p.version, ""))
 	}

@@ -12,6 +12,7 @@ func newRootCmd() *cobra.Command {
 	var (
 		verbose    bool
 		cpuProfile string
+		memProfile string
 		stopProf   func()
 	)
 	root := &cobra.Command{
@@ -37,13 +38,23 @@ func newRootCmd() *cobra.Command {
 			}
 			return nil
 		},
-		PersistentPostRun: func(*cobra.Command, []string) {
+		PersistentPostRunE: func(*cobra.Command, []string) error {
 			if stopProf != nil {
 				stopProf()
 			}
+			if memProfile != "" {
+				f, err := os.Create(memProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				return pprof.Lookup("allocs").WriteTo(f, 0)
+			}
+			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
+	root.PersistentFlags().StringVar(&memProfile, "memprofile", "", "write an allocation profile (pprof) to this file at exit")
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logging on stderr")
 	root.AddCommand(newBenchCmd())
 	return root

@@ -114,7 +114,7 @@ func (m *Map[V]) Range(f func(k uuid.UUID, v V) bool) { m.root.rangeNode(0, f) }
 // Set returns a new map with k set to v. m is not changed.
 func (m *Map[V]) Set(k uuid.UUID, v V) *Map[V] {
 	nm := &Map[V]{root: m.root, size: m.size}
-	if nm.root.set(nil, 0, hashKey(k), k, v) {
+	if _, replaced := nm.root.set(nil, 0, hashKey(k), k, v); !replaced {
 		nm.size++
 	}
 	return nm
@@ -162,12 +162,18 @@ func (b *Builder[V]) Get(k uuid.UUID) (V, bool) {
 
 // Set sets k to v and reports whether k was absent before.
 func (b *Builder[V]) Set(k uuid.UUID, v V) (added bool) {
+	_, had := b.Swap(k, v)
+	return !had
+}
+
+// Swap sets k to v and returns the value it replaced, if any, in one walk.
+func (b *Builder[V]) Swap(k uuid.UUID, v V) (old V, had bool) {
 	b.live()
-	if b.root.set(b.edit, 0, hashKey(k), k, v) {
+	old, had = b.root.set(b.edit, 0, hashKey(k), k, v)
+	if !had {
 		b.size++
-		return true
 	}
-	return false
+	return old, had
 }
 
 // Delete removes k and reports whether it was present.
@@ -317,19 +323,20 @@ func (n *node[V]) ownEntries(e *editToken, extra int) bool {
 
 // set stores k=v below n, which sits at the given shift, and reports whether
 // k was added (rather than updated). n itself must be writable by the caller.
-func (n *node[V]) set(e *editToken, shift uint, h uint64, k uuid.UUID, v V) bool {
+func (n *node[V]) set(e *editToken, shift uint, h uint64, k uuid.UUID, v V) (old V, replaced bool) {
 	if shift >= hashBits {
 		i, found := searchKey(n.entries, k)
 		if found {
 			if !n.ownEntries(e, 0) {
 				n.entries = cloneExtra(n.entries, 0)
 			}
+			old = n.entries[i].val
 			n.entries[i].val = v
-			return false
+			return old, true
 		}
 		inPlace := n.ownEntries(e, 1)
 		n.entries = insertAt(n.entries, i, entry[V]{k, v}, inPlace)
-		return true
+		return old, false
 	}
 	bit := bitpos(h, shift)
 	switch {
@@ -344,11 +351,12 @@ func (n *node[V]) set(e *editToken, shift uint, h uint64, k uuid.UUID, v V) bool
 			if !n.ownEntries(e, 0) {
 				n.entries = cloneExtra(n.entries, 0)
 			}
+			old = n.entries[ei].val
 			n.entries[ei].val = v
-			return false
+			return old, true
 		}
-		old := n.entries[ei]
-		child := merge(e, shift+bitsPerLevel, old, hashKey(old.key), entry[V]{k, v}, h)
+		other := n.entries[ei]
+		child := merge(e, shift+bitsPerLevel, other, hashKey(other.key), entry[V]{k, v}, h)
 		// (The own calls replace the slices, so they go before the reads.)
 		inPlace := n.ownEntries(e, 0)
 		n.entries = removeAt(n.entries, ei, inPlace)
@@ -356,12 +364,12 @@ func (n *node[V]) set(e *editToken, shift uint, h uint64, k uuid.UUID, v V) bool
 		n.datamap ^= bit
 		n.nodemap |= bit
 		n.children = insertAt(n.children, index(n.nodemap, bit), child, inPlace)
-		return true
+		return old, false
 	default:
 		inPlace := n.ownEntries(e, 1)
 		n.datamap |= bit
 		n.entries = insertAt(n.entries, index(n.datamap, bit), entry[V]{k, v}, inPlace)
-		return true
+		return old, false
 	}
 }
 
