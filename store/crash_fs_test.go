@@ -28,7 +28,7 @@ const crashFSSeedEnv = "OMEGA_STORE_CRASHFS_SEED" // overrides TestCrashCloneFS'
 // was synced.
 func TestCrashCloneFS(t *testing.T) {
 	base := testSeed(t, crashFSSeedEnv)
-	seeds, crashes := 4, 10
+	seeds, crashes := 6, 10
 	if testing.Short() {
 		seeds, crashes = 2, 6
 	}
@@ -66,10 +66,11 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 	digests := map[uint64]string{}
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
+	st0 := s.Snapshot() // before any committer starts: the recorder sees every revision
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := stateRecorder(ctx, s, func(st *txn.State, d string) {
+		err := stateRecorder(ctx, s, st0, func(st *txn.State, d string) {
 			digMu.Lock()
 			digests[st.Revision()] = d
 			digMu.Unlock()
@@ -126,6 +127,9 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 		acked, ackedCreated := maxAck, maps.Clone(created)
 		ackMu.Unlock()
 		p := rng.IntN(101)
+		if crash == 0 {
+			p = 0 // exactly what was synced: the sharpest test of the fsync
+		}
 		clone := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: p, RNG: rand.New(rand.NewPCG(seed, uint64(crash)+100))})
 
 		o2 := o
@@ -152,18 +156,27 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 		// The clone may hold revisions written but not yet synced: the live
 		// store publishes them soon.
 		var want2 string
-		waitFor(t, fmt.Sprintf("seed %d: the live store to publish revision %d", seed, rev), 200*time.Second, func() bool {
+		deadline = time.Now().Add(20 * time.Second)
+		for {
 			select {
 			case err := <-errs:
 				fatalf("crash %d: %v", crash, err)
 			default:
 			}
 			digMu.Lock()
-			defer digMu.Unlock()
-			var ok bool
-			want2, ok = digests[rev]
-			return ok
-		})
+			d, ok := digests[rev]
+			n := len(digests)
+			digMu.Unlock()
+			if ok {
+				want2 = d
+				break
+			}
+			if time.Now().After(deadline) {
+				fatalf("crash %d (unsynced kept %d%%): the clone is at revision %d, the live store still at %d after 20s (%d digests, %d acks)",
+					crash, p, rev, s.Revision(), n, acks.Load())
+			}
+			time.Sleep(100 * time.Microsecond) // a poll interval
+		}
 		if got := digest(st); got != want2 {
 			fatalf("crash %d (unsynced kept %d%%): reopened state at %d:\n  %s\nbut the live store had\n  %s", crash, p, rev, got, want2)
 		}

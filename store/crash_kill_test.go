@@ -85,8 +85,9 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		fail("register machines: %v", err)
 	}
+	st0 := s.Snapshot() // before any committer starts: the recorder sees every revision
 	go func() {
-		err := stateRecorder(ctx, s, func(st *txn.State, d string) { say("rev %d %s", st.Revision(), d) })
+		err := stateRecorder(ctx, s, st0, func(st *txn.State, d string) { say("rev %d %s", st.Revision(), d) })
 		fail("recorder: %v", err)
 	}()
 	for g := range 4 {
@@ -215,9 +216,9 @@ func runCrashChild(t *testing.T, dir string, childSeed uint64, k int) (*crashRun
 func TestCrashKill(t *testing.T) {
 	seed := testSeed(t, crashSeedEnv)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	rounds := 20
+	rounds := 40
 	if testing.Short() {
-		rounds = 8
+		rounds = 10
 	}
 	exact := 0
 	for round := range rounds {

@@ -32,12 +32,16 @@ const (
 	uidTask    byte = 'T'
 )
 
-// testUID returns a deterministic, non-nil uid for (kind, a, b).
+// testUID returns a deterministic, non-nil uid for (kind, a, b), a < 2^24.
+// All three go into the first 8 bytes: the state's maps hash only those
+// (internal/pmap), so uids that differ only further on would all land in
+// one collision list.
 func testUID(kind byte, a, b uint32) uuid.UUID {
 	var u uuid.UUID
 	u[0] = kind
-	binary.BigEndian.PutUint32(u[2:], a)
-	binary.BigEndian.PutUint32(u[10:], b)
+	u[1], u[2], u[3] = byte(a>>16), byte(a>>8), byte(a)
+	binary.BigEndian.PutUint32(u[4:], b)
+	u[15] = 1
 	return u
 }
 
@@ -287,18 +291,6 @@ func testSeed(t testing.TB, name string) uint64 {
 	return seed
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(time.Millisecond) // a poll interval, not a wait for an event
-	}
-}
-
 // ---------------------------------------------------------------------------
 // A randomized committer: the workload of the crash, watch and concurrency
 // tests. Each committer owns one job and the tasks it creates (uids
@@ -484,14 +476,13 @@ func registerMachines(ctx context.Context, s *Store, n int, cpu, mem int64) ([]u
 	return uids, nil
 }
 
-// stateRecorder follows a store through Watch from a snapshot, applying
+// stateRecorder follows a store through Watch from snapshot st, applying
 // every write set to its own copy of the state, and calls onRev with the
 // state at every revision, in order, and its digest (kept up to date change
 // by change, so following a fast store stays cheap). It checks the
 // revisions are consecutive. It returns when ctx is done, the store is
 // closed or the watch fails.
-func stateRecorder(ctx context.Context, s *Store, onRev func(st *txn.State, digest string)) error {
-	st := s.Snapshot()
+func stateRecorder(ctx context.Context, s *Store, st *txn.State, onRev func(st *txn.State, digest string)) error {
 	w, err := s.Watch(st.Revision())
 	if err != nil {
 		return err

@@ -112,4 +112,3 @@ func appendUUID(b []byte, u uuid.UUID) []byte {
 	hex.Encode(buf[24:], u[10:])
 	return append(b, buf[:]...)
 }
-

@@ -109,7 +109,7 @@ func (w *Watcher) Poll(max int) ([]*txn.WriteSet, <-chan struct{}, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: watcher at %d, oldest retained is %d", ErrCompacted, w.next, s.hist.base+1)
 	}
-	if len(sets) == 0 && s.closing {
+	if len(sets) == 0 && s.closed {
 		return nil, nil, ErrClosed
 	}
 	if len(sets) > 0 {

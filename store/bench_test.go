@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
+)
+
+// benchCommitter is one scheduler-like client of BenchmarkCommit. Its
+// transaction i creates a batch of tasks and claims them on random
+// machines, finishes the batch claimed two transactions earlier (releasing
+// its resources) and deletes the batch finished the transaction before: the
+// cell stays in steady state, about three batches live per committer.
+type benchCommitter struct {
+	g        uint32
+	rng      *rand.Rand
+	machines []uuid.UUID
+	batch    int
+	i        int
+	revs     []uint64 // revision of each transaction
+}
+
+func (c *benchCommitter) uid(iter, k int) uuid.UUID {
+	return testUID(uidTask, c.g, uint32(iter*c.batch+k))
+}
+
+func (c *benchCommitter) next() *txn.Txn {
+	tx := &txn.Txn{Component: "bench", UnixNanos: int64(c.i), Ops: make([]txn.Op, 0, 4*c.batch)}
+	for k := range c.batch {
+		u := c.uid(c.i, k)
+		tx.Ops = append(tx.Ops,
+			txn.CreateTask(taskProto(u, uuid.Nil, 100, 1<<20)),
+			txn.Claim(u, c.machines[c.rng.IntN(len(c.machines))], res(100, 1<<20), 0))
+	}
+	if c.i >= 2 {
+		for k := range c.batch {
+			tx.Ops = append(tx.Ops, txn.SetStatus(c.uid(c.i-2, k), omegav1.TaskState_TASK_STATE_SUCCEEDED, c.revs[c.i-2], ""))
+		}
+	}
+	if c.i >= 3 {
+		for k := range c.batch {
+			tx.Ops = append(tx.Ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, c.uid(c.i-3, k), c.revs[c.i-1]))
+		}
+	}
+	return tx
+}
+
+func (c *benchCommitter) step(ctx context.Context, s *Store) error {
+	tx := c.next()
+	r, err := s.Commit(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if r.Committed != len(tx.Ops) {
+		for i, o := range r.Outcomes {
+			if !o.Committed() {
+				return fmt.Errorf("committer %d txn %d: op %d (%s) %s: %s", c.g, c.i, i, tx.Ops[i].Kind, o.Code, o.Detail)
+			}
+		}
+	}
+	c.revs = append(c.revs, r.Revision)
+	c.i++
+	return nil
+}
+
+// BenchmarkCommit measures durable commits of scheduler transactions:
+// committers concurrent clients, each committing transactions of claimsPerTxn
+// claims (plus the creates, finishes and deletes that keep the cell steady)
+// against a cell of machines machines, DurabilitySync in a temp dir. One op
+// is one transaction; claims/s is the store's claim throughput.
+func BenchmarkCommit(b *testing.B) {
+	const claimsPerTxn = 100
+	for _, machines := range []int{10000} {
+		for _, committers := range []int{1, 4} {
+			b.Run(fmt.Sprintf("machines=%d/committers=%d/claims=%d", machines, committers, claimsPerTxn), func(b *testing.B) {
+				o := DefaultOptions(b.TempDir())
+				o.Logger = quietLogger()
+				s, err := Open(o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				ctx := context.Background()
+				ms, err := registerMachines(ctx, s, machines, 64000, 256<<30)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cs := make([]*benchCommitter, committers)
+				for g := range cs {
+					cs[g] = &benchCommitter{g: uint32(g), rng: rand.New(rand.NewPCG(1, uint64(g))), machines: ms, batch: claimsPerTxn}
+					// Warm up into steady state, checking every operation commits.
+					for range 4 {
+						if err := cs[g].step(ctx, s); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				st := s.Snapshot()
+				if want := committers * 3 * claimsPerTxn; st.NumTasks() != want {
+					b.Fatalf("steady state holds %d tasks, want %d", st.NumTasks(), want)
+				}
+				if err := txn.CheckInvariants(st); err != nil {
+					b.Fatal(err)
+				}
+
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				var failed atomic.Value
+				b.ResetTimer()
+				for _, c := range cs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for next.Add(1) <= int64(b.N) {
+							if err := c.step(ctx, s); err != nil {
+								failed.Store(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				if err, _ := failed.Load().(error); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(b.N*claimsPerTxn)/b.Elapsed().Seconds(), "claims/s")
+				if n := s.Snapshot().NumTasks(); n > committers*3*claimsPerTxn {
+					b.Fatalf("the cell grew to %d tasks: not in steady state", n)
+				}
+			})
+		}
+	}
+}
