@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
@@ -20,11 +22,17 @@ import (
 //	"m" + uid    → machine: omegav1.Machine (meta with version, spec, status
 //	               state and agent address; allocation is derived, not stored)
 //	"j" + uid    → job: omegav1.Job
-//	"t" + uid    → task meta and spec: omegav1.Task without status; written once
-//	"s" + uid    → task status: 8-byte big-endian version, then omegav1.TaskStatus
+//	"t" + uid    → task: omegav1.Task with meta (version = creation revision),
+//	               spec and the status it had at the end of its creating
+//	               transaction; written once
+//	"s" + uid    → the task's status after later changes: 8-byte big-endian
+//	               version, then omegav1.TaskStatus; absent until the first
+//	               change after creation, and then it wins over "t"'s status
 //
 // A claim, an eviction or a status report rewrites only the task's small
-// status record; meta and spec are written once, at creation.
+// status record; meta and spec are written once, at creation. A task created
+// and claimed in one transaction (a mapreduce scheduler's extra workers,
+// the benchmark's tasks) is one record.
 const (
 	prefixRevision = 'R'
 	prefixMachine  = 'm'
@@ -35,17 +43,22 @@ const (
 
 var revisionKey = []byte{prefixRevision}
 
-func objectKey(buf []byte, prefix byte, uid uuid.UUID) []byte {
-	buf = append(buf[:0], prefix)
-	return append(buf, uid[:]...)
+// encoder turns a write set into pebble records. It collects them first and
+// adds them to the batch sorted by key: pebble's memtable insert reuses the
+// skiplist position of the previous key, so sorted records cost a short
+// walk each instead of a full search — on the commit path that is most of
+// the memtable's cost. Each revision's records touch every key at most
+// once, so their order within the revision does not matter.
+type encoder struct {
+	recs []record
+	vals []byte
+	mo   proto.MarshalOptions
 }
 
-// encoder appends a write set's records to a pebble batch, reusing its
-// buffers across changes.
-type encoder struct {
-	key []byte
-	val []byte
-	mo  proto.MarshalOptions
+type record struct {
+	key      [17]byte
+	del      bool
+	off, end int // value bytes in vals
 }
 
 // EncodeWriteSet appends ws's records, and the revision record, to b. It is
@@ -57,13 +70,28 @@ func EncodeWriteSet(b *pebble.Batch, ws *txn.WriteSet) error {
 }
 
 func (e *encoder) encode(b *pebble.Batch, ws *txn.WriteSet) error {
+	e.recs = slices.Grow(e.recs[:0], 2*len(ws.Changes))
+	e.vals = e.vals[:0]
 	for i := range ws.Changes {
 		c := &ws.Changes[i]
 		if c.Derived {
 			continue
 		}
-		if err := e.change(b, c); err != nil {
+		if err := e.change(c); err != nil {
 			return fmt.Errorf("encode revision %d: %w", ws.Revision, err)
+		}
+	}
+	slices.SortFunc(e.recs, func(a, b record) int { return bytes.Compare(a.key[:], b.key[:]) })
+	for i := range e.recs {
+		r := &e.recs[i]
+		var err error
+		if r.del {
+			err = b.Delete(r.key[:], nil)
+		} else {
+			err = b.Set(r.key[:], e.vals[r.off:r.end], nil)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	var rev [8]byte
@@ -71,50 +99,65 @@ func (e *encoder) encode(b *pebble.Batch, ws *txn.WriteSet) error {
 	return b.Set(revisionKey, rev[:], nil)
 }
 
-func (e *encoder) change(b *pebble.Batch, c *txn.Change) error {
+func recKey(prefix byte, uid uuid.UUID) (k [17]byte) {
+	k[0] = prefix
+	copy(k[1:], uid[:])
+	return k
+}
+
+func (e *encoder) del(prefix byte, uid uuid.UUID) {
+	e.recs = append(e.recs, record{key: recKey(prefix, uid), del: true})
+}
+
+// set records a value that the caller appended to e.vals from off on.
+func (e *encoder) set(prefix byte, uid uuid.UUID, off int) {
+	e.recs = append(e.recs, record{key: recKey(prefix, uid), off: off, end: len(e.vals)})
+}
+
+func (e *encoder) marshal(prefix byte, uid uuid.UUID, m proto.Message) error {
+	off := len(e.vals)
 	var err error
+	if e.vals, err = e.mo.MarshalAppend(e.vals, m); err != nil {
+		return err
+	}
+	e.set(prefix, uid, off)
+	return nil
+}
+
+func (e *encoder) change(c *txn.Change) error {
 	switch {
 	case c.Task != nil:
 		t := c.Task
 		if c.Deleted {
-			if err := b.Delete(objectKey(e.key, prefixTask, t.UID), nil); err != nil {
-				return err
+			e.del(prefixTask, t.UID)
+			if t.Version != t.CreateRev { // it changed after creation: it has a status record
+				e.del(prefixStatus, t.UID)
 			}
-			return b.Delete(objectKey(e.key, prefixStatus, t.UID), nil)
+			return nil
 		}
 		if c.Created {
-			e.val, err = e.mo.MarshalAppend(e.val[:0], t.SpecProto())
-			if err != nil {
-				return err
-			}
-			if err := b.Set(objectKey(e.key, prefixTask, t.UID), e.val, nil); err != nil {
-				return err
-			}
+			return e.marshal(prefixTask, t.UID, t.Proto())
 		}
-		e.val = binary.BigEndian.AppendUint64(e.val[:0], t.Version)
-		e.val = appendTaskStatus(e.val, t)
-		return b.Set(objectKey(e.key, prefixStatus, t.UID), e.val, nil)
+		off := len(e.vals)
+		e.vals = binary.BigEndian.AppendUint64(e.vals, t.Version)
+		e.vals = appendTaskStatus(e.vals, t)
+		e.set(prefixStatus, t.UID, off)
+		return nil
 	case c.Job != nil:
 		if c.Deleted {
-			return b.Delete(objectKey(e.key, prefixJob, c.Job.UID), nil)
+			e.del(prefixJob, c.Job.UID)
+			return nil
 		}
-		e.val, err = e.mo.MarshalAppend(e.val[:0], c.Job.Proto())
-		if err != nil {
-			return err
-		}
-		return b.Set(objectKey(e.key, prefixJob, c.Job.UID), e.val, nil)
+		return e.marshal(prefixJob, c.Job.UID, c.Job.Proto())
 	case c.Machine != nil:
 		m := c.Machine
 		if c.Deleted {
-			return b.Delete(objectKey(e.key, prefixMachine, m.UID), nil)
+			e.del(prefixMachine, m.UID)
+			return nil
 		}
 		p := m.Proto()
 		p.Status = &omegav1.MachineStatus{State: m.State, AgentAddress: m.Agent}
-		e.val, err = e.mo.MarshalAppend(e.val[:0], p)
-		if err != nil {
-			return err
-		}
-		return b.Set(objectKey(e.key, prefixMachine, m.UID), e.val, nil)
+		return e.marshal(prefixMachine, m.UID, p)
 	}
 	return fmt.Errorf("change with no object")
 }
@@ -165,7 +208,7 @@ func load(db *pebble.DB) (*txn.State, error) {
 		return nil, err
 	}
 	// Tasks: the "t" and "s" ranges are both sorted by uid, so walk them in
-	// lockstep; every task has exactly one of each.
+	// lockstep; every task has a "t" record and at most one "s" record.
 	ts, err := db.NewIter(prefixBounds(prefixTask))
 	if err != nil {
 		return nil, err
@@ -183,25 +226,32 @@ func load(db *pebble.DB) (*txn.State, error) {
 			return nil, fmt.Errorf("%w: key %q", ErrCorrupt, ts.Key())
 		}
 		uid := uuid.UUID(ts.Key()[1:])
-		if !ss.Valid() || len(ss.Key()) != 17 || uuid.UUID(ss.Key()[1:]) != uid {
-			return nil, fmt.Errorf("%w: task %s has no status record", ErrCorrupt, uid)
+		if ss.Valid() && (len(ss.Key()) != 17 || bytes.Compare(ss.Key()[1:], uid[:]) < 0) {
+			return nil, fmt.Errorf("%w: status record %x without its task", ErrCorrupt, ss.Key())
 		}
 		p := &omegav1.Task{}
 		if err := proto.Unmarshal(ts.Value(), p); err != nil {
 			return nil, fmt.Errorf("%w: task %s: %v", ErrCorrupt, uid, err)
 		}
-		val := ss.Value()
-		if len(val) < 8 {
-			return nil, fmt.Errorf("%w: status of task %s has %d bytes", ErrCorrupt, uid, len(val))
+		if p.GetStatus() == nil {
+			return nil, fmt.Errorf("%w: task %s has no status", ErrCorrupt, uid)
 		}
-		p.Status = &omegav1.TaskStatus{}
-		if err := proto.Unmarshal(val[8:], p.Status); err != nil {
-			return nil, fmt.Errorf("%w: status of task %s: %v", ErrCorrupt, uid, err)
+		version := p.GetMeta().GetVersion()
+		if ss.Valid() && uuid.UUID(ss.Key()[1:]) == uid {
+			val := ss.Value()
+			if len(val) < 8 {
+				return nil, fmt.Errorf("%w: status of task %s has %d bytes", ErrCorrupt, uid, len(val))
+			}
+			p.Status = &omegav1.TaskStatus{}
+			if err := proto.Unmarshal(val[8:], p.Status); err != nil {
+				return nil, fmt.Errorf("%w: status of task %s: %v", ErrCorrupt, uid, err)
+			}
+			version = binary.BigEndian.Uint64(val[:8])
+			ss.Next()
 		}
-		if err := r.Task(p, binary.BigEndian.Uint64(val[:8])); err != nil {
+		if err := r.Task(p, version); err != nil {
 			return nil, fmt.Errorf("%w: task %s: %v", ErrCorrupt, uid, err)
 		}
-		ss.Next()
 	}
 	if ss.Valid() {
 		return nil, fmt.Errorf("%w: status record %x without its task", ErrCorrupt, ss.Key())

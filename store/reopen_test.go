@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 
+	"google.golang.org/protobuf/proto"
+
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/txn"
 )
@@ -205,12 +207,16 @@ func TestOpenCorrupt(t *testing.T) {
 			txn.CreateTask(taskProto(task, uuid.Nil, 10, 10)),
 			txn.Claim(task, m, res(10, 10), 0),
 		}})
+		// A change after creation, so the task has a status record too.
+		mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Ops: []txn.Op{
+			txn.SetStatus(task, omegav1.TaskState_TASK_STATE_RUNNING, s.Revision(), ""),
+		}})
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
 		return fs
 	}
-	key := func(prefix byte, u uuid.UUID) []byte { return objectKey(nil, prefix, u) }
+	key := func(prefix byte, u uuid.UUID) []byte { k := recKey(prefix, u); return k[:] }
 	for _, tc := range []struct {
 		name    string
 		edit    func(b *pebble.Batch)
@@ -220,7 +226,10 @@ func TestOpenCorrupt(t *testing.T) {
 		{"machine garbage", func(b *pebble.Batch) {
 			b.Set(key(prefixMachine, testUID(uidMachine, 0, 0)), []byte{0xff, 0xff, 0xff}, nil)
 		}, true},
-		{"task without status", func(b *pebble.Batch) { b.Delete(key(prefixStatus, testUID(uidTask, 0, 0)), nil) }, true},
+		{"task without status", func(b *pebble.Batch) {
+			v, _ := proto.Marshal(&omegav1.Task{Meta: &omegav1.ObjectMeta{Uid: testUID(uidTask, 0, 0).String()}})
+			b.Set(key(prefixTask, testUID(uidTask, 0, 0)), v, nil)
+		}, true},
 		{"status without task", func(b *pebble.Batch) { b.Delete(key(prefixTask, testUID(uidTask, 0, 0)), nil) }, true},
 		{"short status", func(b *pebble.Batch) { b.Set(key(prefixStatus, testUID(uidTask, 0, 0)), []byte{1}, nil) }, true},
 		{"short key", func(b *pebble.Batch) { b.Set([]byte{prefixJob, 1, 2}, []byte{}, nil) }, true},

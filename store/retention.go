@@ -101,7 +101,9 @@ const RetentionComponent = "store/retention"
 // how many objects it deleted. The caller owns the schedule: a server calls
 // it from a ticker, the simulation at virtual times.
 func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
-	perTxn := 10_000
+	// Small transactions: each holds the commit lock while it is evaluated,
+	// so a large expiry must not stall the committers behind it.
+	perTxn := 1_000
 	if m := s.opts.Limits.MaxOps; m > 0 && m < perTxn {
 		perTxn = m // due pops what it returns: a transaction over the limit would lose them
 	}

@@ -58,6 +58,9 @@ type Config struct {
 	Dir string
 	// Durability of the store (the baseline always syncs). Default sync.
 	Durability store.Durability
+	// MemTableMB overrides the store's pebble memtable size (and so the
+	// baseline's); 0 keeps the store's default.
+	MemTableMB int
 	// Seed for machine choice and uuids.
 	Seed uint64
 	// Baseline runs the raw-pebble baseline after the store phase. Default true.
@@ -169,6 +172,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// cell neither fills nor grows; their deletions are commits too.
 	opts.Retention = time.Second
 	opts.Durability = cfg.Durability
+	if cfg.MemTableMB > 0 {
+		opts.MemTableSize = uint64(cfg.MemTableMB) << 20
+	}
 	opts.Logger = log
 	st, err := store.Open(opts)
 	if err != nil {

@@ -90,6 +90,7 @@ the table (or, with --json, one JSON object) to stdout.`,
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the pebble data (default: a temporary directory, removed)")
 	f.StringVar(&conflict, "conflict", "fine", "conflict detection: fine or coarse")
 	f.StringVar(&commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
+	f.IntVar(&cfg.MemTableMB, "memtable-mb", 0, "pebble memtable size in MiB for the store and the baseline (0: the store's default, 64)")
 	f.StringVar(&durability, "durability", "sync", "store durability: sync, or none (in memory: isolates the store's CPU cost)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&out, "out", "", "also write store.json into this directory")
