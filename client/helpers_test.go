@@ -189,10 +189,8 @@ func buildCluster(t testing.TB, st *store.Store, g *ids, machines int, cpu, mem 
 // earlier picks. It returns nil when nothing fits.
 func firstFit(c *Client, v View, job uuid.UUID, batch int) *txn.Txn {
 	var tasks []*txn.Task
-	v.RangeJobTasks(job, func(t *txn.Task) bool {
-		if t.State == pending {
-			tasks = append(tasks, t)
-		}
+	v.RangePendingTasks(job, func(t *txn.Task) bool {
+		tasks = append(tasks, t)
 		return true
 	})
 	slices.SortFunc(tasks, func(a, b *txn.Task) int { return compareStrings(a.Meta.GetName(), b.Meta.GetName()) })

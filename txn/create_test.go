@@ -33,7 +33,7 @@ func TestCreateCommits(t *testing.T) {
 			t.Fatalf("owner job %s, want %s", tk.Job, j1)
 		}
 		var owned []uuid.UUID
-		c.s.RangeJobTasks(j1, func(x *txn.Task) bool { owned = append(owned, x.UID); return true })
+		c.s.RangePendingTasks(j1, func(x *txn.Task) bool { owned = append(owned, x.UID); return true })
 		if len(owned) != 1 || owned[0] != uid(100) {
 			t.Fatalf("job's tasks %v", owned)
 		}

@@ -234,48 +234,47 @@ func (c *cell) commit(tx *txn.Txn) txn.Result {
 	if err := txn.CheckInvariants(c.s); err != nil {
 		c.t.Fatalf("invariants after commit: %v", err)
 	}
-	if err := checkJobIndex(c.s); err != nil {
+	if err := checkPendingIndex(c.s); err != nil {
 		c.t.Fatalf("after commit: %v", err)
 	}
 	return r
 }
 
-// checkJobIndex verifies the job → tasks index against the tasks' owners.
-func checkJobIndex(s *txn.State) error {
-	owners := map[uuid.UUID]map[uuid.UUID]bool{}
+// checkPendingIndex verifies the pending index (job → its PENDING tasks) against
+// the tasks themselves.
+func checkPendingIndex(s *txn.State) error {
+	want := map[uuid.UUID]map[uuid.UUID]bool{}
 	s.RangeTasks(func(t *txn.Task) bool {
-		if t.Job != uuid.Nil {
-			if owners[t.Job] == nil {
-				owners[t.Job] = map[uuid.UUID]bool{}
+		if t.State == pending {
+			if want[t.Job] == nil {
+				want[t.Job] = map[uuid.UUID]bool{}
 			}
-			owners[t.Job][t.UID] = true
+			want[t.Job][t.UID] = true
 		}
 		return true
 	})
-	jobs := map[uuid.UUID]bool{}
-	for j := range owners {
-		jobs[j] = true
-	}
-	s.RangeJobs(func(j *txn.Job) bool { jobs[j.UID] = true; return true })
-	for j := range jobs {
+	got := 0
+	var err error
+	s.RangePendingJobs(func(job uuid.UUID, n int) bool {
+		got++
 		seen := map[uuid.UUID]bool{}
-		var err error
-		s.RangeJobTasks(j, func(t *txn.Task) bool {
-			if t.Job != j || seen[t.UID] {
-				err = fmt.Errorf("job %s indexes task %s owned by %s (seen twice: %v)", j, t.UID, t.Job, seen[t.UID])
+		s.RangePendingTasks(job, func(t *txn.Task) bool {
+			if t.Job != job || t.State != pending || seen[t.UID] {
+				err = fmt.Errorf("job %s pending index holds task %s (job %s, %s, seen twice: %v)", job, t.UID, t.Job, t.State, seen[t.UID])
 				return false
 			}
 			seen[t.UID] = true
 			return true
 		})
-		if err != nil {
-			return err
+		if err == nil && (len(seen) != n || n != len(want[job])) {
+			err = fmt.Errorf("job %s: index says %d pending, lists %d, tasks say %d", job, n, len(seen), len(want[job]))
 		}
-		if len(seen) != len(owners[j]) {
-			return fmt.Errorf("job %s indexes %d tasks, %d tasks name it", j, len(seen), len(owners[j]))
-		}
+		return err == nil
+	})
+	if err == nil && got != len(want) {
+		err = fmt.Errorf("%d jobs with pending tasks indexed, %d have them", got, len(want))
 	}
-	return nil
+	return err
 }
 
 // mustErr evaluates tx and requires an *OpError (or plain error when index
@@ -401,13 +400,13 @@ func dump(s *txn.State) string {
 			m.UID, m.Version, m.CreateRev, m.Created, m.Capacity, m.Allocated, m.Tasks, m.Seq, m.State, m.Agent, m.Free(), text(m.Proto())))
 		return true
 	})
-	jobTasks := map[uuid.UUID][]string{}
+	pendingTasks := map[uuid.UUID][]string{}
 	s.RangeTasks(func(t *txn.Task) bool {
 		lines = append(lines, fmt.Sprintf("task %s job %s v%d c%d at %d req{%v} %s on %s claimed{%v} by %q a%d s%d f%d ev%d %q | %s",
 			t.UID, t.Job, t.Version, t.CreateRev, t.Created, t.Request, t.State, t.Machine, t.Claimed, t.Scheduler,
 			t.Assigned, t.Started, t.Finished, t.Evictions, t.Message, text(t.Proto())))
-		if t.Job != uuid.Nil {
-			jobTasks[t.Job] = append(jobTasks[t.Job], t.UID.String())
+		if t.State == pending {
+			pendingTasks[t.Job] = append(pendingTasks[t.Job], t.UID.String())
 		}
 		return true
 	})
@@ -415,15 +414,15 @@ func dump(s *txn.State) string {
 		lines = append(lines, fmt.Sprintf("job %s v%d c%d at %d | %s", j.UID, j.Version, j.CreateRev, j.Created, text(j.Proto())))
 		return true
 	})
-	// The job → tasks index, for the owners tasks name (which need not exist
-	// as jobs).
-	for _, job := range slices.SortedFunc(maps.Keys(jobTasks), func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) }) {
+	// The pending index, for the owners pending tasks name (which need not
+	// exist as jobs).
+	for _, job := range slices.SortedFunc(maps.Keys(pendingTasks), func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) }) {
 		var idx []string
-		s.RangeJobTasks(job, func(t *txn.Task) bool { idx = append(idx, t.UID.String()); return true })
+		s.RangePendingTasks(job, func(t *txn.Task) bool { idx = append(idx, t.UID.String()); return true })
 		slices.Sort(idx)
-		want := jobTasks[job]
+		want := pendingTasks[job]
 		slices.Sort(want)
-		lines = append(lines, fmt.Sprintf("jobtasks %s index %v owners %v", job, idx, want))
+		lines = append(lines, fmt.Sprintf("pending %s index %v tasks %v", job, idx, want))
 	}
 	slices.Sort(lines)
 	b.WriteString(strings.Join(lines, "\n"))

@@ -177,18 +177,18 @@ func TestDelete(t *testing.T) {
 			t.Fatalf("machine %+v", m)
 		}
 	})
-	t.Run("owned task leaves the job index", func(t *testing.T) {
+	t.Run("deleted task leaves the pending index", func(t *testing.T) {
 		c := std(t)
 		c.commit(c.tx(txn.CreateJob(jobP(j1)), txn.CreateTask(ownedTaskP(uid(100), j1, res(1, 1))), txn.CreateTask(ownedTaskP(uid(101), j1, res(1, 1)))))
 		c.commit(c.tx(txn.Delete(kindTask, uid(100), 0)))
 		var left []uuid.UUID
-		c.s.RangeJobTasks(j1, func(x *txn.Task) bool { left = append(left, x.UID); return true })
+		c.s.RangePendingTasks(j1, func(x *txn.Task) bool { left = append(left, x.UID); return true })
 		if len(left) != 1 || left[0] != uid(101) {
 			t.Fatalf("job tasks %v", left)
 		}
 		c.commit(c.tx(txn.Delete(kindTask, uid(101), 0), txn.Delete(kindJob, j1, 0)))
 		n := 0
-		c.s.RangeJobTasks(j1, func(*txn.Task) bool { n++; return true })
+		c.s.RangePendingTasks(j1, func(*txn.Task) bool { n++; return true })
 		if _, ok := c.s.Job(j1); ok || n != 0 {
 			t.Fatalf("job still there or indexed: %d", n)
 		}

@@ -18,8 +18,10 @@ type State struct {
 	machines *pmap.Map[*Machine]
 	tasks    *pmap.Map[*Task]
 	jobs     *pmap.Map[*Job]
-	// jobTasks indexes each job's tasks (by owner reference): job uid → set.
-	jobTasks *pmap.Map[*pmap.Map[struct{}]]
+	// pending indexes the PENDING tasks by owner job (uuid.Nil for tasks
+	// without one): job uid → set of task uids. It is what a scheduler walks;
+	// a task created and claimed in one transaction never enters it.
+	pending  *pmap.Map[*pmap.Map[struct{}]]
 	capacity Resources // sum over machines
 	alloc    Resources // sum of machine allocations
 	// lastDelete is the newest revision that deleted an object: a view older
@@ -33,7 +35,7 @@ func NewState() *State {
 		machines: pmap.New[*Machine](),
 		tasks:    pmap.New[*Task](),
 		jobs:     pmap.New[*Job](),
-		jobTasks: pmap.New[*pmap.Map[struct{}]](),
+		pending:  pmap.New[*pmap.Map[struct{}]](),
 	}
 }
 
@@ -71,9 +73,11 @@ func (s *State) RangeJobs(f func(*Job) bool) {
 	s.jobs.Range(func(_ uuid.UUID, j *Job) bool { return f(j) })
 }
 
-// RangeJobTasks calls f for each task owned by job (deterministic order).
-func (s *State) RangeJobTasks(job uuid.UUID, f func(*Task) bool) {
-	set, ok := s.jobTasks.Get(job)
+// RangePendingTasks calls f for each PENDING task owned by job (uuid.Nil:
+// the tasks without an owner job), in an order that depends only on the
+// set of uids, until f returns false.
+func (s *State) RangePendingTasks(job uuid.UUID, f func(*Task) bool) {
+	set, ok := s.pending.Get(job)
 	if !ok {
 		return
 	}
@@ -84,6 +88,12 @@ func (s *State) RangeJobTasks(job uuid.UUID, f func(*Task) bool) {
 		}
 		return f(t)
 	})
+}
+
+// RangePendingJobs calls f for each job with PENDING tasks (uuid.Nil for
+// ownerless tasks) and how many it has, until f returns false.
+func (s *State) RangePendingJobs(f func(job uuid.UUID, pending int) bool) {
+	s.pending.Range(func(job uuid.UUID, set *pmap.Map[struct{}]) bool { return f(job, set.Len()) })
 }
 
 // Change is one object's new value at a revision, or its deletion. Exactly
@@ -145,8 +155,8 @@ type Builder struct {
 	machines *pmap.Builder[*Machine]
 	tasks    *pmap.Builder[*Task]
 	jobs     *pmap.Builder[*Job]
-	jobTasks *pmap.Builder[*pmap.Map[struct{}]]
-	// jobSets holds the job task sets this builder edits, as transients, so
+	pending  *pmap.Builder[*pmap.Map[struct{}]]
+	// jobSets holds the pending sets this builder edits, as transients, so
 	// adding a job's 10,000 tasks copies each path once, not per task.
 	jobSets  map[uuid.UUID]*pmap.Builder[struct{}]
 	capacity Resources
@@ -161,7 +171,7 @@ func (s *State) Builder() *Builder {
 		machines: s.machines.Transient(),
 		tasks:    s.tasks.Transient(),
 		jobs:     s.jobs.Transient(),
-		jobTasks: s.jobTasks.Transient(),
+		pending:  s.pending.Transient(),
 		capacity: s.capacity,
 		alloc:    s.alloc,
 	}
@@ -172,15 +182,22 @@ func (b *Builder) Apply(c *Change) {
 	switch {
 	case c.Task != nil:
 		t := c.Task
+		var old *Task
+		var had bool
 		if c.Deleted {
-			if b.tasks.Delete(t.UID) {
-				b.unindex(t)
+			if old, had = b.tasks.Remove(t.UID); had {
 				b.deleted = true
 			}
-			return
+		} else {
+			old, had = b.tasks.Swap(t.UID, t)
 		}
-		if b.tasks.Set(t.UID, t) {
-			b.index(t)
+		wasPending := had && old.State == omegav1.TaskState_TASK_STATE_PENDING
+		isPending := !c.Deleted && t.State == omegav1.TaskState_TASK_STATE_PENDING
+		switch {
+		case wasPending && !isPending:
+			b.jobSet(old.Job).Delete(old.UID)
+		case isPending && !wasPending:
+			b.jobSet(t.Job).Set(t.UID, struct{}{})
 		}
 	case c.Job != nil:
 		if c.Deleted {
@@ -212,7 +229,7 @@ func (b *Builder) jobSet(job uuid.UUID) *pmap.Builder[struct{}] {
 	if set, ok := b.jobSets[job]; ok {
 		return set
 	}
-	set, ok := b.jobTasks.Get(job)
+	set, ok := b.pending.Get(job)
 	if !ok {
 		set = pmap.New[struct{}]()
 	}
@@ -224,26 +241,14 @@ func (b *Builder) jobSet(job uuid.UUID) *pmap.Builder[struct{}] {
 	return tr
 }
 
-func (b *Builder) index(t *Task) {
-	if t.Job != uuid.Nil {
-		b.jobSet(t.Job).Set(t.UID, struct{}{})
-	}
-}
-
-func (b *Builder) unindex(t *Task) {
-	if t.Job != uuid.Nil {
-		b.jobSet(t.Job).Delete(t.UID)
-	}
-}
-
 // Finish freezes the builder into the state at rev; the builder must not be
 // used afterwards.
 func (b *Builder) Finish(rev uint64) *State {
 	for job, tr := range b.jobSets { // order-independent: keyed maps
 		if tr.Len() == 0 {
-			b.jobTasks.Delete(job)
+			b.pending.Delete(job)
 		} else {
-			b.jobTasks.Set(job, tr.Persistent())
+			b.pending.Set(job, tr.Persistent())
 		}
 	}
 	lastDelete := b.base.lastDelete
@@ -256,7 +261,7 @@ func (b *Builder) Finish(rev uint64) *State {
 		machines:   b.machines.Persistent(),
 		tasks:      b.tasks.Persistent(),
 		jobs:       b.jobs.Persistent(),
-		jobTasks:   b.jobTasks.Persistent(),
+		pending:    b.pending.Persistent(),
 		capacity:   b.capacity,
 		alloc:      b.alloc,
 	}

@@ -178,14 +178,20 @@ func (b *Builder[V]) Swap(k uuid.UUID, v V) (old V, had bool) {
 
 // Delete removes k and reports whether it was present.
 func (b *Builder[V]) Delete(k uuid.UUID) bool {
+	_, had := b.Remove(k)
+	return had
+}
+
+// Remove removes k and returns the value it held, if any.
+func (b *Builder[V]) Remove(k uuid.UUID) (old V, had bool) {
 	b.live()
 	h := hashKey(k)
-	if _, ok := b.root.get(h, k); !ok {
-		return false
+	if old, had = b.root.get(h, k); !had {
+		return old, false
 	}
 	b.root.remove(b.edit, 0, h, k)
 	b.size--
-	return true
+	return old, true
 }
 
 // Len returns the number of entries.
