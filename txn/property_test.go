@@ -673,6 +673,9 @@ func runModel(t *rapid.T, stats *propStats) {
 		if err := txn.CheckInvariants(next); err != nil {
 			t.Fatalf("txn %d: invariants: %v", step, err)
 		}
+		if err := checkPendingIndex(next); err != nil {
+			t.Fatalf("txn %d: pending index: %v\nops: %s", step, err, opsString(tx))
+		}
 		next.RangeMachines(func(m *txn.Machine) bool {
 			if !m.Allocated.LessEq(m.Capacity) {
 				t.Fatalf("txn %d: machine %s over capacity: %v of %v", step, m.UID, m.Allocated, m.Capacity)
