@@ -220,7 +220,11 @@ func (b *Builder[V]) Persistent() *Map[V] {
 // when their first 8 bytes are equal; it only spreads structured keys (time
 // ordered or counter-like) over the trie.
 func hashKey(k uuid.UUID) uint64 {
-	x := binary.LittleEndian.Uint64(k[:8])
+	// Both halves count, so keys that differ only in their last 8 bytes
+	// (sequential or hand-made uids a client may choose) do not all land in
+	// one collision node. The mix stays a bijection of the first half for a
+	// fixed second half, so tests can still make keys of any hash.
+	x := binary.LittleEndian.Uint64(k[:8]) ^ binary.LittleEndian.Uint64(k[8:])*tailMul
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
@@ -228,6 +232,10 @@ func hashKey(k uuid.UUID) uint64 {
 	x ^= x >> 33
 	return x
 }
+
+// tailMul spreads the second half of a key (odd, so multiplying by it is a
+// bijection): the golden-ratio constant.
+const tailMul = 0x9e3779b97f4a7c15
 
 func bitpos(h uint64, shift uint) uint32 { return 1 << ((h >> shift) & levelMask) }
 
