@@ -462,15 +462,15 @@ func TestCollisions(t *testing.T) {
 		t.Fatalf("collision node holds %d entries, want 7", len(n.entries))
 	}
 	// Range over a collision node is ordered by key.
-	var tailsSeen []uint64
+	var seen []uuid.UUID
 	m.Range(func(k uuid.UUID, _ int) bool {
 		if k != other {
-			tailsSeen = append(tailsSeen, binary.BigEndian.Uint64(k[8:]))
+			seen = append(seen, k)
 		}
 		return true
 	})
-	if !slices.IsSorted(tailsSeen) {
-		t.Fatalf("collision entries out of key order: %v", tailsSeen)
+	if !slices.IsSortedFunc(seen, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }) {
+		t.Fatalf("collision entries out of key order: %v", seen)
 	}
 	// Delete down to one colliding key: the collision node and the chain of
 	// single-child nodes above it must collapse.
