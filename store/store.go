@@ -61,6 +61,8 @@ type Store struct {
 	err       error // sticky: ErrFailed or ErrClosed
 	writerWG  sync.WaitGroup
 	closing   bool
+	closeOnce sync.Once // a second Close waits for the first and returns its error
+	closeErr  error
 	closed    bool // Close finished publishing: nothing more will be published
 }
 
@@ -121,11 +123,12 @@ func Open(opts Options) (*Store, error) {
 // Close stops the store after every commit already evaluated is durable (or
 // failed). Commits after Close return ErrClosed.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Store) close() error {
 	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return nil
-	}
 	s.closing = true
 	if s.err == nil {
 		s.err = ErrClosed
@@ -166,6 +169,13 @@ func (s *Store) Policy() Policy { return s.opts.Policy }
 // bad input (errors.Is with the txn.Err* sentinels), ErrRejected, ErrClosed,
 // or ErrFailed (the write failed; the store is stopped, and whether the
 // commit survives is known only after reopening).
+//
+// A transaction is evaluated against the newest state, including
+// revisions not yet durable, so committers pipeline behind one sync. A
+// conflict (or an error such as ErrAlreadyExists) may therefore be caused by
+// a revision that a crash then loses; such a result is conservative, and the
+// client's retry sees the state as it is. Result.Base names the revision
+// evaluated against: a client that syncs to it has seen the cause.
 //
 // Commit takes ownership of the objects in tx's Create and Put operations.
 // It blocks for at most one group sync; it does not watch ctx once the
