@@ -52,6 +52,7 @@ type Store struct {
 
 	mu        sync.Mutex
 	head      *txn.State    // newest state, maybe not yet durable
+	scratch   txn.Scratch   // evaluation buffers, reused under mu
 	published *txn.State    // newest durable state
 	queue     []*pending    // evaluated, not yet durable, in revision order
 	wake      chan struct{} // signals the writer (capacity 1)
@@ -205,7 +206,7 @@ func (s *Store) commit(ctx context.Context, build func(head *txn.State) *txn.Txn
 		s.mu.Unlock()
 		return txn.Result{}, err
 	}
-	res, ws, err := txn.Evaluate(s.head, tx, s.head.Revision()+1, s.opts.Limits)
+	res, ws, err := s.scratch.Evaluate(s.head, tx, s.head.Revision()+1, s.opts.Limits)
 	if err != nil || ws == nil {
 		s.mu.Unlock()
 		return res, err

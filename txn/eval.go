@@ -30,6 +30,21 @@ type evaluator struct {
 // else. base is not modified; tx is only read, but the messages in its Create
 // and Put operations become part of the write set.
 func Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, error) {
+	var s Scratch
+	return s.Evaluate(base, tx, rev, lim)
+}
+
+// Scratch holds what Evaluate needs only while it runs, so that a caller
+// evaluating many transactions in turn (the store, under its commit lock)
+// reuses it instead of allocating it each time. The zero value is ready; a
+// Scratch belongs to one goroutine at a time. Its results are the same as
+// Evaluate's and share nothing with it.
+type Scratch struct {
+	touched map[objKey]int
+}
+
+// Evaluate is the package's Evaluate, reusing s.
+func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, error) {
 	if rev <= base.rev {
 		panic(fmt.Sprintf("txn: evaluate at revision %d on state at %d", rev, base.rev))
 	}
@@ -54,9 +69,14 @@ func Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, 
 		tx:      tx,
 		rev:     rev,
 		changes: make([]Change, 0, len(tx.Ops)+len(tx.Ops)/2),
-		touched: make(map[objKey]int, len(tx.Ops)+len(tx.Ops)/2),
+		touched: s.touched,
 		res:     Result{Base: base.rev, Outcomes: make([]Outcome, len(tx.Ops))},
 	}
+	if e.touched == nil {
+		e.touched = make(map[objKey]int, len(tx.Ops)+len(tx.Ops)/2)
+		s.touched = e.touched
+	}
+	defer clear(e.touched)
 	for i := range tx.Ops {
 		op := &tx.Ops[i]
 		out, err := e.op(op)
