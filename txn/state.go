@@ -27,7 +27,14 @@ type State struct {
 	// lastDelete is the newest revision that deleted an object: a view older
 	// than it may name objects that are gone.
 	lastDelete uint64
+	// machineSet is the newest revision that added or removed a machine.
+	machineSet uint64
 }
+
+// MachineSetRevision is the revision of the last change to the set of
+// machines (one added or removed); a list of machine uids built at or after
+// it is still complete.
+func (s *State) MachineSetRevision() uint64 { return s.machineSet }
 
 // NewState returns the empty state at revision 0.
 func NewState() *State {
@@ -158,10 +165,11 @@ type Builder struct {
 	pending  *pmap.Builder[*pmap.Map[struct{}]]
 	// jobSets holds the pending sets this builder edits, as transients, so
 	// adding a job's 10,000 tasks copies each path once, not per task.
-	jobSets  map[uuid.UUID]*pmap.Builder[struct{}]
-	capacity Resources
-	alloc    Resources
-	deleted  bool // something was deleted
+	jobSets     map[uuid.UUID]*pmap.Builder[struct{}]
+	capacity    Resources
+	alloc       Resources
+	deleted     bool // something was deleted
+	machineSets bool // a machine was added or removed
 }
 
 // Builder starts editing a copy of s; s itself never changes.
@@ -212,13 +220,15 @@ func (b *Builder) Apply(c *Change) {
 				b.capacity = b.capacity.Sub(old.Capacity)
 				b.alloc = b.alloc.Sub(old.Allocated)
 				b.machines.Delete(m.UID)
-				b.deleted = true
+				b.deleted, b.machineSets = true, true
 			}
 			return
 		}
 		if old, had := b.machines.Swap(m.UID, m); had {
 			b.capacity = b.capacity.Sub(old.Capacity)
 			b.alloc = b.alloc.Sub(old.Allocated)
+		} else {
+			b.machineSets = true
 		}
 		b.capacity = b.capacity.Add(m.Capacity)
 		b.alloc = b.alloc.Add(m.Allocated)
@@ -251,12 +261,16 @@ func (b *Builder) Finish(rev uint64) *State {
 			b.pending.Set(job, tr.Persistent())
 		}
 	}
-	lastDelete := b.base.lastDelete
+	lastDelete, machineSet := b.base.lastDelete, b.base.machineSet
 	if b.deleted {
 		lastDelete = rev
 	}
+	if b.machineSets {
+		machineSet = rev
+	}
 	return &State{
 		lastDelete: lastDelete,
+		machineSet: machineSet,
 		rev:        rev,
 		machines:   b.machines.Persistent(),
 		tasks:      b.tasks.Persistent(),

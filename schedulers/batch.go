@@ -1,0 +1,40 @@
+package schedulers
+
+import (
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
+)
+
+// Batch is the paper's fast batch scheduler: randomized first fit. For each
+// pending task it examines machines in random order and claims the first
+// that fits.
+type Batch struct {
+	// Tries bounds the machines examined per task before the task is left
+	// pending for a later attempt. Default 64.
+	Tries int
+	idx   MachineIndex
+}
+
+// NewBatch returns a batch scheduler with the defaults.
+func NewBatch() *Batch { return &Batch{Tries: 64} }
+
+func (b *Batch) Kind() string { return "batch" }
+
+func (b *Batch) Decide(v client.View, req Request, env Env) Decision {
+	b.idx.Refresh(v)
+	p := NewPlacer(v, req.Placed)
+	d := Decision{AllOrNothing: req.Job.Spec.GetGang(), Considered: len(req.Pending)}
+	for _, t := range req.Pending {
+		placed := false
+		Sample(&b.idx, v, p, env, t.Request, t.Spec.GetConstraints(), 1, b.Tries, func(m *txn.Machine) bool {
+			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request, t.Version))
+			p.Take(m, t.Request)
+			placed = true
+			return false
+		})
+		if !placed {
+			d.Unplaceable++
+		}
+	}
+	return d
+}

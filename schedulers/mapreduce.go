@@ -1,0 +1,193 @@
+package schedulers
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
+)
+
+// MapReducePolicy is how the mapreduce scheduler decides how many workers a
+// job gets beyond those it asked for (the Omega paper, §6.2).
+type MapReducePolicy int
+
+const (
+	// MaxParallelism gives a job as many workers as the idle resources
+	// allow (bounded by the job's max_workers, if set).
+	MaxParallelism MapReducePolicy = iota
+	// GlobalCap adds workers only while the cell's utilisation stays under
+	// GlobalCap (60% in the paper).
+	GlobalCap
+	// RelativeSize gives a job at most RelativeFactor times the workers it
+	// asked for (4x in the paper).
+	RelativeSize
+)
+
+func (p MapReducePolicy) String() string {
+	switch p {
+	case MaxParallelism:
+		return "max-parallelism"
+	case GlobalCap:
+		return "global-cap"
+	case RelativeSize:
+		return "relative-size"
+	}
+	return fmt.Sprintf("policy(%d)", int(p))
+}
+
+// ParseMapReducePolicy parses a policy name.
+func ParseMapReducePolicy(s string) (MapReducePolicy, error) {
+	for _, p := range []MapReducePolicy{MaxParallelism, GlobalCap, RelativeSize} {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("mapreduce policy %q: want max-parallelism, global-cap or relative-size", s)
+}
+
+// MapReduce is the paper's MapReduce-aware scheduler: when the cell has idle
+// resources it gives a MapReduce job more workers than requested, creating
+// the extra worker tasks and claiming them in one transaction. A job's work
+// is fixed, so its runtime shrinks with its workers (linear speedup, as in
+// the paper): each of W workers of a job that asked for R runs for
+// duration × R / W.
+//
+// A MapReduce job is submitted without tasks (Spec.Replicas workers
+// requested, Spec.Template the worker); the scheduler creates all of them.
+type MapReduce struct {
+	Policy MapReducePolicy
+	// GlobalCap is the utilisation above which GlobalCap adds no worker.
+	// Default 0.6.
+	GlobalCap float64
+	// RelativeFactor bounds RelativeSize's workers to this multiple of the
+	// request. Default 4.
+	RelativeFactor int
+	// Tries bounds the machines examined per worker. Default 64.
+	Tries int
+	idx   MachineIndex
+}
+
+// NewMapReduce returns a mapreduce scheduler with policy and the paper's
+// parameters.
+func NewMapReduce(policy MapReducePolicy) *MapReduce {
+	return &MapReduce{Policy: policy, GlobalCap: 0.6, RelativeFactor: 4, Tries: 64}
+}
+
+func (s *MapReduce) Kind() string { return "mapreduce" }
+
+// Workers returns how many workers the policy gives a job that asked for
+// requested workers of size req and can use at most useful, on a cell with
+// free resources free out of capacity. It is at least requested.
+func (s *MapReduce) Workers(requested, useful int, req, free, capacity txn.Resources) int {
+	fit := func(avail txn.Resources) int {
+		n := useful
+		if req.CPU > 0 {
+			n = min(n, int(max(avail.CPU, 0)/req.CPU))
+		}
+		if req.Memory > 0 {
+			n = min(n, int(max(avail.Memory, 0)/req.Memory))
+		}
+		return n
+	}
+	switch s.Policy {
+	case MaxParallelism:
+		return max(requested, fit(free))
+	case GlobalCap:
+		// Room under the cap: cap × capacity − used, per dimension.
+		used := capacity.Sub(free)
+		room := txn.Resources{
+			CPU:    int64(s.GlobalCap*float64(capacity.CPU)) - used.CPU,
+			Memory: int64(s.GlobalCap*float64(capacity.Memory)) - used.Memory,
+		}
+		return max(requested, min(fit(room), fit(free)))
+	case RelativeSize:
+		return max(requested, min(s.RelativeFactor*requested, fit(free)))
+	}
+	return requested
+}
+
+// useful is how many workers a job can use: its max_workers, else its map
+// task count (a worker per map task at most), else 16 times its request.
+func useful(job *txn.Job) int {
+	mr := job.Spec.GetMapreduce()
+	switch {
+	case mr.GetMaxWorkers() > 0:
+		return int(mr.GetMaxWorkers())
+	case mr.GetMapTasks() > 0:
+		return int(mr.GetMapTasks())
+	}
+	return 16 * int(max(job.Spec.GetReplicas(), 1))
+}
+
+func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
+	s.idx.Refresh(v)
+	p := NewPlacer(v, req.Placed)
+	job := req.Job
+	tmpl := job.Spec.GetTemplate()
+	want := txn.ResourcesFromProto(tmpl.GetResources())
+	requested := int(job.Spec.GetReplicas())
+	have := len(req.Placed) + len(req.Pending)
+	free := v.Capacity().Sub(v.Allocated())
+	workers := s.Workers(requested, max(useful(job), requested), want, free, v.Capacity())
+	d := Decision{Considered: len(req.Pending) + max(workers-have, 0)}
+
+	claim := func(t *txn.Task, version uint64) bool {
+		ok := false
+		Sample(&s.idx, v, p, env, t.Request, t.Spec.GetConstraints(), 1, s.Tries, func(m *txn.Machine) bool {
+			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request, version))
+			p.Take(m, t.Request)
+			ok = true
+			return false
+		})
+		return ok
+	}
+	// Workers left pending by an earlier attempt first.
+	for _, t := range req.Pending {
+		if !claim(t, t.Version) {
+			d.Unplaceable++
+		}
+	}
+	// Then the new workers, each created and claimed in this transaction;
+	// a worker that finds no machine is not created.
+	duration := tmpl.GetDurationMillis()
+	if workers > 0 && duration > 0 {
+		duration = max(1, duration*int64(requested)/int64(workers))
+	}
+	for i := have; i < workers; i++ {
+		uid := env.NewUID()
+		labels := maps.Clone(tmpl.GetLabels())
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["job"] = job.Meta.GetName()
+		pt := &omegav1.Task{
+			Meta: &omegav1.ObjectMeta{
+				Uid:             uid.String(),
+				Name:            job.Meta.GetName() + "-w" + strconv.Itoa(i),
+				Labels:          labels,
+				OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: job.UID.String(), Name: job.Meta.GetName(), Controller: true}},
+			},
+			Spec: &omegav1.TaskSpec{
+				Resources:      tmpl.GetResources(),
+				Command:        tmpl.GetCommand(),
+				Constraints:    tmpl.GetConstraints(),
+				Priority:       job.Spec.GetPriority(),
+				DurationMillis: duration,
+			},
+		}
+		t := &txn.Task{UID: uid, Request: want, Spec: pt.Spec}
+		at := len(d.Ops)
+		d.Ops = append(d.Ops, txn.CreateTask(pt))
+		if !claim(t, 0) {
+			d.Ops = d.Ops[:at] // no machine: do not create it
+			if i < requested {
+				d.Unplaceable++
+			}
+			break // the cell is full for this shape; later workers won't fit either
+		}
+	}
+	return d
+}

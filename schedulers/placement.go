@@ -1,0 +1,212 @@
+package schedulers
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
+)
+
+// MachineIndex is an indexable, sorted list of a cell's machine uids, so a
+// scheduler can examine machines in random order. It is rebuilt only when
+// the set of machines changes (txn.State.MachineSetRevision), not on every
+// view.
+type MachineIndex struct {
+	uids []uuid.UUID
+	rev  uint64
+	ok   bool
+}
+
+// Refresh brings the index up to v.
+func (x *MachineIndex) Refresh(v client.View) {
+	if x.ok && x.rev == v.MachineSetRevision() {
+		return
+	}
+	x.uids = x.uids[:0]
+	v.RangeMachines(func(m *txn.Machine) bool { x.uids = append(x.uids, m.UID); return true })
+	slices.SortFunc(x.uids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	x.rev, x.ok = v.MachineSetRevision(), true
+}
+
+// Len is the number of machines.
+func (x *MachineIndex) Len() int { return len(x.uids) }
+
+// At returns the i-th machine uid.
+func (x *MachineIndex) At(i int) uuid.UUID { return x.uids[i] }
+
+// Placer is one decision's scratch pad: it holds what the decision has
+// claimed so far, so a later choice in the same decision sees the earlier
+// ones (two tasks never overfill a machine the view shows as free).
+type Placer struct {
+	v     client.View
+	extra map[uuid.UUID]txn.Resources
+	// onMachine counts the job's tasks per machine (placed before this
+	// decision and chosen in it), for DIFFERENT_MACHINES and spreading.
+	onMachine map[uuid.UUID]int
+	onDomain  map[string]int
+}
+
+// NewPlacer starts a decision on v for a job whose tasks already placed are
+// placed (they count for spreading and DIFFERENT_MACHINES).
+func NewPlacer(v client.View, placed []*txn.Task) *Placer {
+	p := &Placer{v: v, extra: map[uuid.UUID]txn.Resources{}, onMachine: map[uuid.UUID]int{}, onDomain: map[string]int{}}
+	for _, t := range placed {
+		if m, ok := v.Machine(t.Machine); ok {
+			p.note(m)
+		}
+	}
+	return p
+}
+
+func (p *Placer) note(m *txn.Machine) {
+	p.onMachine[m.UID]++
+	p.onDomain[m.Spec.GetFailureDomain()]++
+}
+
+// Used returns the machine's allocation including this decision's claims.
+func (p *Placer) Used(m *txn.Machine) txn.Resources {
+	if e, ok := p.extra[m.UID]; ok {
+		return m.Allocated.Add(e)
+	}
+	return m.Allocated
+}
+
+// Feasible reports whether a task asking for req under constraints may go on
+// m: m is UP, holds req after this decision's earlier claims, and satisfies
+// every constraint.
+func (p *Placer) Feasible(m *txn.Machine, req txn.Resources, constraints []*omegav1.Constraint) bool {
+	if m.State != omegav1.MachineState_MACHINE_STATE_UP {
+		return false
+	}
+	if fit, _ := txn.Fits(m.Capacity, p.Used(m), req); !fit {
+		return false
+	}
+	for _, c := range constraints {
+		switch c.GetOperator() {
+		case omegav1.Constraint_OPERATOR_EQUAL:
+			if v, ok := m.Spec.GetAttributes()[c.GetAttribute()]; !ok || v != c.GetValue() {
+				return false
+			}
+		case omegav1.Constraint_OPERATOR_NOT_EQUAL:
+			if v, ok := m.Spec.GetAttributes()[c.GetAttribute()]; ok && v == c.GetValue() {
+				return false
+			}
+		case omegav1.Constraint_OPERATOR_DIFFERENT_MACHINES:
+			if p.onMachine[m.UID] > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Take records that this decision claims req on m.
+func (p *Placer) Take(m *txn.Machine, req txn.Resources) {
+	p.extra[m.UID] = p.extra[m.UID].Add(req)
+	p.note(m)
+}
+
+// OnDomain returns how many of the job's tasks the failure domain holds.
+func (p *Placer) OnDomain(domain string) int { return p.onDomain[domain] }
+
+// BestFitScore scores placing req on m by how tightly it packs: the mean,
+// over cpu and memory, of the machine's free share left afterwards (lower is
+// better, 0 fills the machine). Borg's "best fit" without its extras.
+func (p *Placer) BestFitScore(m *txn.Machine, req txn.Resources) float64 {
+	used := p.Used(m).Add(req)
+	share := func(free, capacity int64) float64 {
+		if capacity <= 0 {
+			return 0
+		}
+		return float64(free) / float64(capacity)
+	}
+	return (share(m.Capacity.CPU-used.CPU, m.Capacity.CPU) + share(m.Capacity.Memory-used.Memory, m.Capacity.Memory)) / 2
+}
+
+// Class is an equivalence class of a job's pending tasks: tasks with the
+// same request and constraints are interchangeable for placement, so
+// feasibility is worked out once per class.
+type Class struct {
+	Request     txn.Resources
+	Constraints []*omegav1.Constraint
+	Tasks       []*txn.Task
+}
+
+// Classes groups tasks into equivalence classes, in order of each class's
+// first task (deterministic for a deterministic input order).
+func Classes(tasks []*txn.Task) []*Class {
+	var out []*Class
+	byKey := map[string]*Class{}
+	var sb strings.Builder
+	for _, t := range tasks {
+		sb.Reset()
+		sb.WriteString(t.Request.String())
+		for _, c := range t.Spec.GetConstraints() {
+			sb.WriteString("|" + c.GetAttribute() + c.GetOperator().String() + c.GetValue())
+		}
+		k := sb.String()
+		c, ok := byKey[k]
+		if !ok {
+			c = &Class{Request: t.Request, Constraints: t.Spec.GetConstraints()}
+			byKey[k] = c
+			out = append(out, c)
+		}
+		c.Tasks = append(c.Tasks, t)
+	}
+	return out
+}
+
+// Sample examines machines in random order — relaxed randomization, as in
+// Borg: rather than scoring every machine, stop once enough feasible ones
+// are found — and calls visit for each feasible machine until visit returns
+// false, want feasible machines were visited, or limit machines were
+// examined. It returns how many machines it examined.
+func Sample(x *MachineIndex, v client.View, p *Placer, env Env, req txn.Resources, constraints []*omegav1.Constraint, want, limit int, visit func(*txn.Machine) bool) int {
+	n := x.Len()
+	if n == 0 {
+		return 0
+	}
+	limit = min(limit, n)
+	// A random start and an odd stride coprime with n visit distinct
+	// machines without building a permutation.
+	start := env.Rand.IntN(n)
+	stride := 1
+	if n > 1 {
+		stride = coprimeStride(n, env.Rand.IntN(n-1)+1)
+	}
+	found := 0
+	for i := 0; i < limit; i++ {
+		m, ok := v.Machine(x.At((start + i*stride) % n))
+		if !ok || !p.Feasible(m, req, constraints) {
+			continue
+		}
+		found++
+		if !visit(m) || found >= want {
+			return i + 1
+		}
+	}
+	return limit
+}
+
+func coprimeStride(n, s int) int {
+	for gcd(n, s) != 1 {
+		s++
+		if s >= n {
+			s = 1
+		}
+	}
+	return s
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+

@@ -1,0 +1,344 @@
+package schedulers
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
+)
+
+// RunnerConfig configures a Runner. Start from DefaultRunnerConfig.
+type RunnerConfig struct {
+	// MaxAttempts: a job is abandoned after this many attempts. Default
+	// 1,000 (the Omega paper's bound).
+	MaxAttempts int
+	// MaxAttemptsNoPlacement: a job is abandoned after this many attempts
+	// if none of them placed a task. Default 100 (the paper's bound).
+	MaxAttemptsNoPlacement int
+	// RetryDelay is how long a job that still has tasks no machine could
+	// take waits before its next attempt. A job whose claims merely
+	// conflicted is retried at once, on a fresh view. Default 1s.
+	RetryDelay time.Duration
+	// TJob and TTask model the decision time of an attempt:
+	// TJob + TTask × tasks considered. Defaults 0.1s and 5ms (the paper's).
+	TJob, TTask time.Duration
+}
+
+// DefaultRunnerConfig returns the paper's defaults.
+func DefaultRunnerConfig() RunnerConfig {
+	return RunnerConfig{MaxAttempts: 1000, MaxAttemptsNoPlacement: 100, RetryDelay: time.Second, TJob: 100 * time.Millisecond, TTask: 5 * time.Millisecond}
+}
+
+// Validate reports the first invalid field.
+func (c RunnerConfig) Validate() error {
+	switch {
+	case c.MaxAttempts < 1 || c.MaxAttemptsNoPlacement < 1:
+		return errors.New("runner config: MaxAttempts and MaxAttemptsNoPlacement must be at least 1")
+	case c.RetryDelay < 0 || c.TJob < 0 || c.TTask < 0:
+		return errors.New("runner config: RetryDelay, TJob and TTask must not be negative")
+	}
+	return nil
+}
+
+// JobRecord is what a Runner knows of a job, for the reports.
+type JobRecord struct {
+	UID          uuid.UUID
+	Submitted    time.Time
+	FirstAttempt time.Time // zero until attempted
+	Placed       time.Time // when its last pending task was placed; zero if not (yet)
+	Attempts     int
+	TasksPlaced  int
+	Abandoned    bool
+	Conflicted   int // attempts with at least one conflicting operation
+}
+
+// Attempt is one decision waiting for its commit: the Runner made it at
+// Begin's time, and commits it when its decision time has passed.
+type Attempt struct {
+	Job          uuid.UUID
+	Txn          *txn.Txn
+	DecisionTime time.Duration
+	Decision     Decision
+	started      time.Time
+	claims       map[int]uuid.UUID // op index → task claimed
+}
+
+// Outcome is what became of a job after an attempt.
+type Outcome int
+
+const (
+	// OutcomeRetry: the job has pending tasks left and is queued again.
+	OutcomeRetry Outcome = iota
+	// OutcomePlaced: every task of the job is placed.
+	OutcomePlaced
+	// OutcomeAbandoned: the job hit the Runner's bounds.
+	OutcomeAbandoned
+)
+
+// Runner owns one scheduler's loop through the client library: a queue of
+// pending jobs; for each, a fresh view, the scheduler's decision, a commit,
+// and the retry decision. It is a state machine driven from outside — Begin
+// and Finish, with the time passed in — so the simulation engine runs it in
+// virtual time and a live loop under the real clock. It starts no goroutine
+// and reads no clock. One goroutine drives a Runner.
+type Runner struct {
+	cfg   RunnerConfig
+	sched Scheduler
+	c     *client.Client
+	rng   *rand.Rand
+	queue jobQueue
+	jobs  map[uuid.UUID]*jobState
+	seq   uint64
+	busy  time.Duration
+}
+
+type jobState struct {
+	JobRecord
+	readyAt          time.Time
+	seq              uint64
+	queued           bool
+	done             bool
+	noPlacement      int
+	placed           map[uuid.UUID]struct{}
+	queueIndex       int
+}
+
+// NewRunner makes a Runner for sched committing through c. rng is the
+// scheduler's seeded source.
+func NewRunner(sched Scheduler, c *client.Client, rng *rand.Rand, cfg RunnerConfig) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, sched: sched, c: c, rng: rng, jobs: map[uuid.UUID]*jobState{}}, nil
+}
+
+// Name is the runner's component name (its client's).
+func (r *Runner) Name() string { return r.c.Component() }
+
+// Scheduler returns the policy the runner drives.
+func (r *Runner) Scheduler() Scheduler { return r.sched }
+
+// Client returns the runner's client.
+func (r *Runner) Client() *client.Client { return r.c }
+
+// Busy is the total decision time spent so far.
+func (r *Runner) Busy() time.Duration { return r.busy }
+
+// Submit queues a job, ready at once. Submitting a job already known
+// re-queues it if it is not queued (its tasks became pending again: evicted
+// or lost).
+func (r *Runner) Submit(job uuid.UUID, now time.Time) {
+	j, ok := r.jobs[job]
+	if !ok {
+		j = &jobState{JobRecord: JobRecord{UID: job, Submitted: now}, placed: map[uuid.UUID]struct{}{}}
+		r.jobs[job] = j
+	}
+	if j.queued {
+		return
+	}
+	j.done = false
+	r.push(j, now)
+}
+
+func (r *Runner) push(j *jobState, at time.Time) {
+	r.seq++
+	j.readyAt, j.seq, j.queued = at, r.seq, true
+	heap.Push(&r.queue, j)
+}
+
+// NextReady returns when the earliest queued job is ready.
+func (r *Runner) NextReady() (time.Time, bool) {
+	if len(r.queue) == 0 {
+		return time.Time{}, false
+	}
+	return r.queue[0].readyAt, true
+}
+
+// Queued is the number of queued jobs.
+func (r *Runner) Queued() int { return len(r.queue) }
+
+// Begin takes the next job ready at now, brings the view up to date, and
+// asks the scheduler. It returns the attempt to Finish after its decision
+// time, or ok=false when no job is ready (or the ready job turned out to
+// have nothing pending, in which case it is recorded placed). The decision
+// time counts as busy time.
+func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool, err error) {
+	for len(r.queue) > 0 && !r.queue[0].readyAt.After(now) {
+		j := heap.Pop(&r.queue).(*jobState)
+		j.queued = false
+		if err := r.c.Sync(ctx); err != nil {
+			return nil, false, err
+		}
+		v := r.c.View()
+		job, exists := v.Job(j.UID)
+		if !exists {
+			j.done = true // deleted: nothing to do
+			continue
+		}
+		req := Request{Job: job, Attempt: j.Attempts}
+		v.RangePendingTasks(j.UID, func(t *txn.Task) bool { req.Pending = append(req.Pending, t); return true })
+		wantNew := job.Spec.GetKind() == omegav1.JobKind_JOB_KIND_MAPREDUCE && len(j.placed) < int(job.Spec.GetReplicas())
+		if len(req.Pending) == 0 && !wantNew {
+			r.markPlaced(j, now)
+			continue
+		}
+		slices.SortFunc(req.Pending, func(a, b *txn.Task) int { return bytes.Compare(a.UID[:], b.UID[:]) })
+		for _, uid := range sortedUIDs(j.placed) {
+			if t, ok := v.Task(uid); ok && t.Placed() {
+				req.Placed = append(req.Placed, t)
+			}
+		}
+		env := Env{Now: now, Rand: r.rng, NewUID: r.c.NewUID, Component: r.c.Component()}
+		d := r.sched.Decide(v, req, env)
+		tx := r.c.NewTxn(v)
+		tx.UnixNanos = now.UnixNano()
+		tx.Ops = d.Ops
+		if d.AllOrNothing {
+			tx.Commit = omegav1.CommitMode_COMMIT_MODE_ALL_OR_NOTHING
+		}
+		a := &Attempt{Job: j.UID, Txn: tx, Decision: d, started: now, claims: map[int]uuid.UUID{}}
+		for i, op := range d.Ops {
+			if op.Kind == txn.OpClaim {
+				a.claims[i] = op.Task
+			}
+		}
+		a.DecisionTime = r.cfg.TJob + time.Duration(d.Considered)*r.cfg.TTask
+		r.busy += a.DecisionTime
+		j.Attempts++
+		if j.FirstAttempt.IsZero() {
+			j.FirstAttempt = now
+		}
+		return a, true, nil
+	}
+	return nil, false, nil
+}
+
+// Finish commits a at now (its decision time after Begin) and decides what
+// becomes of the job: placed, queued again (at once after a conflict, after
+// RetryDelay when tasks found no machine), or abandoned at the bounds.
+func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome, error) {
+	j := r.jobs[a.Job]
+	var res txn.Result
+	if len(a.Txn.Ops) > 0 {
+		a.Txn.UnixNanos = now.UnixNano()
+		var err error
+		res, err = r.c.Commit(ctx, a.Txn)
+		if err != nil {
+			return OutcomeRetry, fmt.Errorf("%s: commit for job %s: %w", r.c.Component(), a.Job, err)
+		}
+	}
+	placedNow := 0
+	if res.Revision != 0 {
+		for i, task := range a.claims {
+			if res.Outcomes[i].Committed() {
+				j.placed[task] = struct{}{}
+				placedNow++
+			}
+		}
+		if err := r.c.SyncTo(ctx, res.Revision); err != nil {
+			return OutcomeRetry, err
+		}
+	}
+	j.TasksPlaced += placedNow
+	if res.Conflicted() {
+		j.Conflicted++
+	}
+	if placedNow > 0 {
+		j.noPlacement = 0
+	} else {
+		j.noPlacement++
+	}
+	// Done when nothing conflicted and no task was left without a machine.
+	if !res.Conflicted() && a.Decision.Unplaceable == 0 && len(a.Txn.Ops) > 0 {
+		r.markPlaced(j, now)
+		return OutcomePlaced, nil
+	}
+	if j.Attempts >= r.cfg.MaxAttempts || j.noPlacement >= r.cfg.MaxAttemptsNoPlacement {
+		j.Abandoned, j.done = true, true
+		return OutcomeAbandoned, nil
+	}
+	at := now
+	if !res.Conflicted() {
+		at = now.Add(r.cfg.RetryDelay) // nothing fits now: wait for the cell to change
+	}
+	r.push(j, at)
+	return OutcomeRetry, nil
+}
+
+func (r *Runner) markPlaced(j *jobState, now time.Time) {
+	j.done = true
+	if j.Placed.IsZero() {
+		j.Placed = now
+	}
+}
+
+// Records returns every job the runner has seen, ordered by submission
+// time, then uid.
+func (r *Runner) Records() []JobRecord {
+	out := make([]JobRecord, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		out = append(out, j.JobRecord)
+	}
+	slices.SortFunc(out, func(a, b JobRecord) int {
+		if c := a.Submitted.Compare(b.Submitted); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.UID[:], b.UID[:])
+	})
+	return out
+}
+
+// Pick chooses which of n schedulers of one kind takes a job: a hash of the
+// job id, as in the paper, so the choice needs no coordination.
+func Pick(job uuid.UUID, n int) int {
+	h := fnv.New64a()
+	h.Write(job[:])
+	return int(h.Sum64() % uint64(n))
+}
+
+func sortedUIDs(m map[uuid.UUID]struct{}) []uuid.UUID {
+	out := make([]uuid.UUID, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return out
+}
+
+// jobQueue orders queued jobs by ready time, then submission order.
+type jobQueue []*jobState
+
+func (q jobQueue) Len() int { return len(q) }
+func (q jobQueue) Less(i, k int) bool {
+	if !q[i].readyAt.Equal(q[k].readyAt) {
+		return q[i].readyAt.Before(q[k].readyAt)
+	}
+	return q[i].seq < q[k].seq
+}
+func (q jobQueue) Swap(i, k int) {
+	q[i], q[k] = q[k], q[i]
+	q[i].queueIndex, q[k].queueIndex = i, k
+}
+func (q *jobQueue) Push(x any) {
+	j := x.(*jobState)
+	j.queueIndex = len(*q)
+	*q = append(*q, j)
+}
+func (q *jobQueue) Pop() any {
+	old := *q
+	j := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return j
+}

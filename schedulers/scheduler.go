@@ -1,0 +1,90 @@
+// Package schedulers is omega's extension point: the Scheduler interface a
+// placement policy implements, the Runner that owns a scheduler's optimistic
+// loop through the client library, a placement toolkit in the style of Borg
+// (feasibility, then scoring; equivalence classes; relaxed randomization),
+// and the three schedulers of the Omega paper: batch, service and
+// mapreduce.
+//
+// # Writing a scheduler
+//
+// A scheduler is one Go type implementing Scheduler. The Runner calls Decide
+// with an immutable view of the cell (client.View, a consistent revision)
+// and one job with its PENDING tasks; the scheduler returns the operations to
+// attempt:
+//
+//   - txn.Claim for pending tasks (at the version the view shows them), on
+//     machines it chose in the view;
+//   - txn.CreateTask for new tasks its policy calls for (a mapreduce
+//     scheduler's extra workers), usually claimed in the same decision
+//     (expect version 0);
+//   - txn.Evict of lower-priority tasks whose room it needs (evictions must
+//     come before the claims that use the room).
+//
+// It must not do I/O, read a clock, start goroutines or keep pointers into
+// the view beyond the call: time, randomness and ids come in Env, so the same
+// scheduler runs in a live cell and, deterministically, in the simulator. It
+// may keep state between decisions (Borg's score cache keyed by machine
+// version, say): the Runner calls one scheduler from one goroutine.
+//
+// The Runner commits the decision through the shared client library. Claims
+// that conflict (another scheduler got there first) come back to the
+// scheduler in a later Decide with a fresh view; a job the scheduler cannot
+// finish is abandoned after the Runner's bounds.
+package schedulers
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
+)
+
+// Scheduler is a placement policy. See the package documentation for the
+// contract.
+type Scheduler interface {
+	// Kind names the policy ("batch", "service", "mapreduce", or a custom
+	// one); jobs name the kind that places them in Spec.Scheduler.
+	Kind() string
+	// Decide returns the operations to attempt for one job. It must not
+	// modify the view, the request or anything they point to.
+	Decide(v client.View, req Request, env Env) Decision
+}
+
+// Request is one job to place.
+type Request struct {
+	Job *txn.Job
+	// Pending holds the job's PENDING tasks in the view, in a deterministic
+	// order.
+	Pending []*txn.Task
+	// Placed holds the job's tasks this scheduler placed that the view still
+	// shows placed (for spreading and DIFFERENT_MACHINES constraints).
+	Placed []*txn.Task
+	// Attempt counts the Runner's earlier attempts at this job (0 the
+	// first time).
+	Attempt int
+}
+
+// Env is what a decision may use besides the view.
+type Env struct {
+	Now       time.Time        // the decision's time (virtual in the simulator)
+	Rand      *rand.Rand       // the scheduler's seeded source
+	NewUID    func() uuid.UUID // ids for objects the decision creates
+	Component string           // the scheduler instance's name (e.g. "batch-0")
+}
+
+// Decision is what a scheduler asks for.
+type Decision struct {
+	// Ops to commit, in order.
+	Ops []txn.Op
+	// AllOrNothing commits the operations as a gang.
+	AllOrNothing bool
+	// Considered is how many tasks the decision looked at: the decision
+	// time model is t_job + t_task × Considered.
+	Considered int
+	// Unplaceable counts the pending tasks the scheduler found no machine
+	// for in this view (they stay pending; the Runner retries the job later).
+	Unplaceable int
+}

@@ -1,0 +1,58 @@
+package schedulers
+
+import (
+	"bytes"
+
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
+)
+
+// Service is the paper's careful service scheduler: for each task it
+// samples several feasible machines and picks the best by score — tightest
+// fit (Borg's best fit), plus a penalty for every task of the same job
+// already in the machine's failure domain, so a job's replicas spread over
+// failure domains — and honours constraints (attribute equals / not equals,
+// different machines). Slow by design: the Omega paper gives it a long
+// decision time.
+type Service struct {
+	// Candidates is how many feasible machines are scored per task. Default 16.
+	Candidates int
+	// Limit bounds the machines examined per task. Default 2,000.
+	Limit int
+	// SpreadWeight is the score penalty per task of the job already in a
+	// machine's failure domain; a best-fit score lies in [0,1], so a weight
+	// of 1 prefers an empty domain over any fit. Default 1.
+	SpreadWeight float64
+	idx          MachineIndex
+}
+
+// NewService returns a service scheduler with the defaults.
+func NewService() *Service { return &Service{Candidates: 16, Limit: 2000, SpreadWeight: 1} }
+
+func (s *Service) Kind() string { return "service" }
+
+func (s *Service) Decide(v client.View, req Request, env Env) Decision {
+	s.idx.Refresh(v)
+	p := NewPlacer(v, req.Placed)
+	d := Decision{AllOrNothing: req.Job.Spec.GetGang(), Considered: len(req.Pending)}
+	for _, class := range Classes(req.Pending) {
+		for _, t := range class.Tasks {
+			var best *txn.Machine
+			var bestScore float64
+			Sample(&s.idx, v, p, env, class.Request, class.Constraints, s.Candidates, s.Limit, func(m *txn.Machine) bool {
+				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m.Spec.GetFailureDomain()))
+				if best == nil || score < bestScore || (score == bestScore && bytes.Compare(m.UID[:], best.UID[:]) < 0) {
+					best, bestScore = m, score
+				}
+				return true
+			})
+			if best == nil {
+				d.Unplaceable++
+				continue
+			}
+			d.Ops = append(d.Ops, txn.Claim(t.UID, best.UID, class.Request, t.Version))
+			p.Take(best, class.Request)
+		}
+	}
+	return d
+}
