@@ -156,6 +156,16 @@ func (c *Client) Sync(ctx context.Context) error { return c.cell.Sync(ctx) }
 // SyncTo blocks until the local copy includes revision rev.
 func (c *Client) SyncTo(ctx context.Context, rev uint64) error { return c.cell.SyncTo(ctx, rev) }
 
+// Watch streams the cell's revisions after fromRevision straight from the
+// transport, for a component that follows changes itself (an agent noting
+// the tasks placed on its machines) rather than through the Cell. The
+// stream is the caller's: one goroutine owns it, and it must Close it. An
+// error wrapping store.ErrCompacted means fromRevision is no longer
+// retained: take a fresh view and watch from its revision.
+func (c *Client) Watch(ctx context.Context, fromRevision uint64) (Watch, error) {
+	return c.tr.Watch(ctx, fromRevision)
+}
+
 // Counters returns the counts so far.
 func (c *Client) Counters() Counters { return c.counters }
 

@@ -209,4 +209,3 @@ func gcd(a, b int) int {
 	}
 	return a
 }
-

@@ -105,13 +105,13 @@ type Runner struct {
 
 type jobState struct {
 	JobRecord
-	readyAt          time.Time
-	seq              uint64
-	queued           bool
-	done             bool
-	noPlacement      int
-	placed           map[uuid.UUID]struct{}
-	queueIndex       int
+	readyAt     time.Time
+	seq         uint64
+	queued      bool
+	done        bool
+	noPlacement int
+	placed      map[uuid.UUID]struct{}
+	queueIndex  int
 }
 
 // NewRunner makes a Runner for sched committing through c. rng is the
