@@ -70,8 +70,10 @@ type Attempt struct {
 	Txn          *txn.Txn
 	DecisionTime time.Duration
 	Decision     Decision
-	started      time.Time
-	claims       map[int]uuid.UUID // op index → task claimed
+	// Result is the commit's result, once Finish committed the attempt.
+	Result  txn.Result
+	started time.Time
+	claims  map[int]uuid.UUID // op index → task claimed
 }
 
 // Outcome is what became of a job after an attempt.
@@ -149,6 +151,19 @@ func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 	}
 	j.done = false
 	r.push(j, now)
+}
+
+// Resubmit queues again a job the runner placed earlier whose tasks became
+// pending again (lost with a machine, evicted), and reports whether it did.
+// Jobs queued, unknown or abandoned are left alone.
+func (r *Runner) Resubmit(job uuid.UUID, now time.Time) bool {
+	j, ok := r.jobs[job]
+	if !ok || j.queued || j.Abandoned || !j.done {
+		return false
+	}
+	j.done = false
+	r.push(j, now)
+	return true
 }
 
 func (r *Runner) push(j *jobState, at time.Time) {
@@ -238,6 +253,7 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 			return OutcomeRetry, fmt.Errorf("%s: commit for job %s: %w", r.c.Component(), a.Job, err)
 		}
 	}
+	a.Result = res
 	placedNow := 0
 	if res.Revision != 0 {
 		for i, task := range a.claims {

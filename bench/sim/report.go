@@ -1,0 +1,218 @@
+package sim
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/omega-cell/omega/schedulers"
+)
+
+// Summary is summary.json (DESIGN.md, "summary.json": a contract). Every
+// field outside Host is identical for the same seed and inputs.
+type Summary struct {
+	Seed            uint64             `json:"seed"`
+	SimSeconds      float64            `json:"sim_seconds"`
+	Events          int64              `json:"events"`
+	Machines        int                `json:"machines"`
+	JobsSubmitted   int                `json:"jobs_submitted"`
+	JobsScheduled   int                `json:"jobs_scheduled"`
+	JobsAbandoned   int                `json:"jobs_abandoned"`
+	JobsPending     int                `json:"jobs_pending"`
+	TasksPlaced     int                `json:"tasks_placed"`
+	UtilizationMean float64            `json:"utilization_mean"`
+	Schedulers      []SchedulerSummary `json:"schedulers"`
+	Host            Host               `json:"host"`
+}
+
+// SchedulerSummary is one scheduler instance's figures.
+type SchedulerSummary struct {
+	Name             string  `json:"name"`
+	Kind             string  `json:"kind"`
+	JobsScheduled    int     `json:"jobs_scheduled"`
+	JobsAbandoned    int     `json:"jobs_abandoned"`
+	Transactions     int64   `json:"transactions"`
+	Conflicts        int64   `json:"conflicts"`
+	ConflictFraction float64 `json:"conflict_fraction"`
+	ClaimsConflicted int64   `json:"claims_conflicted"`
+	BusynessMedian   float64 `json:"busyness_median"`
+	BusynessMAD      float64 `json:"busyness_mad"`
+	WaitMeanS        float64 `json:"wait_mean_s"`
+	WaitP50S         float64 `json:"wait_p50_s"`
+	WaitP90S         float64 `json:"wait_p90_s"`
+	WaitP99S         float64 `json:"wait_p99_s"`
+	PlacedWaitMeanS  float64 `json:"placed_wait_mean_s"`
+	PlacedWaitP90S   float64 `json:"placed_wait_p90_s"`
+	TasksPlaced      int     `json:"tasks_placed"`
+}
+
+// Host is how the machine running the simulation fared; it varies between
+// runs.
+type Host struct {
+	WallSeconds          float64 `json:"wall_seconds"`
+	EventsPerSec         float64 `json:"events_per_sec"`
+	WallSecondsPerSimDay float64 `json:"wall_seconds_per_sim_day"`
+	PeakRSSMb            float64 `json:"peak_rss_mb"`
+}
+
+// Summarize computes the summary of a finished engine.
+func (e *Engine) Summarize(seed uint64, machines int) Summary {
+	s := Summary{Seed: seed, SimSeconds: e.o.Duration.Seconds(), Events: e.events, Machines: machines}
+	for i, r := range e.o.Runners {
+		ss := SchedulerSummary{Name: r.Name(), Kind: r.Scheduler().Kind()}
+		var waits, placedWaits []float64
+		for _, j := range r.Records() {
+			s.JobsSubmitted++
+			ss.TasksPlaced += j.TasksPlaced
+			switch {
+			case j.Abandoned:
+				ss.JobsAbandoned++
+			case !j.Placed.IsZero():
+				ss.JobsScheduled++
+				placedWaits = append(placedWaits, j.Placed.Sub(j.Submitted).Seconds())
+			default:
+				s.JobsPending++
+			}
+			if !j.FirstAttempt.IsZero() {
+				waits = append(waits, j.FirstAttempt.Sub(j.Submitted).Seconds())
+			}
+		}
+		c := r.Client().Counters()
+		ss.Transactions, ss.Conflicts, ss.ClaimsConflicted = c.Attempts, c.Conflicted, c.ClaimsConflicted
+		ss.ConflictFraction = c.ConflictFraction()
+		ss.BusynessMedian, ss.BusynessMAD = busyness(e.daily[i], e.o.Duration)
+		ss.WaitMeanS, ss.WaitP50S, ss.WaitP90S, ss.WaitP99S = mean(waits), quantile(waits, 0.5), quantile(waits, 0.9), quantile(waits, 0.99)
+		ss.PlacedWaitMeanS, ss.PlacedWaitP90S = mean(placedWaits), quantile(placedWaits, 0.9)
+		s.JobsScheduled += ss.JobsScheduled
+		s.JobsAbandoned += ss.JobsAbandoned
+		s.TasksPlaced += ss.TasksPlaced
+		s.Schedulers = append(s.Schedulers, ss)
+	}
+	var u []float64
+	for _, x := range e.samples {
+		u = append(u, x.CPU)
+	}
+	s.UtilizationMean = mean(u)
+	return s
+}
+
+// busyness is the median of the daily busy fractions and their median
+// absolute deviation (the paper's figures). A partial last day counts by
+// its own length.
+func busyness(daily []time.Duration, total time.Duration) (median, mad float64) {
+	const day = 24 * time.Hour
+	days := int((total + day - 1) / day)
+	if days == 0 {
+		return 0, 0
+	}
+	fr := make([]float64, days)
+	for k := range days {
+		length := min(day, total-time.Duration(k)*day)
+		if k < len(daily) && length > 0 {
+			fr[k] = float64(daily[k]) / float64(length)
+		}
+	}
+	median = quantile(fr, 0.5)
+	dev := make([]float64, len(fr))
+	for k, f := range fr {
+		dev[k] = math.Abs(f - median)
+	}
+	return median, quantile(dev, 0.5)
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+// quantile is the q-quantile by linear interpolation between order
+// statistics.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	f := pos - float64(lo)
+	return s[lo] + f*(s[hi]-s[lo])
+}
+
+// WriteJSON writes the summary, indented, with a final newline.
+func (s Summary) WriteJSON(w io.Writer) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteJobsCSV writes jobs.csv: one row per job, ordered by submission.
+func (e *Engine) WriteJobsCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"job", "scheduler", "submitted_s", "first_attempt_s", "placed_s", "attempts", "conflicted_attempts", "tasks_placed", "abandoned"})
+	secs := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return strconv.FormatFloat(t.Sub(Epoch).Seconds(), 'f', 3, 64)
+	}
+	type row struct {
+		rec  schedulers.JobRecord
+		name string
+	}
+	var rows []row
+	for _, r := range e.o.Runners {
+		for _, j := range r.Records() {
+			rows = append(rows, row{j, r.Name()})
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b row) int { return a.rec.Submitted.Compare(b.rec.Submitted) })
+	for _, x := range rows {
+		j := x.rec
+		cw.Write([]string{j.UID.String(), x.name, secs(j.Submitted), secs(j.FirstAttempt), secs(j.Placed),
+			strconv.Itoa(j.Attempts), strconv.Itoa(j.Conflicted), strconv.Itoa(j.TasksPlaced), strconv.FormatBool(j.Abandoned)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteSchedulersCSV writes schedulers.csv: one row per scheduler.
+func (s Summary) WriteSchedulersCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"name", "kind", "jobs_scheduled", "jobs_abandoned", "transactions", "conflicts", "conflict_fraction", "claims_conflicted", "busyness_median", "busyness_mad", "wait_mean_s", "wait_p90_s", "placed_wait_mean_s", "tasks_placed"})
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 6, 64) }
+	for _, x := range s.Schedulers {
+		cw.Write([]string{x.Name, x.Kind, strconv.Itoa(x.JobsScheduled), strconv.Itoa(x.JobsAbandoned),
+			strconv.FormatInt(x.Transactions, 10), strconv.FormatInt(x.Conflicts, 10), f(x.ConflictFraction),
+			strconv.FormatInt(x.ClaimsConflicted, 10), f(x.BusynessMedian), f(x.BusynessMAD), f(x.WaitMeanS), f(x.WaitP90S),
+			f(x.PlacedWaitMeanS), strconv.Itoa(x.TasksPlaced)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteUtilizationCSV writes utilization.csv: the samples over time.
+func (e *Engine) WriteUtilizationCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"sim_seconds", "cpu", "memory"})
+	for _, x := range e.samples {
+		cw.Write([]string{fmt.Sprintf("%.0f", x.At.Seconds()), strconv.FormatFloat(x.CPU, 'f', 6, 64), strconv.FormatFloat(x.Memory, 'f', 6, 64)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
