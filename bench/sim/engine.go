@@ -173,6 +173,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 	e.o.Clock.now = end
+	if src, ok := e.o.Source.(interface{ Err() error }); ok && src.Err() != nil {
+		return fmt.Errorf("sim: workload: %w", src.Err())
+	}
 	return nil
 }
 

@@ -216,3 +216,68 @@ func (e *Engine) WriteUtilizationCSV(w io.Writer) error {
 	cw.Flush()
 	return cw.Error()
 }
+
+// Spread is one figure over several seeds.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	MAD    float64 `json:"mad"`
+}
+
+func spread(xs []float64) Spread {
+	if len(xs) == 0 {
+		return Spread{}
+	}
+	m := quantile(xs, 0.5)
+	dev := make([]float64, len(xs))
+	for i, x := range xs {
+		dev[i] = math.Abs(x - m)
+	}
+	return Spread{Median: m, Min: slices.Min(xs), Max: slices.Max(xs), MAD: quantile(dev, 0.5)}
+}
+
+// AggregateSummary is --seeds N's result: each figure's median and spread.
+type AggregateSummary struct {
+	Seeds         []uint64                     `json:"seeds"`
+	JobsScheduled Spread                       `json:"jobs_scheduled"`
+	JobsAbandoned Spread                       `json:"jobs_abandoned"`
+	Utilization   Spread                       `json:"utilization_mean"`
+	Schedulers    map[string]map[string]Spread `json:"schedulers"`
+}
+
+// Aggregate summarizes runs of one configuration over several seeds.
+func Aggregate(sums []Summary) AggregateSummary {
+	a := AggregateSummary{Schedulers: map[string]map[string]Spread{}}
+	var sched, aband, util []float64
+	per := map[string]map[string][]float64{}
+	for _, s := range sums {
+		a.Seeds = append(a.Seeds, s.Seed)
+		sched = append(sched, float64(s.JobsScheduled))
+		aband = append(aband, float64(s.JobsAbandoned))
+		util = append(util, s.UtilizationMean)
+		for _, x := range s.Schedulers {
+			m := per[x.Name]
+			if m == nil {
+				m = map[string][]float64{}
+				per[x.Name] = m
+			}
+			for k, v := range map[string]float64{
+				"conflict_fraction": x.ConflictFraction, "conflicts": float64(x.Conflicts), "transactions": float64(x.Transactions),
+				"claims_conflicted": float64(x.ClaimsConflicted), "busyness_median": x.BusynessMedian,
+				"wait_mean_s": x.WaitMeanS, "wait_p90_s": x.WaitP90S, "placed_wait_mean_s": x.PlacedWaitMeanS,
+				"jobs_scheduled": float64(x.JobsScheduled), "jobs_abandoned": float64(x.JobsAbandoned),
+			} {
+				m[k] = append(m[k], v)
+			}
+		}
+	}
+	a.JobsScheduled, a.JobsAbandoned, a.Utilization = spread(sched), spread(aband), spread(util)
+	for name, m := range per {
+		a.Schedulers[name] = map[string]Spread{}
+		for k, xs := range m {
+			a.Schedulers[name][k] = spread(xs)
+		}
+	}
+	return a
+}
