@@ -36,5 +36,5 @@ func (b *Batch) Decide(v client.View, req Request, env Env) Decision {
 			d.Unplaceable++
 		}
 	}
-	return d
+	return gangWhole(d)
 }

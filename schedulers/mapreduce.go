@@ -152,10 +152,7 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 	}
 	// Then the new workers, each created and claimed in this transaction;
 	// a worker that finds no machine is not created.
-	duration := tmpl.GetDurationMillis()
-	if workers > 0 && duration > 0 {
-		duration = max(1, duration*int64(requested)/int64(workers))
-	}
+	var created []*omegav1.TaskSpec
 	for i := have; i < workers; i++ {
 		uid := env.NewUID()
 		labels := maps.Clone(tmpl.GetLabels())
@@ -171,11 +168,10 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 				OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: job.UID.String(), Name: job.Meta.GetName(), Controller: true}},
 			},
 			Spec: &omegav1.TaskSpec{
-				Resources:      tmpl.GetResources(),
-				Command:        tmpl.GetCommand(),
-				Constraints:    tmpl.GetConstraints(),
-				Priority:       job.Spec.GetPriority(),
-				DurationMillis: duration,
+				Resources:   tmpl.GetResources(),
+				Command:     tmpl.GetCommand(),
+				Constraints: tmpl.GetConstraints(),
+				Priority:    job.Spec.GetPriority(),
 			},
 		}
 		t := &txn.Task{UID: uid, Request: want, Spec: pt.Spec}
@@ -187,6 +183,17 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 				d.Unplaceable++
 			}
 			break // the cell is full for this shape; later workers won't fit either
+		}
+		created = append(created, pt.Spec)
+	}
+	// Linear speedup over the workers the job really gets: the job's work
+	// (duration × requested) shared by them, not by the count the policy
+	// hoped for (fragmentation or sampling can place fewer), and never
+	// longer than the template's duration.
+	if duration := tmpl.GetDurationMillis(); duration > 0 {
+		per := max(1, duration*int64(requested)/int64(max(have+len(created), requested, 1)))
+		for _, spec := range created {
+			spec.DurationMillis = per
 		}
 	}
 	return d

@@ -17,9 +17,10 @@ import (
 // the set of machines changes (txn.State.MachineSetRevision), not on every
 // view.
 type MachineIndex struct {
-	uids []uuid.UUID
-	rev  uint64
-	ok   bool
+	uids    []uuid.UUID
+	domains int // distinct failure domains
+	rev     uint64
+	ok      bool
 }
 
 // Refresh brings the index up to v.
@@ -28,7 +29,13 @@ func (x *MachineIndex) Refresh(v client.View) {
 		return
 	}
 	x.uids = x.uids[:0]
-	v.RangeMachines(func(m *txn.Machine) bool { x.uids = append(x.uids, m.UID); return true })
+	domains := map[string]struct{}{}
+	v.RangeMachines(func(m *txn.Machine) bool {
+		x.uids = append(x.uids, m.UID)
+		domains[m.Spec.GetFailureDomain()] = struct{}{}
+		return true
+	})
+	x.domains = len(domains)
 	slices.SortFunc(x.uids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	x.rev, x.ok = v.MachineSetRevision(), true
 }
@@ -38,6 +45,9 @@ func (x *MachineIndex) Len() int { return len(x.uids) }
 
 // At returns the i-th machine uid.
 func (x *MachineIndex) At(i int) uuid.UUID { return x.uids[i] }
+
+// Domains is the number of distinct failure domains ("" counts as one).
+func (x *MachineIndex) Domains() int { return x.domains }
 
 // Placer is one decision's scratch pad: it holds what the decision has
 // claimed so far, so a later choice in the same decision sees the earlier
@@ -113,6 +123,9 @@ func (p *Placer) Take(m *txn.Machine, req txn.Resources) {
 
 // OnDomain returns how many of the job's tasks the failure domain holds.
 func (p *Placer) OnDomain(domain string) int { return p.onDomain[domain] }
+
+// DomainsUsed returns how many failure domains hold a task of the job.
+func (p *Placer) DomainsUsed() int { return len(p.onDomain) }
 
 // BestFitScore scores placing req on m by how tightly it packs: the mean,
 // over cpu and memory, of the machine's free share left afterwards (lower is
@@ -208,4 +221,14 @@ func gcd(a, b int) int {
 		a, b = b, a%b
 	}
 	return a
+}
+
+// gangWhole drops a gang's claims when some of its tasks found no machine:
+// a gang is placed whole or not at all, and an all-or-nothing commit only
+// guards against conflicts, not against tasks the decision left out.
+func gangWhole(d Decision) Decision {
+	if d.AllOrNothing && d.Unplaceable > 0 {
+		d.Ops = nil
+	}
+	return d
 }

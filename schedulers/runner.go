@@ -59,6 +59,7 @@ type JobRecord struct {
 	Placed       time.Time // when its last pending task was placed; zero if not (yet)
 	Attempts     int
 	TasksPlaced  int
+	Requested    int // the job's Spec.Replicas (a mapreduce job's requested workers)
 	Abandoned    bool
 	Conflicted   int // attempts with at least one conflicting operation
 }
@@ -201,6 +202,7 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 			j.done = true // deleted: nothing to do
 			continue
 		}
+		j.Requested = int(job.Spec.GetReplicas())
 		req := Request{Job: job, Attempt: j.Attempts}
 		v.RangePendingTasks(j.UID, func(t *txn.Task) bool { req.Pending = append(req.Pending, t); return true })
 		wantNew := job.Spec.GetKind() == omegav1.JobKind_JOB_KIND_MAPREDUCE && len(j.placed) < int(job.Spec.GetReplicas())
@@ -288,7 +290,9 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 	if !res.Conflicted() {
 		at = now.Add(r.cfg.RetryDelay) // nothing fits now: wait for the cell to change
 	}
-	r.push(j, at)
+	if !j.queued { // Submit may have queued it again during the attempt
+		r.push(j, at)
+	}
 	return OutcomeRetry, nil
 }
 

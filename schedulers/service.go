@@ -15,7 +15,9 @@ import (
 // different machines). Slow by design: the Omega paper gives it a long
 // decision time.
 type Service struct {
-	// Candidates is how many feasible machines are scored per task. Default 16.
+	// Candidates is how many feasible machines are scored per task; more
+	// (within Limit) while the best of them is in a failure domain that
+	// already holds a task of the job and some domain holds none. Default 16.
 	Candidates int
 	// Limit bounds the machines examined per task. Default 2,000.
 	Limit int
@@ -39,12 +41,18 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 		for _, t := range class.Tasks {
 			var best *txn.Machine
 			var bestScore float64
-			Sample(&s.idx, v, p, env, class.Request, class.Constraints, s.Candidates, s.Limit, func(m *txn.Machine) bool {
+			found := 0
+			Sample(&s.idx, v, p, env, class.Request, class.Constraints, s.Limit, s.Limit, func(m *txn.Machine) bool {
 				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m.Spec.GetFailureDomain()))
 				if best == nil || score < bestScore || (score == bestScore && bytes.Compare(m.UID[:], best.UID[:]) < 0) {
 					best, bestScore = m, score
 				}
-				return true
+				found++
+				// Candidates are enough unless the best one is in a domain
+				// that already holds a task of the job while some domain
+				// holds none: then look on (within Limit) for that domain,
+				// or a sample of 16 misses the last empty domains often.
+				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best.Spec.GetFailureDomain()) > 0 && p.DomainsUsed() < s.idx.Domains())
 			})
 			if best == nil {
 				d.Unplaceable++
@@ -54,5 +62,5 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 			p.Take(best, class.Request)
 		}
 	}
-	return d
+	return gangWhole(d)
 }

@@ -49,6 +49,10 @@ type SchedulerSummary struct {
 	PlacedWaitMeanS  float64 `json:"placed_wait_mean_s"`
 	PlacedWaitP90S   float64 `json:"placed_wait_p90_s"`
 	TasksPlaced      int     `json:"tasks_placed"`
+	// SpeedupMean and SpeedupP90: for a mapreduce scheduler, workers placed
+	// over workers requested, per scheduled job (runtime shrinks by as much).
+	SpeedupMean float64 `json:"speedup_mean,omitempty"`
+	SpeedupP90  float64 `json:"speedup_p90,omitempty"`
 }
 
 // Host is how the machine running the simulation fared; it varies between
@@ -65,8 +69,11 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 	s := Summary{Seed: seed, SimSeconds: e.o.Duration.Seconds(), Events: e.events, Machines: machines}
 	for i, r := range e.o.Runners {
 		ss := SchedulerSummary{Name: r.Name(), Kind: r.Scheduler().Kind()}
-		var waits, placedWaits []float64
+		var waits, placedWaits, speedups []float64
 		for _, j := range r.Records() {
+			if ss.Kind == "mapreduce" && !j.Placed.IsZero() && j.Requested > 0 {
+				speedups = append(speedups, float64(j.TasksPlaced)/float64(j.Requested))
+			}
 			s.JobsSubmitted++
 			ss.TasksPlaced += j.TasksPlaced
 			switch {
@@ -88,6 +95,7 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 		ss.BusynessMedian, ss.BusynessMAD = busyness(e.daily[i], e.o.Duration)
 		ss.WaitMeanS, ss.WaitP50S, ss.WaitP90S, ss.WaitP99S = mean(waits), quantile(waits, 0.5), quantile(waits, 0.9), quantile(waits, 0.99)
 		ss.PlacedWaitMeanS, ss.PlacedWaitP90S = mean(placedWaits), quantile(placedWaits, 0.9)
+		ss.SpeedupMean, ss.SpeedupP90 = mean(speedups), quantile(speedups, 0.9)
 		s.JobsScheduled += ss.JobsScheduled
 		s.JobsAbandoned += ss.JobsAbandoned
 		s.TasksPlaced += ss.TasksPlaced

@@ -38,10 +38,10 @@ type simFile struct {
 
 type simFlags struct {
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out string
-	machines, seeds                                                         int
-	days, failures, mrShare                                                 float64
-	seed                                                                    uint64
-	asJSON                                                                  bool
+	machines, seeds                                                           int
+	days, failures, mrShare                                                   float64
+	seed                                                                      uint64
+	asJSON                                                                    bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -68,8 +68,8 @@ aggregate.json with each figure's median and spread.`,
 	fl.IntVar(&f.machines, "machines", 10000, "machines in the cell")
 	fl.Float64Var(&f.days, "days", 7, "simulated days")
 	fl.StringVar(&f.schedulers, "schedulers", "batch=1,service=1", "scheduler instances per kind, e.g. batch=2,service=1,mapreduce=1")
-	fl.StringVar(&f.tJob, "t-job", "batch=0.1s,service=0.1s,mapreduce=0.1s", "per-job decision time per kind")
-	fl.StringVar(&f.tTask, "t-task", "batch=5ms,service=5ms,mapreduce=5ms", "per-task decision time per kind")
+	fl.StringVar(&f.tJob, "t-job", "batch=0.1s,service=0.1s", "per-job decision time per kind (a kind not named: 0.1s)")
+	fl.StringVar(&f.tTask, "t-task", "batch=5ms,service=5ms", "per-task decision time per kind (a kind not named: 5ms)")
 	fl.StringVar(&f.conflict, "conflict", "fine", "conflict detection: fine or coarse")
 	fl.StringVar(&f.commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
 	fl.StringVar(&f.policy, "mapreduce-policy", "max-parallelism", "max-parallelism, global-cap or relative-size")
@@ -125,9 +125,14 @@ func (f *simFlags) build(cmd *cobra.Command) (sim.Config, int, error) {
 		}
 		cfg.Schedulers = append(cfg.Schedulers, spec)
 	}
-	for k := range tj {
-		if _, ok := counts[k]; !ok {
-			return cfg, 0, fmt.Errorf("--t-job names %q, which --schedulers does not run", k)
+	for _, m := range []struct {
+		flag string
+		d    map[string]time.Duration
+	}{{"t-job", tj}, {"t-task", tt}} {
+		for k := range m.d {
+			if _, ok := counts[k]; !ok && cmd.Flags().Changed(m.flag) {
+				return cfg, 0, fmt.Errorf("--%s names %q, which --schedulers does not run", m.flag, k)
+			}
 		}
 	}
 	if cfg.Conflict, err = parseConflict(f.conflict); err != nil {
