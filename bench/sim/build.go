@@ -36,6 +36,11 @@ type Config struct {
 	// all-or-nothing whatever Commit says).
 	Conflict omegav1.ConflictMode
 	Commit   omegav1.CommitMode
+	// Route sends the workload's jobs of one kind ("batch", "service",
+	// "mapreduce") to schedulers of another (registered) kind: how a custom
+	// scheduler takes over a class of jobs. Unrouted kinds go to schedulers
+	// of their own kind.
+	Route map[string]string
 	// MapReducePolicy is the mapreduce schedulers' policy.
 	MapReducePolicy schedulers.MapReducePolicy
 	// Runner bounds every scheduler's attempts (TJob/TTask come from the
@@ -101,9 +106,18 @@ func (c *Config) Validate() error {
 	if c.Workload.MapReduceShare > 0 {
 		need = append(need, "mapreduce")
 	}
+	for from := range c.Route {
+		if from != "batch" && from != "service" && from != "mapreduce" {
+			return fmt.Errorf("route: %q is not a workload kind (batch, service, mapreduce)", from)
+		}
+	}
 	for _, k := range need {
-		if !kinds[k] {
-			return fmt.Errorf("schedulers: the workload submits %s jobs but no %s scheduler runs (add %s=1, or set mapreduce share 0)", k, k, k)
+		to := k
+		if r, ok := c.Route[k]; ok {
+			to = r
+		}
+		if !kinds[to] {
+			return fmt.Errorf("schedulers: the workload submits %s jobs but no %s scheduler runs (add %s=1, route them elsewhere, or set mapreduce share 0)", k, to, to)
 		}
 	}
 	if err := c.Runner.Validate(); err != nil {
@@ -213,7 +227,7 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := &genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000)))}
+	src := &genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000))), route: cfg.Route}
 	e, err := New(Options{
 		Store: st, Submitter: sub, Runners: runners, Fleet: fleet, Source: src, Clock: clock,
 		Duration: time.Duration(cfg.Workload.Days * float64(24*time.Hour)), FleetTick: cfg.FleetTick,
@@ -302,9 +316,10 @@ func mustUID(s string) uuid.UUID {
 
 // genSource adapts a workload generator to the engine.
 type genSource struct {
-	gen *workload.Generator
-	ids io.Reader
-	err error
+	gen   *workload.Generator
+	ids   io.Reader
+	route map[string]string
+	err   error
 }
 
 // Err reports why the source stopped early, if it did.
@@ -319,6 +334,9 @@ func (s *genSource) Next() (Arrival, bool) {
 	if err != nil {
 		s.err = err
 		return Arrival{}, false
+	}
+	if to, ok := s.route[job.Spec.GetScheduler()]; ok {
+		job.Spec.Scheduler = to
 	}
 	return Arrival{At: a.Submit, Job: job, Tasks: tasks}, true
 }

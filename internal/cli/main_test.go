@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := newRootCmd()
+	cmd := NewRootCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)

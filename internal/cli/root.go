@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"log/slog"
@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newRootCmd() *cobra.Command {
+func NewRootCmd() *cobra.Command {
 	var (
 		verbose    bool
 		cpuProfile string

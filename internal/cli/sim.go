@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -37,11 +37,11 @@ type simFile struct {
 }
 
 type simFlags struct {
-	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out string
-	machines, seeds                                                           int
-	days, failures, mrShare                                                   float64
-	seed                                                                      uint64
-	asJSON                                                                    bool
+	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route string
+	machines, seeds                                                                  int
+	days, failures, mrShare                                                          float64
+	seed                                                                             uint64
+	asJSON                                                                           bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -70,6 +70,7 @@ aggregate.json with each figure's median and spread.`,
 	fl.StringVar(&f.schedulers, "schedulers", "batch=1,service=1", "scheduler instances per kind, e.g. batch=2,service=1,mapreduce=1")
 	fl.StringVar(&f.tJob, "t-job", "batch=0.1s,service=0.1s", "per-job decision time per kind (a kind not named: 0.1s)")
 	fl.StringVar(&f.tTask, "t-task", "batch=5ms,service=5ms", "per-task decision time per kind (a kind not named: 5ms)")
+	fl.StringVar(&f.route, "route", "", "send a workload kind's jobs to another scheduler kind, e.g. batch=leastloaded (a custom scheduler)")
 	fl.StringVar(&f.conflict, "conflict", "fine", "conflict detection: fine or coarse")
 	fl.StringVar(&f.commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
 	fl.StringVar(&f.policy, "mapreduce-policy", "max-parallelism", "max-parallelism, global-cap or relative-size")
@@ -133,6 +134,16 @@ func (f *simFlags) build(cmd *cobra.Command) (sim.Config, int, error) {
 			if _, ok := counts[k]; !ok && cmd.Flags().Changed(m.flag) {
 				return cfg, 0, fmt.Errorf("--%s names %q, which --schedulers does not run", m.flag, k)
 			}
+		}
+	}
+	if f.route != "" {
+		cfg.Route = map[string]string{}
+		for _, part := range strings.Split(f.route, ",") {
+			from, to, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok || from == "" || to == "" {
+				return cfg, 0, fmt.Errorf("--route %q: want kind=scheduler[,kind=scheduler]", f.route)
+			}
+			cfg.Route[from] = to
 		}
 	}
 	if cfg.Conflict, err = parseConflict(f.conflict); err != nil {

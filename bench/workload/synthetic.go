@@ -1,0 +1,405 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Kind is a job's kind; its String is also the name of the scheduler kind
+// that places it.
+type Kind uint8
+
+const (
+	KindBatch Kind = iota + 1
+	KindService
+	KindMapReduce
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindBatch:
+		return "batch"
+	case KindService:
+		return "service"
+	case KindMapReduce:
+		return "mapreduce"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Unit conversion. The 2011 trace normalises every resource so that the
+// largest machine of the cell has 1.0 of it. Its most common machines
+// (about 92% of the cell) have 0.5 CPU, and 0.5 (the commonest) or 0.25
+// memory; omega's default machine (4 cores, 16 GiB) stands for the
+// commonest one, 0.5 CPU and 0.5 memory. A request of r is therefore
+// r / 0.5 of a Config machine: with the defaults 1.0 CPU is 8 cores (8,000
+// millis) and 1.0 memory 32 GiB. A task so takes the same share of a machine
+// as it did in the trace.
+const (
+	TraceReferenceCPU    = 0.5
+	TraceReferenceMemory = 0.5
+)
+
+// Floors of a generated request: the trace has jobs requesting 0 CPU (8% of
+// batch arrivals, 47% of service ones); every task declares at least this.
+const (
+	MinTaskCPUMillis   = 1
+	MinTaskMemoryBytes = 1 << 20
+)
+
+// Config describes a synthetic cell: the paper's lightweight setup. The zero
+// value is not valid; start from Default. Every field's default says where
+// it comes from.
+type Config struct {
+	// Machines in the cell. Default 10,000 (the paper's lightweight
+	// simulator; Google's trace cell had about 12,500).
+	Machines int
+	// MachineCPUMillis and MachineMemoryBytes: every machine's capacity
+	// (the setup is homogeneous). Default 4 cores and 16 GiB, the paper's.
+	MachineCPUMillis   int64
+	MachineMemoryBytes int64
+	// MachinesPerFailureDomain groups consecutive machines into failure
+	// domains (racks) for the service scheduler to spread over. Default 40,
+	// a rack.
+	MachinesPerFailureDomain int
+	// PrefillUtilization is the share of the cell's CPU the pre-fill's
+	// long-running service tasks request (memory follows from their
+	// requests). Default 0.6, the paper's; in the trace, service tasks hold
+	// 66% of the CPU requested by the tasks running when the window opens.
+	PrefillUtilization float64
+	// Days of arrivals. Default 7, the paper's runs.
+	Days float64
+	// BatchInterarrival and ServiceInterarrival are the means of the
+	// exponential time between arrivals of each class (Poisson arrivals).
+	// Defaults: fitted to the trace (Google2011Fit).
+	BatchInterarrival   time.Duration
+	ServiceInterarrival time.Duration
+	// MapReduceShare is the share of batch arrivals that are MapReduce jobs.
+	// Default 0.2, as the paper reports.
+	MapReduceShare float64
+	// MapTasksPerWorker sets a MapReduce job's map tasks (the most workers
+	// it can use) to this multiple of the workers it requests. The trace
+	// has no such figure; default 16, the mapreduce scheduler's own default
+	// for a job without map tasks.
+	MapTasksPerWorker int
+	// BatchRuntime and ServiceRuntime model a job's runtime in seconds
+	// (every task of the job runs that long; MapReduce jobs use
+	// BatchRuntime). Defaults: DefaultBatchRuntime, DefaultServiceRuntime.
+	BatchRuntime, ServiceRuntime LognormalPareto
+	// Seed seeds every random stream. Default 1.
+	Seed uint64
+}
+
+// Default runtime models (seconds); see docs/WORKLOADS.md. Their bodies
+// follow the trace excerpt's Kaplan–Meier runtime estimates, which the
+// 1.5-hour window observes up to about an hour; the Pareto tails beyond are
+// a model, cut at 29 days (the whole trace's length).
+var (
+	// Batch: median 175 s, a quarter over about 9 min, 10% over 26 min,
+	// then a Pareto tail of shape 1.1. Mean about 20 min.
+	DefaultBatchRuntime = LognormalPareto{Median: 175, Sigma: 1.7, TailFrom: 0.9, Alpha: 1.1, Min: 1, Max: 29 * 86400}
+	// Service: the production-priority arrivals are mostly short (median
+	// 73 s) but 5% outlive 23 min and then hardly end: a very heavy tail
+	// (shape 0.3), 0.5% running for all 29 days. Mean about 5.3 h.
+	DefaultServiceRuntime = LognormalPareto{Median: 73, Sigma: 1.8, TailFrom: 0.95, Alpha: 0.3, Min: 1, Max: 29 * 86400}
+)
+
+// Default returns the paper's lightweight setup with the trace's fitted
+// figures.
+func Default() Config {
+	return Config{
+		Machines:                 10000,
+		MachineCPUMillis:         4000,
+		MachineMemoryBytes:       16 << 30,
+		MachinesPerFailureDomain: 40,
+		PrefillUtilization:       0.6,
+		Days:                     7,
+		BatchInterarrival:        seconds(Google2011Fit.Batch.InterarrivalMean),
+		ServiceInterarrival:      seconds(Google2011Fit.Service.InterarrivalMean),
+		MapReduceShare:           0.2,
+		MapTasksPerWorker:        16,
+		BatchRuntime:             DefaultBatchRuntime,
+		ServiceRuntime:           DefaultServiceRuntime,
+		Seed:                     1,
+	}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+// ErrConfig is wrapped by every Validate error.
+var ErrConfig = errors.New("invalid workload config")
+
+// Validate reports the first field out of range, by name.
+func (c Config) Validate() error {
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("%w: %s = %v, want %s", ErrConfig, field, v, want)
+	}
+	switch {
+	case c.Machines <= 0:
+		return bad("machines", c.Machines, "> 0")
+	case c.MachineCPUMillis <= 0:
+		return bad("machine_cpu_millis", c.MachineCPUMillis, "> 0")
+	case c.MachineMemoryBytes < MinTaskMemoryBytes:
+		return bad("machine_memory_bytes", c.MachineMemoryBytes, fmt.Sprintf(">= %d", MinTaskMemoryBytes))
+	case c.MachinesPerFailureDomain <= 0:
+		return bad("machines_per_failure_domain", c.MachinesPerFailureDomain, "> 0")
+	case !(c.PrefillUtilization >= 0 && c.PrefillUtilization < 1):
+		return bad("prefill_utilization", c.PrefillUtilization, "in [0, 1)")
+	case !(c.Days >= 0) || c.Days > 3650:
+		return bad("days", c.Days, "in [0, 3650]")
+	case c.BatchInterarrival <= 0:
+		return bad("batch_interarrival", c.BatchInterarrival, "> 0")
+	case c.ServiceInterarrival <= 0:
+		return bad("service_interarrival", c.ServiceInterarrival, "> 0")
+	case !(c.MapReduceShare >= 0 && c.MapReduceShare <= 1):
+		return bad("mapreduce_share", c.MapReduceShare, "in [0, 1]")
+	case c.MapTasksPerWorker < 1:
+		return bad("map_tasks_per_worker", c.MapTasksPerWorker, ">= 1")
+	}
+	if err := c.BatchRuntime.Validate(); err != nil {
+		return fmt.Errorf("%w: batch_runtime: %v", ErrConfig, err)
+	}
+	if err := c.ServiceRuntime.Validate(); err != nil {
+		return fmt.Errorf("%w: service_runtime: %v", ErrConfig, err)
+	}
+	return nil
+}
+
+// Machine is one machine of the synthetic cell.
+type Machine struct {
+	Name          string
+	CPUMillis     int64
+	MemoryBytes   int64
+	FailureDomain string
+}
+
+// JobArrival is one job of the workload, in plain values (see Objects for
+// the store's form).
+type JobArrival struct {
+	// Seq numbers the jobs of a stream from 1 in order; pre-fill jobs have
+	// their own numbering.
+	Seq  int64
+	Name string // unique within a Generator: kind and Seq ("batch-12", "prefill-3")
+	Kind Kind
+	// Submit is the virtual time since the start of the simulation.
+	Submit time.Duration
+	// Tasks is the number of tasks (for MapReduce, the workers requested).
+	Tasks int
+	// Per-task request.
+	CPUMillis   int64
+	MemoryBytes int64
+	// Duration is every task's runtime; 0 means "runs until stopped" (the
+	// pre-fill).
+	Duration time.Duration
+	Priority int32
+	// Workers is what a MapReduce job requests (= Tasks), MapTasks the most
+	// workers it can use; both 0 for other kinds.
+	Workers, MapTasks int
+}
+
+// class holds what one class draws from.
+type class struct {
+	tasks, cpu, mem *Empirical
+	prios           []PriorityCount
+	prioTotal       int
+}
+
+func newClass(f ClassFit) (class, error) {
+	var c class
+	var err error
+	if c.tasks, err = f.Tasks.Empirical(); err != nil {
+		return c, fmt.Errorf("tasks: %w", err)
+	}
+	if c.cpu, err = f.CPU.Empirical(); err != nil {
+		return c, fmt.Errorf("cpu: %w", err)
+	}
+	if c.mem, err = f.Memory.Empirical(); err != nil {
+		return c, fmt.Errorf("memory: %w", err)
+	}
+	c.prios = f.Priorities
+	for _, p := range f.Priorities {
+		c.prioTotal += p.Jobs
+	}
+	if c.prioTotal <= 0 {
+		return c, errors.New("no priorities")
+	}
+	return c, nil
+}
+
+// The random streams, one per use, so that changing one class's parameters
+// leaves the others' draws alone.
+const (
+	streamBatch uint64 = iota + 1
+	streamService
+	streamPrefill
+)
+
+// Generator produces a synthetic cell from a Config: its machines, its
+// pre-fill, and a lazily generated stream of job arrivals in time order.
+// The same Config gives the same machines, pre-fill and stream. Not safe
+// for concurrent use.
+type Generator struct {
+	cfg                     Config
+	end                     time.Duration
+	cpuScale, memScale      float64 // per normalised unit
+	batch, service, prefill class
+	bs, ss                  arrivals
+	seq                     int64
+}
+
+// arrivals is one Poisson stream.
+type arrivals struct {
+	r     *rand.Rand
+	gap   Exponential // seconds
+	next  time.Duration
+	clock float64 // seconds, exact sum of the gaps
+}
+
+func (a *arrivals) advance() {
+	a.clock += a.gap.Sample(a.r)
+	a.next = time.Duration(a.clock * float64(time.Second))
+}
+
+// New validates cfg and returns its generator.
+func New(cfg Config) (*Generator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Generator{
+		cfg:      cfg,
+		end:      time.Duration(cfg.Days * 24 * float64(time.Hour)),
+		cpuScale: float64(cfg.MachineCPUMillis) / TraceReferenceCPU,
+		memScale: float64(cfg.MachineMemoryBytes) / TraceReferenceMemory,
+	}
+	var err error
+	if g.batch, err = newClass(Google2011Fit.Batch); err != nil {
+		return nil, fmt.Errorf("fitted batch class: %w", err)
+	}
+	if g.service, err = newClass(Google2011Fit.Service); err != nil {
+		return nil, fmt.Errorf("fitted service class: %w", err)
+	}
+	if g.prefill, err = newClass(Google2011Fit.Prefill); err != nil {
+		return nil, fmt.Errorf("fitted prefill class: %w", err)
+	}
+	g.bs = arrivals{r: g.rand(streamBatch), gap: Exponential{cfg.BatchInterarrival.Seconds()}}
+	g.ss = arrivals{r: g.rand(streamService), gap: Exponential{cfg.ServiceInterarrival.Seconds()}}
+	g.bs.advance()
+	g.ss.advance()
+	return g, nil
+}
+
+func (g *Generator) rand(stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(g.cfg.Seed, stream))
+}
+
+// Config returns the generator's configuration.
+func (g *Generator) Config() Config { return g.cfg }
+
+// End returns the virtual time after which no job arrives.
+func (g *Generator) End() time.Duration { return g.end }
+
+// Machines returns the cell's machines, named m00000, m00001, ... in
+// failure domains fd0000, fd0001, ... of MachinesPerFailureDomain each.
+func (g *Generator) Machines() []Machine {
+	out := make([]Machine, g.cfg.Machines)
+	for i := range out {
+		out[i] = Machine{
+			Name:          fmt.Sprintf("m%05d", i),
+			CPUMillis:     g.cfg.MachineCPUMillis,
+			MemoryBytes:   g.cfg.MachineMemoryBytes,
+			FailureDomain: fmt.Sprintf("fd%04d", i/g.cfg.MachinesPerFailureDomain),
+		}
+	}
+	return out
+}
+
+// Prefill returns the long-running service jobs that fill the cell before
+// the first arrival: jobs drawn from the trace's time-0 service jobs until
+// their CPU requests reach PrefillUtilization of the cell's CPU (the last
+// job is cut short so that neither the CPU nor the memory requested exceeds
+// that share). They are submitted at 0 and run until stopped. Each call
+// returns the same jobs.
+func (g *Generator) Prefill() []JobArrival {
+	r := g.rand(streamPrefill)
+	cpuRoom := int64(g.cfg.PrefillUtilization * float64(g.cfg.Machines) * float64(g.cfg.MachineCPUMillis))
+	memRoom := int64(g.cfg.PrefillUtilization * float64(g.cfg.Machines) * float64(g.cfg.MachineMemoryBytes))
+	var out []JobArrival
+	for {
+		j := g.draw(r, &g.prefill)
+		n := min(int64(j.Tasks), cpuRoom/j.CPUMillis, memRoom/j.MemoryBytes)
+		if n <= 0 {
+			return out
+		}
+		j.Tasks = int(n)
+		cpuRoom -= n * j.CPUMillis
+		memRoom -= n * j.MemoryBytes
+		j.Seq = int64(len(out) + 1)
+		j.Name = fmt.Sprintf("prefill-%d", j.Seq)
+		j.Kind = KindService
+		out = append(out, j)
+	}
+}
+
+// Next returns the next arrival, in non-decreasing Submit order, and false
+// once the next one would come after End.
+func (g *Generator) Next() (JobArrival, bool) {
+	s := &g.bs
+	if g.ss.next < g.bs.next {
+		s = &g.ss
+	}
+	if s.next >= g.end {
+		return JobArrival{}, false
+	}
+	var j JobArrival
+	if s == &g.bs {
+		j = g.draw(s.r, &g.batch)
+		j.Kind = KindBatch
+		j.Duration = g.runtime(s.r, g.cfg.BatchRuntime)
+		if s.r.Float64() < g.cfg.MapReduceShare {
+			j.Kind = KindMapReduce
+			j.Workers = j.Tasks
+			j.MapTasks = int(min(int64(j.Tasks)*int64(g.cfg.MapTasksPerWorker), math.MaxInt32))
+		}
+	} else {
+		j = g.draw(s.r, &g.service)
+		j.Kind = KindService
+		j.Duration = g.runtime(s.r, g.cfg.ServiceRuntime)
+	}
+	j.Submit = s.next
+	g.seq++
+	j.Seq = g.seq
+	j.Name = fmt.Sprintf("%s-%d", j.Kind, j.Seq)
+	s.advance()
+	return j, true
+}
+
+// draw samples a job's shape (tasks, per-task request, priority) from c.
+func (g *Generator) draw(r *rand.Rand, c *class) JobArrival {
+	tasks := int(min(max(math.Round(c.tasks.Sample(r)), 1), math.MaxInt32))
+	cpu := int64(math.Round(c.cpu.Sample(r) * g.cpuScale))
+	mem := int64(math.Round(c.mem.Sample(r) * g.memScale))
+	k := r.IntN(c.prioTotal)
+	prio := c.prios[len(c.prios)-1].Priority
+	for _, p := range c.prios {
+		if k < p.Jobs {
+			prio = p.Priority
+			break
+		}
+		k -= p.Jobs
+	}
+	return JobArrival{
+		Tasks:       tasks,
+		CPUMillis:   min(max(cpu, MinTaskCPUMillis), g.cfg.MachineCPUMillis),
+		MemoryBytes: min(max(mem, MinTaskMemoryBytes), g.cfg.MachineMemoryBytes),
+		Priority:    int32(prio),
+	}
+}
+
+// runtime samples a task duration, whole milliseconds, at least 1 ms.
+func (g *Generator) runtime(r *rand.Rand, m LognormalPareto) time.Duration {
+	ms := math.Round(m.Sample(r) * 1000)
+	return time.Duration(max(ms, 1)) * time.Millisecond
+}

@@ -1,0 +1,284 @@
+package workload
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testConfig(days float64) Config {
+	c := Default()
+	c.Days = days
+	return c
+}
+
+func drain(t testing.TB, g *Generator) []JobArrival {
+	t.Helper()
+	var out []JobArrival
+	for {
+		j, ok := g.Next()
+		if !ok {
+			return out
+		}
+		out = append(out, j)
+	}
+}
+
+func mustNew(t testing.TB, c Config) *Generator {
+	t.Helper()
+	g, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestDefaultConfig(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Machines != 10000 || c.MachineCPUMillis != 4000 || c.MachineMemoryBytes != 16<<30 ||
+		c.PrefillUtilization != 0.6 || c.MapReduceShare != 0.2 || c.Days != 7 {
+		t.Errorf("defaults are not the paper's setup: %+v", c)
+	}
+	near := func(d time.Duration, s float64) bool { return math.Abs(d.Seconds()-s) < 1e-3 }
+	if !near(c.BatchInterarrival, 6.059) || !near(c.ServiceInterarrival, 55.945) {
+		t.Errorf("interarrivals %v, %v are not the fitted ones", c.BatchInterarrival, c.ServiceInterarrival)
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	for field, mutate := range map[string]func(*Config){
+		"machines":                    func(c *Config) { c.Machines = 0 },
+		"machine_cpu_millis":          func(c *Config) { c.MachineCPUMillis = -1 },
+		"machine_memory_bytes":        func(c *Config) { c.MachineMemoryBytes = 1 },
+		"machines_per_failure_domain": func(c *Config) { c.MachinesPerFailureDomain = 0 },
+		"prefill_utilization":         func(c *Config) { c.PrefillUtilization = 1 },
+		"days":                        func(c *Config) { c.Days = math.NaN() },
+		"batch_interarrival":          func(c *Config) { c.BatchInterarrival = 0 },
+		"service_interarrival":        func(c *Config) { c.ServiceInterarrival = -time.Second },
+		"mapreduce_share":             func(c *Config) { c.MapReduceShare = 1.5 },
+		"map_tasks_per_worker":        func(c *Config) { c.MapTasksPerWorker = 0 },
+		"batch_runtime":               func(c *Config) { c.BatchRuntime.Sigma = 0 },
+		"service_runtime":             func(c *Config) { c.ServiceRuntime.Max = 1 },
+	} {
+		c := Default()
+		mutate(&c)
+		err := c.Validate()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: error %v", field, err)
+		}
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: New accepted an invalid config", field)
+		}
+	}
+}
+
+// TestGeneratorDeterministic: one seed, one cell: the same machines,
+// pre-fill and arrival stream; another seed, another stream.
+func TestGeneratorDeterministic(t *testing.T) {
+	c := testConfig(1)
+	a, b := mustNew(t, c), mustNew(t, c)
+	if !reflect.DeepEqual(a.Machines(), b.Machines()) {
+		t.Error("machines differ")
+	}
+	pa, pb := a.Prefill(), b.Prefill()
+	if !reflect.DeepEqual(pa, pb) || !reflect.DeepEqual(pa, a.Prefill()) {
+		t.Error("pre-fill differs")
+	}
+	sa, sb := drain(t, a), drain(t, b)
+	if len(sa) < 1000 || !reflect.DeepEqual(sa, sb) {
+		t.Fatalf("streams differ (%d and %d arrivals)", len(sa), len(sb))
+	}
+	c.Seed = 2
+	if sc := drain(t, mustNew(t, c)); reflect.DeepEqual(sa[:100], sc[:100]) {
+		t.Error("seeds 1 and 2 give the same stream")
+	}
+}
+
+// TestStreamsAreIndependent: each class draws from its own stream, so
+// changing the service rate leaves the batch arrivals as they were.
+func TestStreamsAreIndependent(t *testing.T) {
+	c := testConfig(0.5)
+	batchOnly := func(js []JobArrival) []JobArrival {
+		var out []JobArrival
+		for _, j := range js {
+			if j.Kind != KindService {
+				j.Seq, j.Name = 0, ""
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	a := batchOnly(drain(t, mustNew(t, c)))
+	c.ServiceInterarrival /= 3
+	b := batchOnly(drain(t, mustNew(t, c)))
+	if !reflect.DeepEqual(a, b) {
+		t.Error("the service rate changed the batch arrivals")
+	}
+}
+
+func TestArrivals(t *testing.T) {
+	c := testConfig(7)
+	g := mustNew(t, c)
+	js := drain(t, g)
+	names := map[string]bool{}
+	var prev time.Duration
+	var last [4]time.Duration
+	var gaps [4]float64
+	var stream, kinds, tasks [4]int // arrivals per stream (batch and MapReduce share one) and per kind; tasks per kind
+	prios := map[Kind]map[int32]bool{}
+	for i, j := range js {
+		if j.Submit < prev || j.Submit >= g.End() {
+			t.Fatalf("arrival %d at %v: previous %v, end %v", i, j.Submit, prev, g.End())
+		}
+		prev = j.Submit
+		if names[j.Name] || j.Seq != int64(i+1) {
+			t.Fatalf("arrival %d: name %s seq %d", i, j.Name, j.Seq)
+		}
+		names[j.Name] = true
+		if j.Tasks < 1 || j.CPUMillis < MinTaskCPUMillis || j.CPUMillis > c.MachineCPUMillis ||
+			j.MemoryBytes < MinTaskMemoryBytes || j.MemoryBytes > c.MachineMemoryBytes || j.Duration < time.Millisecond {
+			t.Fatalf("arrival %d out of range: %+v", i, j)
+		}
+		if (j.Kind == KindMapReduce) != (j.Workers > 0) || (j.Kind == KindMapReduce && (j.Workers != j.Tasks || j.MapTasks != 16*j.Tasks)) {
+			t.Fatalf("arrival %d: %+v", i, j)
+		}
+		class := j.Kind
+		if class == KindMapReduce {
+			class = KindBatch
+		}
+		if stream[class] > 0 {
+			gaps[class] += (j.Submit - last[class]).Seconds()
+		}
+		last[class] = j.Submit
+		stream[class]++
+		kinds[j.Kind]++
+		tasks[j.Kind] += j.Tasks
+		if prios[class] == nil {
+			prios[class] = map[int32]bool{}
+		}
+		prios[class][j.Priority] = true
+	}
+	share := float64(kinds[KindMapReduce]) / float64(stream[KindBatch])
+	t.Logf("7 days: %d arrivals: %d batch, %d MapReduce (%.3f of the batch stream), %d service; tasks (MapReduce: workers requested): %d, %d, %d",
+		len(js), kinds[KindBatch], kinds[KindMapReduce], share, kinds[KindService], tasks[KindBatch], tasks[KindMapReduce], tasks[KindService])
+	if math.Abs(share-0.2) > 0.01 {
+		t.Errorf("MapReduce share of batch %v, want 0.2", share)
+	}
+	for _, k := range []struct {
+		kind Kind
+		want time.Duration
+	}{{KindBatch, c.BatchInterarrival}, {KindService, c.ServiceInterarrival}} {
+		m := gaps[k.kind] / float64(stream[k.kind]-1)
+		if math.Abs(m-k.want.Seconds()) > 0.03*k.want.Seconds() {
+			t.Errorf("%s interarrival mean %.3f s, want %.3f", k.kind, m, k.want.Seconds())
+		}
+	}
+	if !reflect.DeepEqual(prios[KindBatch], map[int32]bool{0: true, 1: true, 2: true, 8: true}) ||
+		!reflect.DeepEqual(prios[KindService], map[int32]bool{9: true}) {
+		t.Errorf("priorities %v", prios)
+	}
+}
+
+// TestPrefill: long-running service jobs requesting 60% of the cell's CPU,
+// to within one task, and no more than 60% of its memory.
+func TestPrefill(t *testing.T) {
+	c := Default()
+	g := mustNew(t, c)
+	pre := g.Prefill()
+	var cpu, mem int64
+	tasks := 0
+	for i, j := range pre {
+		if j.Kind != KindService || j.Submit != 0 || j.Duration != 0 || j.Priority < 9 || j.Tasks < 1 ||
+			j.Name != "prefill-"+strconv.Itoa(i+1) {
+			t.Fatalf("pre-fill job %d: %+v", i, j)
+		}
+		cpu += int64(j.Tasks) * j.CPUMillis
+		mem += int64(j.Tasks) * j.MemoryBytes
+		tasks += j.Tasks
+	}
+	cellCPU := int64(c.Machines) * c.MachineCPUMillis
+	cellMem := int64(c.Machines) * c.MachineMemoryBytes
+	target := int64(0.6 * float64(cellCPU))
+	if cpu > target || cpu < target-c.MachineCPUMillis {
+		t.Errorf("pre-fill CPU %d millis, want %d to within a machine", cpu, target)
+	}
+	if mem > int64(0.6*float64(cellMem)) {
+		t.Errorf("pre-fill memory %d over 60%%", mem)
+	}
+	t.Logf("pre-fill: %d jobs, %d tasks, CPU %.3f, memory %.3f of the cell", len(pre), tasks,
+		float64(cpu)/float64(cellCPU), float64(mem)/float64(cellMem))
+	c.PrefillUtilization = 0
+	if p := mustNew(t, c).Prefill(); len(p) != 0 {
+		t.Errorf("no pre-fill asked, got %d jobs", len(p))
+	}
+}
+
+// TestOfferedLoad logs the load the default arrivals offer (what
+// docs/WORKLOADS.md quotes): CPU-seconds requested per second, as a share
+// of the cell, by class. It checks only that the cell is not flooded.
+func TestOfferedLoad(t *testing.T) {
+	c := testConfig(7)
+	g := mustNew(t, c)
+	var load [4]float64
+	for {
+		j, ok := g.Next()
+		if !ok {
+			break
+		}
+		load[j.Kind] += float64(j.Tasks) * float64(j.CPUMillis) * j.Duration.Seconds()
+	}
+	cell := float64(c.Machines) * float64(c.MachineCPUMillis) * g.End().Seconds()
+	total := 0.0
+	for _, k := range []Kind{KindBatch, KindMapReduce, KindService} {
+		t.Logf("%-9s offers %.1f%% of the cell's CPU", k, 100*load[k]/cell)
+		total += load[k] / cell
+	}
+	if total < 0.01 || total > 0.4 {
+		t.Errorf("arrivals offer %.1f%% of the cell: the cell would be idle or flooded beside a 60%% pre-fill", 100*total)
+	}
+}
+
+func TestMachines(t *testing.T) {
+	c := Default()
+	c.Machines = 85
+	ms := mustNew(t, c).Machines()
+	if len(ms) != 85 || ms[0].Name != "m00000" || ms[84].Name != "m00084" ||
+		ms[39].FailureDomain != "fd0000" || ms[40].FailureDomain != "fd0001" || ms[84].FailureDomain != "fd0002" {
+		t.Errorf("machines: %v ... %v", ms[0], ms[84])
+	}
+	for _, m := range ms {
+		if m.CPUMillis != 4000 || m.MemoryBytes != 16<<30 {
+			t.Fatalf("machine %+v", m)
+		}
+	}
+}
+
+// TestNextIsLazy: a ten-year stream costs nothing until it is read.
+func TestNextIsLazy(t *testing.T) {
+	c := testConfig(3650)
+	g := mustNew(t, c)
+	for range 10 {
+		if _, ok := g.Next(); !ok {
+			t.Fatal("stream ended early")
+		}
+	}
+	if c.Days = 0; len(drain(t, mustNew(t, c))) != 0 {
+		t.Error("zero days gave arrivals")
+	}
+}
+
+func BenchmarkNext(b *testing.B) {
+	g := mustNew(b, testConfig(3650))
+	for b.Loop() {
+		if _, ok := g.Next(); !ok {
+			b.Fatal("stream ended")
+		}
+	}
+}
