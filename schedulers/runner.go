@@ -60,6 +60,8 @@ type JobRecord struct {
 	Attempts     int
 	TasksPlaced  int
 	Requested    int // the job's Spec.Replicas (a mapreduce job's requested workers)
+	Lost         int // tasks lost with their machines
+	Replaced     int // replacements created for them
 	Abandoned    bool
 	Conflicted   int // attempts with at least one conflicting operation
 }
@@ -72,9 +74,10 @@ type Attempt struct {
 	DecisionTime time.Duration
 	Decision     Decision
 	// Result is the commit's result, once Finish committed the attempt.
-	Result  txn.Result
-	started time.Time
-	claims  map[int]uuid.UUID // op index → task claimed
+	Result   txn.Result
+	started  time.Time
+	claims   map[int]uuid.UUID // op index → task claimed
+	replaces int               // leading ops creating replacements for lost tasks
 }
 
 // Outcome is what became of a job after an attempt.
@@ -115,6 +118,9 @@ type jobState struct {
 	noPlacement int
 	placed      map[uuid.UUID]struct{}
 	queueIndex  int
+	// lost holds tasks of the job lost with their machine, waiting for a
+	// replacement (created by the job's next attempt).
+	lost []*txn.Task
 }
 
 // NewRunner makes a Runner for sched committing through c. rng is the
@@ -152,6 +158,47 @@ func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 	}
 	j.done = false
 	r.push(j, now)
+}
+
+// Lost tells the runner that task t of job was lost with its machine
+// (LOST is final: the task's resources are freed). The job's next attempt
+// creates a replacement — same spec, owner and labels, a new uid — and
+// places it; the job is queued now. Tasks of jobs the runner does not know,
+// and jobs it abandoned, are ignored; it reports whether it queued the job.
+func (r *Runner) Lost(job uuid.UUID, t *txn.Task, now time.Time) bool {
+	j, ok := r.jobs[job]
+	if !ok || j.Abandoned {
+		return false
+	}
+	delete(j.placed, t.UID)
+	j.lost = append(j.lost, t)
+	j.Lost++
+	if j.queued {
+		return false
+	}
+	j.done = false
+	r.push(j, now)
+	return true
+}
+
+type replaced struct {
+	proto *omegav1.Task
+	task  *txn.Task
+}
+
+// replacement builds a new PENDING task like lost: its spec, labels and
+// owner, a new uid and a name marking it a replacement.
+func replacement(lost *txn.Task, uid uuid.UUID) replaced {
+	p := &omegav1.Task{
+		Meta: &omegav1.ObjectMeta{
+			Uid:             uid.String(),
+			Name:            lost.Meta.GetName() + "-r",
+			Labels:          lost.Meta.GetLabels(),
+			OwnerReferences: lost.Meta.GetOwnerReferences(),
+		},
+		Spec: lost.Spec,
+	}
+	return replaced{p, &txn.Task{UID: uid, Job: lost.Job, Meta: p.Meta, Spec: lost.Spec, Request: lost.Request, State: omegav1.TaskState_TASK_STATE_PENDING}}
 }
 
 // Resubmit queues again a job the runner placed earlier whose tasks became
@@ -206,6 +253,14 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 		req := Request{Job: job, Attempt: j.Attempts}
 		v.RangePendingTasks(j.UID, func(t *txn.Task) bool { req.Pending = append(req.Pending, t); return true })
 		wantNew := job.Spec.GetKind() == omegav1.JobKind_JOB_KIND_MAPREDUCE && len(j.placed) < int(job.Spec.GetReplicas())
+		// Replacements for lost tasks: created in this attempt's
+		// transaction, offered to the scheduler as pending (version 0).
+		var creates []txn.Op
+		for _, lost := range j.lost {
+			nt := replacement(lost, r.c.NewUID())
+			creates = append(creates, txn.CreateTask(nt.proto))
+			req.Pending = append(req.Pending, nt.task)
+		}
 		if len(req.Pending) == 0 && !wantNew {
 			r.markPlaced(j, now)
 			continue
@@ -221,11 +276,14 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 		tx := r.c.NewTxn(v)
 		tx.UnixNanos = now.UnixNano()
 		tx.Ops = d.Ops
+		if len(creates) > 0 {
+			tx.Ops = append(creates, d.Ops...)
+		}
 		if d.AllOrNothing {
 			tx.Commit = omegav1.CommitMode_COMMIT_MODE_ALL_OR_NOTHING
 		}
-		a := &Attempt{Job: j.UID, Txn: tx, Decision: d, started: now, claims: map[int]uuid.UUID{}}
-		for i, op := range d.Ops {
+		a := &Attempt{Job: j.UID, Txn: tx, Decision: d, started: now, claims: map[int]uuid.UUID{}, replaces: len(creates)}
+		for i, op := range tx.Ops {
 			if op.Kind == txn.OpClaim {
 				a.claims[i] = op.Task
 			}
@@ -257,6 +315,12 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 	}
 	a.Result = res
 	placedNow := 0
+	if res.Revision != 0 && a.replaces > 0 {
+		// The replacements were created (creates never conflict); they are
+		// pending now if their claims did not commit.
+		j.lost = j.lost[a.replaces:]
+		j.Replaced += a.replaces
+	}
 	if res.Revision != 0 {
 		for i, task := range a.claims {
 			if res.Outcomes[i].Committed() {

@@ -3,8 +3,12 @@ package sim
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
 )
 
 func smallConfig(seed uint64) Config {
@@ -56,4 +60,52 @@ func TestBuildRuns(t *testing.T) {
 		t.Fatalf("seed %d: two runs differ", seed)
 	}
 	t.Logf("%s", a.Bytes())
+}
+
+// TestLostTasksPlacedAgain: machines fail, their tasks become LOST (freeing
+// their resources in the fleet's commit), and every lost task of a job the
+// schedulers placed gets a replacement that is placed again.
+func TestLostTasksPlacedAgain(t *testing.T) {
+	const seed = 5
+	cfg := smallConfig(seed)
+	cfg.FailuresPerDay = 2000 // on 200 machines over 0.02 days: ~40 failures
+	s, err := Build(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Engine.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fc := s.Fleet.Counters()
+	if fc.MachinesFailed == 0 || fc.TasksLost == 0 {
+		t.Fatalf("seed %d: no failures or losses: %+v", seed, fc)
+	}
+	lost, replaced := 0, 0
+	for _, r := range s.Engine.o.Runners {
+		for _, j := range r.Records() {
+			lost += j.Lost
+			replaced += j.Replaced
+		}
+	}
+	if lost == 0 {
+		t.Fatalf("seed %d: the fleet lost %d tasks, the schedulers heard of none", seed, fc.TasksLost)
+	}
+	if replaced < lost*9/10 {
+		t.Fatalf("seed %d: %d tasks of scheduled jobs lost, only %d replaced", seed, lost, replaced)
+	}
+	// Every replacement is in the store, and placed (or finished) unless the
+	// cell was full at the end.
+	v := s.Store.Snapshot()
+	pendingReplacements := 0
+	v.RangeTasks(func(tk *txn.Task) bool {
+		if strings.HasSuffix(tk.Meta.GetName(), "-r") && tk.State == omegav1.TaskState_TASK_STATE_PENDING {
+			pendingReplacements++
+		}
+		return true
+	})
+	if pendingReplacements > replaced/10 {
+		t.Fatalf("seed %d: %d of %d replacements still pending", seed, pendingReplacements, replaced)
+	}
+	t.Logf("seed %d: %d machines failed, %d tasks lost (%d of scheduled jobs), %d replaced, %d still pending", seed, fc.MachinesFailed, fc.TasksLost, lost, replaced, pendingReplacements)
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -94,7 +93,7 @@ type Engine struct {
 	events  int64
 	samples []Sample
 	daily   [][]time.Duration // per runner, busy time per simulated day
-	rng     *rand.Rand
+	lost    client.Watch      // the cell's changes, for tasks the fleet lost
 }
 
 // Sample is one utilisation sample.
@@ -123,6 +122,11 @@ func New(o Options) (*Engine, error) {
 		k := r.Scheduler().Kind()
 		e.byKind[k] = append(e.byKind[k], i)
 	}
+	w, err := o.Submitter.Watch(context.Background(), o.Submitter.View().Revision())
+	if err != nil {
+		return nil, fmt.Errorf("sim: watch the cell: %w", err)
+	}
+	e.lost = w
 	return e, nil
 }
 
@@ -215,6 +219,9 @@ func (e *Engine) handle(ctx context.Context, ev *event) error {
 		if _, err := e.o.Fleet.Tick(ctx, now); err != nil {
 			return err
 		}
+		if err := e.replaceLost(ctx, now); err != nil {
+			return err
+		}
 		if err := e.reconcile(ctx, now); err != nil {
 			return err
 		}
@@ -268,6 +275,34 @@ func (e *Engine) submit(ctx context.Context, a Arrival, now time.Time) error {
 	e.o.Runners[i].Submit(uid, now)
 	if !e.busy[i] {
 		return e.wake(ctx, i, now)
+	}
+	return nil
+}
+
+// replaceLost tells each scheduler which of its jobs' tasks the fleet lost,
+// so it places replacements.
+func (e *Engine) replaceLost(ctx context.Context, now time.Time) error {
+	sets, err := e.lost.Poll(0)
+	if err != nil {
+		return fmt.Errorf("watch for lost tasks: %w", err)
+	}
+	var woken []int
+	for _, ws := range sets {
+		for i := range ws.Changes {
+			c := &ws.Changes[i]
+			if c.Task == nil || c.Deleted || c.Task.State != omegav1.TaskState_TASK_STATE_LOST {
+				continue
+			}
+			r, ok := e.jobOf[c.Task.Job]
+			if ok && e.o.Runners[r].Lost(c.Task.Job, c.Task, now) && !e.busy[r] {
+				woken = append(woken, r)
+			}
+		}
+	}
+	for _, i := range woken {
+		if err := e.wake(ctx, i, now); err != nil {
+			return err
+		}
 	}
 	return nil
 }
