@@ -42,7 +42,9 @@ func (k Kind) Proto() omegav1.JobKind {
 // scheduler creates its workers (Replicas of them at least, as it decides)
 // when it places the job.
 //
-// The returned messages are new; the caller owns them.
+// The returned messages are new and the caller owns them; the tasks of one
+// job share their labels, owner references and spec, which must therefore be
+// treated as immutable (the store does).
 func (a JobArrival) Objects(ids io.Reader, epochUnixNanos int64) (*omegav1.Job, []*omegav1.Task, error) {
 	if a.Tasks < 0 || a.Tasks > 1<<31-1 {
 		return nil, nil, fmt.Errorf("job %s: %d tasks out of range", a.Name, a.Tasks)
@@ -77,6 +79,16 @@ func (a JobArrival) Objects(ids io.Reader, epochUnixNanos int64) (*omegav1.Job, 
 		return job, nil, nil
 	}
 	tasks := make([]*omegav1.Task, a.Tasks)
+	// The tasks of a job share their labels, owner reference and spec
+	// (identical, and immutable once submitted): a job of 2,000 tasks makes
+	// one of each, not 2,000.
+	labels := map[string]string{LabelJob: a.Name}
+	owners := []*omegav1.OwnerReference{{Kind: "Job", Uid: jobUID.String(), Name: a.Name, Controller: true}}
+	taskSpec := &omegav1.TaskSpec{
+		Resources:      res(),
+		Priority:       a.Priority,
+		DurationMillis: a.Duration.Milliseconds(),
+	}
 	for i := range tasks {
 		u, err := uuid.NewRandomFromReader(ids)
 		if err != nil {
@@ -86,15 +98,10 @@ func (a JobArrival) Objects(ids io.Reader, epochUnixNanos int64) (*omegav1.Job, 
 			Meta: &omegav1.ObjectMeta{
 				Uid:             u.String(),
 				Name:            a.Name + "-" + strconv.Itoa(i),
-				Labels:          map[string]string{LabelJob: a.Name},
-				OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: jobUID.String(), Name: a.Name, Controller: true}},
+				Labels:          labels,
+				OwnerReferences: owners,
 			},
-			Spec: &omegav1.TaskSpec{
-				Resources:      res(),
-				Priority:       a.Priority,
-				DurationMillis: a.Duration.Milliseconds(),
-			},
-			Status: &omegav1.TaskStatus{State: omegav1.TaskState_TASK_STATE_PENDING},
+			Spec: taskSpec,
 		}
 	}
 	job.Status.Pending = int32(a.Tasks)
