@@ -33,6 +33,11 @@ type RunnerConfig struct {
 	// TJob and TTask model the decision time of an attempt:
 	// TJob + TTask × tasks considered. Defaults 0.1s and 5ms (the paper's).
 	TJob, TTask time.Duration
+	// Measure, if set, replaces the model: an attempt's decision time is
+	// what Measure advanced by while the scheduler decided (the simulator
+	// passes the thread's CPU time). The Runner itself reads no clock.
+	// Results then depend on the machine, so they are not reproducible.
+	Measure func() time.Duration
 }
 
 // DefaultRunnerConfig returns the paper's defaults.
@@ -272,7 +277,15 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 			}
 		}
 		env := Env{Now: now, Rand: r.rng, NewUID: r.c.NewUID, Component: r.c.Component()}
+		var t0 time.Duration
+		if r.cfg.Measure != nil {
+			t0 = r.cfg.Measure()
+		}
 		d := r.sched.Decide(v, req, env)
+		var measured time.Duration
+		if r.cfg.Measure != nil {
+			measured = r.cfg.Measure() - t0
+		}
 		tx := r.c.NewTxn(v)
 		tx.UnixNanos = now.UnixNano()
 		tx.Ops = d.Ops
@@ -289,6 +302,9 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 			}
 		}
 		a.DecisionTime = r.cfg.TJob + time.Duration(d.Considered)*r.cfg.TTask
+		if r.cfg.Measure != nil {
+			a.DecisionTime = measured
+		}
 		r.busy += a.DecisionTime
 		j.Attempts++
 		if j.FirstAttempt.IsZero() {

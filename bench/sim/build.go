@@ -54,6 +54,9 @@ type Config struct {
 	// writes it to pebble in Dir (omega demo).
 	Durability store.Durability
 	Dir        string
+	// CPUTime measures each decision's time as the scheduler's CPU time
+	// instead of the t_job + t_task model. Results then vary between runs.
+	CPUTime bool
 	// CheckInvariants checks the store after every commit (tests).
 	CheckInvariants bool
 	// Progress, if set, is called about once per simulated hour.
@@ -206,6 +209,9 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 			}
 			rc := cfg.Runner
 			rc.TJob, rc.TTask = spec.TJob, spec.TTask
+			if cfg.CPUTime {
+				rc.Measure = threadCPUTime
+			}
 			stream++
 			r, err := schedulers.NewRunner(s, c, rand.New(rand.NewPCG(seed, 2000+stream)), rc)
 			if err != nil {
@@ -229,7 +235,8 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	}
 	src := &genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000))), route: cfg.Route}
 	e, err := New(Options{
-		Store: st, Submitter: sub, Runners: runners, Fleet: fleet, Source: src, Clock: clock,
+		LockThread: cfg.CPUTime,
+		Store:      st, Submitter: sub, Runners: runners, Fleet: fleet, Source: src, Clock: clock,
 		Duration: time.Duration(cfg.Workload.Days * float64(24*time.Hour)), FleetTick: cfg.FleetTick,
 		Progress: cfg.Progress,
 	})

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,6 +80,9 @@ type Options struct {
 	OnCommit func(runner string, at time.Time, a *schedulers.Attempt, o schedulers.Outcome)
 	// Progress, if set, is called about once per simulated hour.
 	Progress func(now time.Duration)
+	// LockThread keeps Run on one OS thread (for thread CPU-time
+	// measurement).
+	LockThread bool
 }
 
 // Engine runs one simulation. It is single-threaded: Run drives every
@@ -147,6 +151,10 @@ func (e *Engine) DailyBusy() [][]time.Duration { return e.daily }
 
 // Run simulates until Duration.
 func (e *Engine) Run(ctx context.Context) error {
+	if e.o.LockThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	end := Epoch.Add(e.o.Duration)
 	e.o.Clock.now = Epoch
 	if err := e.nextArrival(); err != nil {

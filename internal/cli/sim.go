@@ -34,14 +34,15 @@ type simFile struct {
 	FleetTick             *string           `json:"fleet_tick,omitempty"`
 	Seed                  *uint64           `json:"seed,omitempty"`
 	Seeds                 *int              `json:"seeds,omitempty"`
+	DecisionTime          *string           `json:"decision_time,omitempty"`
 }
 
 type simFlags struct {
-	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route string
-	machines, seeds                                                                  int
-	days, failures, mrShare                                                          float64
-	seed                                                                             uint64
-	asJSON                                                                           bool
+	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime string
+	machines, seeds                                                                                int
+	days, failures, mrShare                                                                        float64
+	seed                                                                                           uint64
+	asJSON                                                                                         bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -77,6 +78,7 @@ aggregate.json with each figure's median and spread.`,
 	fl.Float64Var(&f.mrShare, "mapreduce-share", -1, "share of batch jobs that are MapReduce (default 0.2 when a mapreduce scheduler runs, else 0)")
 	fl.Float64Var(&f.failures, "machine-failures-per-day", 0, "machine failures per simulated day")
 	fl.StringVar(&f.fleetTick, "fleet-tick", "1s", "interval of the fleet's batched status transactions")
+	fl.StringVar(&f.decisionTime, "decision-time", "model", "model (t_job + t_task x tasks, reproducible) or cpu (the scheduler's measured CPU time; results vary between runs)")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed")
 	fl.IntVar(&f.seeds, "seeds", 1, "run this many seeds (seed, seed+1, ...) and report medians and spread")
 	fl.StringVar(&f.out, "out", "", "directory for the results (required unless --json)")
@@ -162,6 +164,13 @@ func (f *simFlags) build(cmd *cobra.Command) (sim.Config, int, error) {
 		cfg.Workload.MapReduceShare = 0
 	}
 	cfg.FailuresPerDay = f.failures
+	switch f.decisionTime {
+	case "model":
+	case "cpu":
+		cfg.CPUTime = true
+	default:
+		return cfg, 0, fmt.Errorf("--decision-time %q: want model or cpu", f.decisionTime)
+	}
 	if cfg.FleetTick, err = time.ParseDuration(f.fleetTick); err != nil || cfg.FleetTick <= 0 {
 		return cfg, 0, fmt.Errorf("--fleet-tick %q: not a positive duration", f.fleetTick)
 	}
@@ -237,6 +246,9 @@ func (f *simFlags) load(cmd *cobra.Command) error {
 	}
 	if y.Seeds != nil && set("seeds") {
 		f.seeds = *y.Seeds
+	}
+	if y.DecisionTime != nil && set("decision-time") {
+		f.decisionTime = *y.DecisionTime
 	}
 	return nil
 }
