@@ -114,10 +114,11 @@ type plan struct {
 // randomness is FleetConfig.Rand, so the same history and seed give the
 // same transactions, operation for operation.
 type SimFleet struct {
-	c   *client.Client
-	cfg FleetConfig
-	w   client.Watch
-	rev uint64 // the revision the fleet's knowledge is at
+	scratch plan // reused by plan
+	c       *client.Client
+	cfg     FleetConfig
+	w       client.Watch
+	rev     uint64 // the revision the fleet's knowledge is at
 
 	tasks     map[uuid.UUID]tracked
 	onMachine map[uuid.UUID]map[uuid.UUID]struct{} // machine → tracked tasks on it (sets kept when empty)
@@ -452,7 +453,10 @@ func (f *SimFleet) Tick(ctx context.Context, now time.Time) (txn.Result, error) 
 // plan builds the status transaction for time at, taking what it reports
 // off the queues.
 func (f *SimFleet) plan(at int64) *plan {
-	p := &plan{}
+	// One plan, reused tick after tick: nothing keeps it past Tick (the
+	// store does not retain a transaction's operations).
+	p := &f.scratch
+	p.ops, p.roles, p.popped, p.repairs = p.ops[:0], p.roles[:0], p.popped[:0], p.repairs[:0]
 
 	// Failures due: retried ones first, then the Poisson process.
 	var fails []failure

@@ -23,7 +23,7 @@ func (b *Batch) Kind() string { return "batch" }
 func (b *Batch) Decide(v client.View, req Request, env Env) Decision {
 	b.idx.Refresh(v)
 	p := NewPlacer(v, req.Placed)
-	d := Decision{AllOrNothing: req.Job.Spec.GetGang(), Considered: len(req.Pending)}
+	d := Decision{AllOrNothing: req.Job.Spec.GetGang(), Considered: len(req.Pending), Ops: make([]txn.Op, 0, len(req.Pending))}
 	for _, t := range req.Pending {
 		placed := false
 		Sample(&b.idx, v, p, env, t.Request, t.Spec.GetConstraints(), 1, b.Tries, func(m *txn.Machine) bool {

@@ -64,12 +64,17 @@ func (q *expiryQueue) rebuild(s *txn.State) {
 func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) []txn.Op {
 	var ops []txn.Op
 	for q.head < len(q.items) && len(ops) < max {
-		if ops == nil {
-			ops = make([]txn.Op, 0, min(max, len(q.items)-q.head))
-		}
 		e := q.items[q.head]
 		if e.at > cutoff {
 			break
+		}
+		if ops == nil {
+			// Room for what is due: count it first (the queue is ordered).
+			n := 0
+			for k := q.head; k < len(q.items) && n < max && q.items[k].at <= cutoff; k++ {
+				n++
+			}
+			ops = make([]txn.Op, 0, n)
 		}
 		q.items[q.head] = expiring{}
 		q.head++

@@ -263,6 +263,7 @@ func (e *Engine) submit(ctx context.Context, a Arrival, now time.Time) error {
 		return err
 	}
 	tx := c.NewTxn(c.View())
+	tx.Ops = make([]txn.Op, 0, 1+len(a.Tasks))
 	tx.Ops = append(tx.Ops, txn.CreateJob(a.Job))
 	for _, t := range a.Tasks {
 		tx.Ops = append(tx.Ops, txn.CreateTask(t))
