@@ -129,7 +129,9 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 	tmpl := job.Spec.GetTemplate()
 	want := txn.ResourcesFromProto(tmpl.GetResources())
 	requested := int(job.Spec.GetReplicas())
-	have := len(req.Placed) + len(req.Pending)
+	// Workers it has: pending, and every one placed so far (finished ones
+	// did their share of the work and are not made again).
+	have := max(len(req.Placed), req.PlacedTotal) + len(req.Pending)
 	free := v.Capacity().Sub(v.Allocated())
 	workers := s.Workers(requested, max(useful(job), requested), want, free, v.Capacity())
 	d := Decision{Considered: len(req.Pending) + max(workers-have, 0)}

@@ -308,3 +308,29 @@ func TestMapReduceDeterministicForASeed(t *testing.T) {
 		}
 	}
 }
+
+// TestMapReduceCountsFinishedWorkers: workers placed earlier that have
+// since finished did their share; a later decision does not make them again.
+func TestMapReduceCountsFinishedWorkers(t *testing.T) {
+	forSeeds(t, 3, func(t *testing.T, seed uint64) {
+		c := newCell(t, seed)
+		c.addMachines(uniform(4, 4000, 16*gib, 2)...)
+		job, _ := c.addJob("mr", mrJob(2, 60_000, nil))
+		s := NewMapReduce(RelativeSize) // up to 4 x 2 = 8 workers
+		req := request(t, c.view(), job)
+		fresh := s.Decide(c.view(), req, env(seed))
+		req.PlacedTotal = 5 // five workers placed and finished already
+		later := s.Decide(c.view(), req, env(seed))
+		count := func(d Decision) (n int) {
+			for _, op := range d.Ops {
+				if op.Kind == txn.OpCreate {
+					n++
+				}
+			}
+			return n
+		}
+		if count(fresh) != 8 || count(later) != 3 {
+			t.Fatalf("seed %d: created %d workers fresh (want 8) and %d after 5 finished (want 3)", seed, count(fresh), count(later))
+		}
+	})
+}

@@ -161,7 +161,9 @@ func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 	if j.queued {
 		return
 	}
-	j.done = false
+	// Submitted again (its tasks need placing again): a fresh start for the
+	// bounds, even if it was abandoned before.
+	j.done, j.Abandoned, j.noPlacement = false, false, 0
 	r.push(j, now)
 }
 
@@ -276,6 +278,7 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 				req.Placed = append(req.Placed, t)
 			}
 		}
+		req.PlacedTotal = len(j.placed)
 		env := Env{Now: now, Rand: r.rng, NewUID: r.c.NewUID, Component: r.c.Component()}
 		var t0 time.Duration
 		if r.cfg.Measure != nil {

@@ -62,6 +62,10 @@ type Request struct {
 	// Placed holds the job's tasks this scheduler placed that the view still
 	// shows placed (for spreading and DIFFERENT_MACHINES constraints).
 	Placed []*txn.Task
+	// PlacedTotal counts the job's tasks this scheduler ever placed,
+	// finished ones included (lost ones excluded): what a job that sizes its
+	// own workers has already had.
+	PlacedTotal int
 	// Attempt counts the Runner's earlier attempts at this job (0 the
 	// first time).
 	Attempt int
