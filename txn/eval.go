@@ -76,7 +76,15 @@ func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result
 		e.touched = make(map[objKey]int, len(tx.Ops)+len(tx.Ops)/2)
 		s.touched = e.touched
 	}
-	defer clear(e.touched)
+	defer func() {
+		// Keep a small map for the next transaction; let a large one go,
+		// since clearing a map costs its capacity, not its length.
+		if len(e.touched) > 1024 {
+			s.touched = nil
+		} else {
+			clear(e.touched)
+		}
+	}()
 	for i := range tx.Ops {
 		op := &tx.Ops[i]
 		out, err := e.op(op)
