@@ -27,6 +27,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/internal/hostinfo"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -235,7 +236,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep.HeapInUseMb = float64(ms.HeapInuse) / (1 << 20)
-	rep.RSSMb, rep.PeakRSSMb = rss()
+	rep.RSSMb, rep.PeakRSSMb = hostinfo.RSS()
 	if err := st.Close(); err != nil {
 		return nil, err
 	}
@@ -571,24 +572,3 @@ func percentileMs(lat []time.Duration, q float64) float64 {
 	return float64(s[i].Microseconds()) / 1000
 }
 
-// rss returns the current and peak resident set size in MiB (Linux).
-func rss() (cur, peak float64) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmRSS:":
-			cur = kb / 1024
-		case "VmHWM:":
-			peak = kb / 1024
-		}
-	}
-	return cur, peak
-}

@@ -3,12 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/omega-cell/omega/bench/sim"
+	"github.com/omega-cell/omega/internal/hostinfo"
 )
 
 func printSchedulerTable(w io.Writer, s sim.Summary) {
@@ -21,17 +19,8 @@ func printSchedulerTable(w io.Writer, s sim.Summary) {
 	tw.Flush()
 }
 
-// peakRSSMb reads the process's peak resident set size (Linux).
+// peakRSSMb is the process's peak resident set size.
 func peakRSSMb() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	_, peak := hostinfo.RSS()
+	return peak
 }

@@ -1,0 +1,32 @@
+// Package hostinfo reads what the reports say about the machine running
+// them.
+package hostinfo
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// RSS returns the process's current and peak resident set size in MiB
+// (Linux /proc/self/status; zero elsewhere).
+func RSS() (cur, peak float64) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			cur = kb / 1024
+		case "VmHWM:":
+			peak = kb / 1024
+		}
+	}
+	return cur, peak
+}
