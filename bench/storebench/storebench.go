@@ -571,4 +571,3 @@ func percentileMs(lat []time.Duration, q float64) float64 {
 	i := int(q * float64(len(s)-1))
 	return float64(s[i].Microseconds()) / 1000
 }
-
