@@ -12,7 +12,6 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
-	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -199,7 +198,7 @@ func (f *SimFleet) list(ctx context.Context) error {
 		}
 		v := f.c.View()
 		w, err := f.c.Watch(ctx, v.Revision())
-		if errors.Is(err, store.ErrCompacted) && try < maxListTries {
+		if errors.Is(err, client.ErrCompacted) && try < maxListTries {
 			continue
 		}
 		if err != nil {
@@ -249,7 +248,7 @@ func (f *SimFleet) reset(s *txn.State) {
 // fresh view.
 func (f *SimFleet) Poll(ctx context.Context) error {
 	sets, err := f.w.Poll(0)
-	if errors.Is(err, store.ErrCompacted) {
+	if errors.Is(err, client.ErrCompacted) {
 		f.counters.Relists++
 		return f.list(ctx)
 	}

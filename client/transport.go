@@ -33,6 +33,11 @@ type Watch interface {
 	Close()
 }
 
+// ErrCompacted is what a Watch returns (wrapped) when it fell behind the
+// store's retained history: re-list with Snapshot and watch again. Agents
+// and schedulers check it here, so they need not import the store.
+var ErrCompacted = store.ErrCompacted
+
 // SnapshotSharer is implemented by transports that can hand out the store's
 // own immutable state (in-process): a Cell then syncs by taking the newest
 // state instead of applying watched changes.
