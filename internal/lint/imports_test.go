@@ -1,0 +1,66 @@
+package lint
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/omega-cell/omega/"
+
+// mayImport is DESIGN.md's layout table: which of the project's packages
+// each layer's non-test code may import. Arrows point one way: txn knows
+// nothing of storage, store nothing of schedulers, schedulers nothing of
+// the bench.
+var mayImport = map[string][]string{
+	"txn":        {"api/omega/v1", "internal/pmap"},
+	"store":      {"api/omega/v1", "txn"},
+	"client":     {"api/omega/v1", "txn", "store"},
+	"schedulers": {"api/omega/v1", "txn", "client"},
+	"agents":     {"api/omega/v1", "txn", "client"},
+}
+
+func TestLayering(t *testing.T) {
+	root := repoRoot(t)
+	for pkg, allowed := range mayImport {
+		files, _ := filepath.Glob(filepath.Join(root, pkg, "*.go"))
+		if len(files) == 0 {
+			t.Logf("%s: not there yet, skipped", pkg)
+			continue
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parsed, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range parsed.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				dep, ok := strings.CutPrefix(path, module)
+				if !ok {
+					continue
+				}
+				permitted := false
+				for _, a := range allowed {
+					if dep == a {
+						permitted = true
+					}
+				}
+				if !permitted {
+					rel, _ := filepath.Rel(root, f)
+					t.Errorf("%s imports %s: %s may import only %v (DESIGN.md, Layout)", rel, dep, pkg, allowed)
+				}
+			}
+		}
+	}
+}
