@@ -56,6 +56,7 @@ type Store struct {
 	published *txn.State    // newest durable state
 	queue     []*pending    // evaluated, not yet durable, in revision order
 	wake      chan struct{} // signals the writer (capacity 1)
+	syncq     chan flight   // groups written, waiting for their sync, in order
 	pubCh     chan struct{} // closed and replaced on every publication
 	hist      history
 	expiry    expiryQueue
@@ -112,8 +113,10 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("load %s: %w", opts.Dir, err)
 		}
 		s.db = db
-		s.writerWG.Add(1)
+		s.syncq = make(chan flight, 64)
+		s.writerWG.Add(2)
 		go s.writer()
+		go s.syncer()
 	}
 	s.head, s.published = state, state
 	s.hist.base = state.Revision()
@@ -255,9 +258,14 @@ func (s *Store) signal() {
 }
 
 // writer makes queued batches durable in revision order, as many ready ones
-// per sync as there are, and publishes them.
+// per sync as there are. It hands each group to pebble without waiting for
+// the sync (pebble appends it to the WAL and the memtable in the order
+// given), then goes on with the next group while the syncer waits for the
+// sync and publishes: the fsync of one group overlaps the memtable inserts
+// of the next.
 func (s *Store) writer() {
 	defer s.writerWG.Done()
+	defer close(s.syncq)
 	for {
 		s.mu.Lock()
 		n := 0
@@ -278,31 +286,54 @@ func (s *Store) writer() {
 		failed := s.err != nil && !errors.Is(s.err, ErrClosed)
 		s.mu.Unlock()
 
-		var err error
+		f := flight{group: group}
 		if failed {
-			err = ErrFailed
+			f.err = ErrFailed
 		} else {
-			err = s.write(group)
+			f.err = s.write(group)
+		}
+		s.syncq <- f
+	}
+}
+
+// flight is a group handed to pebble and waiting for its sync.
+type flight struct {
+	group []*pending
+	err   error // the write failed; nothing to wait for
+}
+
+// syncer waits, group after group in order, for each group's sync, and
+// publishes it (or fails it).
+func (s *Store) syncer() {
+	defer s.writerWG.Done()
+	for f := range s.syncq {
+		err := f.err
+		if err == nil {
+			if werr := f.group[0].batch.SyncWait(); werr != nil {
+				err = fmt.Errorf("%w: sync revisions %d..%d: %v", ErrFailed, f.group[0].ws.Revision, f.group[len(f.group)-1].ws.Revision, werr)
+			}
 		}
 		s.mu.Lock()
 		if err != nil {
 			s.failLocked(err)
-			for _, p := range group {
+			for _, p := range f.group {
 				p.err = s.err
 			}
 		} else {
-			for _, p := range group {
+			for _, p := range f.group {
 				s.publishLocked(p.ws, p.state)
 			}
 		}
 		s.mu.Unlock()
-		for _, p := range group {
+		for _, p := range f.group {
 			p.batch.Close()
 			close(p.done)
 		}
 	}
 }
 
+// write merges a group into its first batch and hands it to pebble, which
+// appends it to the WAL and the memtable; the syncer waits for the sync.
 func (s *Store) write(group []*pending) error {
 	b := group[0].batch
 	for _, p := range group[1:] {
@@ -310,7 +341,7 @@ func (s *Store) write(group []*pending) error {
 			return fmt.Errorf("%w: merge batch of revision %d: %v", ErrFailed, p.ws.Revision, err)
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
 		return fmt.Errorf("%w: write revisions %d..%d: %v", ErrFailed, group[0].ws.Revision, group[len(group)-1].ws.Revision, err)
 	}
 	return nil
