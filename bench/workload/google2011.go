@@ -547,112 +547,86 @@ func (lr *lineReader) close() error {
 	return err
 }
 
-// TaskEventReader streams the rows of a task_events file. It is not safe for
-// concurrent use.
-type TaskEventReader struct{ lr *lineReader }
+// Reader streams the rows of one trace table (task_events, job_events),
+// parsed into T. It is not safe for concurrent use.
+type Reader[T any] struct {
+	lr    *lineReader
+	parse func(line string, intern func(string) string) (T, error)
+}
+
+// TaskEventReader streams the rows of a task_events file.
+type TaskEventReader = Reader[TaskEvent]
+
+// JobEventReader streams the rows of a job_events file.
+type JobEventReader = Reader[JobEvent]
+
+func newReader[T any](r io.Reader, name string, parse func(string, func(string) string) (T, error)) (*Reader[T], error) {
+	lr, err := newLineReader(r, name)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader[T]{lr: lr, parse: parse}, nil
+}
+
+func openReader[T any](path string, parse func(string, func(string) string) (T, error)) (*Reader[T], error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newReader(f, path, parse)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.lr.file = f
+	return r, nil
+}
 
 // NewTaskEventReader reads task_events rows from r, which may be gzip
 // compressed (detected by its magic bytes); name is used in errors. Close
 // releases the decompressor but does not close r.
 func NewTaskEventReader(r io.Reader, name string) (*TaskEventReader, error) {
-	lr, err := newLineReader(r, name)
-	if err != nil {
-		return nil, err
-	}
-	return &TaskEventReader{lr}, nil
+	return newReader(r, name, parseTaskEvent)
 }
 
 // OpenTaskEvents opens a task_events file (e.g. part-00000-of-00500.csv.gz);
 // Close closes it.
-func OpenTaskEvents(path string) (*TaskEventReader, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	r, err := NewTaskEventReader(f, path)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	r.lr.file = f
-	return r, nil
+func OpenTaskEvents(path string) (*TaskEventReader, error) { return openReader(path, parseTaskEvent) }
+
+// NewJobEventReader is NewTaskEventReader for job_events.
+func NewJobEventReader(r io.Reader, name string) (*JobEventReader, error) {
+	return newReader(r, name, parseJobEvent)
 }
+
+// OpenJobEvents is OpenTaskEvents for job_events.
+func OpenJobEvents(path string) (*JobEventReader, error) { return openReader(path, parseJobEvent) }
 
 // Next returns the next row; io.EOF after the last one. Any other error is a
 // *ParseError naming the file, the line and the field; the reader can go on
 // with the next row after a malformed one.
-func (r *TaskEventReader) Next() (TaskEvent, error) {
+func (r *Reader[T]) Next() (T, error) {
 	line, err := r.lr.next()
 	if err != nil {
-		return TaskEvent{}, err
+		var zero T
+		return zero, err
 	}
-	e, err := parseTaskEvent(line, r.lr.intern)
+	e, err := r.parse(line, r.lr.intern)
 	if err != nil {
-		return TaskEvent{}, r.lr.wrap(err)
+		var zero T
+		return zero, r.lr.wrap(err)
 	}
 	return e, nil
 }
 
 // Line returns the number of the row Next returned last (1-based).
-func (r *TaskEventReader) Line() int { return r.lr.line }
+func (r *Reader[T]) Line() int { return r.lr.line }
 
 // Close releases the reader (and closes the file if Open opened it).
-func (r *TaskEventReader) Close() error { return r.lr.close() }
+func (r *Reader[T]) Close() error { return r.lr.close() }
 
-// JobEventReader streams the rows of a job_events file; see TaskEventReader.
-type JobEventReader struct{ lr *lineReader }
-
-// NewJobEventReader is NewTaskEventReader for job_events.
-func NewJobEventReader(r io.Reader, name string) (*JobEventReader, error) {
-	lr, err := newLineReader(r, name)
-	if err != nil {
-		return nil, err
-	}
-	return &JobEventReader{lr}, nil
-}
-
-// OpenJobEvents is OpenTaskEvents for job_events.
-func OpenJobEvents(path string) (*JobEventReader, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	r, err := NewJobEventReader(f, path)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	r.lr.file = f
-	return r, nil
-}
-
-// Next returns the next row; see TaskEventReader.Next.
-func (r *JobEventReader) Next() (JobEvent, error) {
-	line, err := r.lr.next()
-	if err != nil {
-		return JobEvent{}, err
-	}
-	e, err := parseJobEvent(line, r.lr.intern)
-	if err != nil {
-		return JobEvent{}, r.lr.wrap(err)
-	}
-	return e, nil
-}
-
-// Line returns the number of the row Next returned last (1-based).
-func (r *JobEventReader) Line() int { return r.lr.line }
-
-// Close releases the reader (and closes the file if Open opened it).
-func (r *JobEventReader) Close() error { return r.lr.close() }
-
-// ReadAllTaskEvents reads every row of a task_events file.
-func ReadAllTaskEvents(path string) ([]TaskEvent, error) {
-	r, err := OpenTaskEvents(path)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	var out []TaskEvent
+// ReadAll reads every remaining row.
+func (r *Reader[T]) ReadAll() ([]T, error) {
+	var out []T
 	for {
 		e, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -663,6 +637,16 @@ func ReadAllTaskEvents(path string) ([]TaskEvent, error) {
 		}
 		out = append(out, e)
 	}
+}
+
+// ReadAllTaskEvents reads every row of a task_events file.
+func ReadAllTaskEvents(path string) ([]TaskEvent, error) {
+	r, err := OpenTaskEvents(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.ReadAll()
 }
 
 // ReadAllJobEvents reads every row of a job_events file.
@@ -672,15 +656,5 @@ func ReadAllJobEvents(path string) ([]JobEvent, error) {
 		return nil, err
 	}
 	defer r.Close()
-	var out []JobEvent
-	for {
-		e, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
+	return r.ReadAll()
 }
