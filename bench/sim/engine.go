@@ -97,7 +97,7 @@ type Engine struct {
 	events  int64
 	samples []Sample
 	daily   [][]time.Duration // per runner, busy time per simulated day
-	lost    client.Watch      // the cell's changes, for tasks the fleet lost
+	watch   client.Watch      // the cell's changes: lost and evicted tasks
 }
 
 // Sample is one utilisation sample.
@@ -130,7 +130,7 @@ func New(o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: watch the cell: %w", err)
 	}
-	e.lost = w
+	e.watch = w
 	return e, nil
 }
 
@@ -227,10 +227,7 @@ func (e *Engine) handle(ctx context.Context, ev *event) error {
 		if _, err := e.o.Fleet.Tick(ctx, now); err != nil {
 			return err
 		}
-		if err := e.replaceLost(ctx, now); err != nil {
-			return err
-		}
-		if err := e.reconcile(ctx, now); err != nil {
+		if err := e.observe(ctx, now); err != nil {
 			return err
 		}
 		e.schedule(now.Add(e.o.FleetTick), evFleetTick, -1, nil)
@@ -288,49 +285,38 @@ func (e *Engine) submit(ctx context.Context, a Arrival, now time.Time) error {
 	return nil
 }
 
-// replaceLost tells each scheduler which of its jobs' tasks the fleet lost,
-// so it places replacements.
-func (e *Engine) replaceLost(ctx context.Context, now time.Time) error {
-	sets, err := e.lost.Poll(0)
+// observe reads what the cell did since the last fleet tick and tells the
+// schedulers what concerns them: tasks the fleet lost (their jobs need
+// replacements) and tasks evicted back to PENDING (their jobs need placing
+// again).
+func (e *Engine) observe(ctx context.Context, now time.Time) error {
+	sets, err := e.watch.Poll(0)
 	if err != nil {
-		return fmt.Errorf("watch for lost tasks: %w", err)
+		return fmt.Errorf("watch the cell: %w", err)
 	}
 	var woken []int
 	for _, ws := range sets {
 		for i := range ws.Changes {
 			c := &ws.Changes[i]
-			if c.Task == nil || c.Deleted || c.Task.State != omegav1.TaskState_TASK_STATE_LOST {
+			if c.Task == nil || c.Deleted {
 				continue
 			}
 			r, ok := e.jobOf[c.Task.Job]
-			if ok && e.o.Runners[r].Lost(c.Task.Job, c.Task, now) && !e.busy[r] {
+			if !ok {
+				continue
+			}
+			var queued bool
+			switch {
+			case c.Task.State == omegav1.TaskState_TASK_STATE_LOST:
+				queued = e.o.Runners[r].Lost(c.Task.Job, c.Task, now)
+			case c.Task.State == omegav1.TaskState_TASK_STATE_PENDING && !c.Created:
+				queued = e.o.Runners[r].Resubmit(c.Task.Job, now)
+			}
+			if queued && !e.busy[r] {
 				woken = append(woken, r)
 			}
 		}
 	}
-	for _, i := range woken {
-		if err := e.wake(ctx, i, now); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// reconcile hands jobs whose tasks became pending again (lost with a
-// machine, evicted) back to their schedulers.
-func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
-	if err := e.o.Submitter.Sync(ctx); err != nil {
-		return err
-	}
-	v := e.o.Submitter.View()
-	var woken []int
-	v.RangePendingJobs(func(job uuid.UUID, _ int) bool {
-		i, ok := e.jobOf[job]
-		if ok && e.o.Runners[i].Resubmit(job, now) && !e.busy[i] {
-			woken = append(woken, i)
-		}
-		return true
-	})
 	for _, i := range woken {
 		if err := e.wake(ctx, i, now); err != nil {
 			return err

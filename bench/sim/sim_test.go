@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -197,5 +198,59 @@ func TestConservation(t *testing.T) {
 	}
 	if conflicts == 0 {
 		t.Fatalf("seed %d: two schedulers on 4 machines never conflicted", seed)
+	}
+}
+
+// TestEvictedJobPlacedAgain: a task evicted back to PENDING is noticed by
+// the engine and its job handed back to its scheduler, which places it
+// again.
+func TestEvictedJobPlacedAgain(t *testing.T) {
+	const seed = 9
+	s := newTestSim(t, seed, 8, 20, nil)
+	ctx := context.Background()
+	if err := s.e.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Evict one placed task.
+	var victim *txn.Task
+	s.st.Snapshot().RangeTasks(func(tk *txn.Task) bool {
+		if tk.Placed() {
+			victim = tk
+			return false
+		}
+		return true
+	})
+	if victim == nil {
+		t.Fatalf("seed %d: nothing placed", seed)
+	}
+	sub := s.e.o.Submitter
+	if err := sub.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx := sub.NewTxn(sub.View())
+	tx.Ops = []txn.Op{txn.ForceEvict(victim.UID, victim.Version, "test")}
+	if r, err := sub.Commit(ctx, tx); err != nil || r.Committed != 1 {
+		t.Fatalf("evict: %+v %v", r, err)
+	}
+	now := s.e.o.Clock.Now()
+	if err := s.e.observe(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	// The job's runner took it back and, idle, began an attempt at once:
+	// its commit is the next commit event.
+	for s.e.q.Len() > 0 {
+		ev := heap.Pop(&s.e.q).(*event)
+		if ev.kind != evCommit {
+			continue
+		}
+		s.e.o.Clock.now = ev.at
+		if err := s.e.handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	tk, _ := s.st.Snapshot().Task(victim.UID)
+	if !tk.Placed() {
+		t.Fatalf("seed %d: evicted task %s not placed again (%s)", seed, tk.UID, tk.State)
 	}
 }
