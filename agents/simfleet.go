@@ -304,12 +304,14 @@ func (f *SimFleet) track(t *txn.Task) {
 		f.finishes.Push(finishEntry{at: tr.finish, uid: t.UID, gen: tr.gen})
 	} // a duration beyond year 2262 runs forever
 	f.tasks[t.UID] = tr
-	set := f.onMachine[t.Machine]
-	if set == nil {
-		set = map[uuid.UUID]struct{}{}
-		f.onMachine[t.Machine] = set
+	if f.cfg.FailuresPerDay > 0 { // only failures need tasks by machine
+		set := f.onMachine[t.Machine]
+		if set == nil {
+			set = map[uuid.UUID]struct{}{}
+			f.onMachine[t.Machine] = set
+		}
+		set[t.UID] = struct{}{}
 	}
-	set[t.UID] = struct{}{}
 	if _, down := f.failed[t.Machine]; down {
 		// Placed on a machine the fleet failed by a claim its failure did not
 		// see: it is lost too.
