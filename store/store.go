@@ -5,14 +5,17 @@
 // A commit is validate → append → apply: txn.Evaluate decides the
 // transaction against the newest state, the store assigns the next revision,
 // the write set is encoded into a pebble batch and handed to the single
-// writer, which writes every ready batch in revision order as one synced
-// pebble batch (concurrent committers share one sync), and only then
-// publishes the revisions: to Snapshot, to watchers, and to the committers
-// waiting in Commit. A revision is never visible before it is durable, so a
-// crash never takes back a revision anyone has seen.
+// writer, which gives every ready batch to pebble in revision order as one
+// batch (pebble's WAL keeps that order, so a crash leaves a prefix of
+// revisions). A syncer waits for each group's fsync — concurrent committers
+// share it — and only then publishes the revisions: to Snapshot, to
+// watchers, and to the committers waiting in Commit. A revision is never
+// visible before it is durable, so a crash never takes back a revision
+// anyone has seen.
 //
-// Evaluation runs against the newest state, durable or not, so committers
-// pipeline: while the writer syncs one group, the next is evaluated. If a
+// The stages overlap: evaluation runs against the newest state, durable or
+// not, and the writer hands pebble the next group while the previous one's
+// fsync is in flight. If a
 // write fails the store stops: every unacknowledged commit fails with
 // ErrFailed and so does every later one; reopening rebuilds the durable
 // state.
