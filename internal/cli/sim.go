@@ -35,12 +35,13 @@ type simFile struct {
 	Seed                  *uint64           `json:"seed,omitempty"`
 	Seeds                 *int              `json:"seeds,omitempty"`
 	DecisionTime          *string           `json:"decision_time,omitempty"`
+	Load                  *float64          `json:"load,omitempty"`
 }
 
 type simFlags struct {
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime string
 	machines, seeds                                                                                int
-	days, failures, mrShare                                                                        float64
+	days, failures, mrShare, loadFactor                                                            float64
 	seed                                                                                           uint64
 	asJSON                                                                                         bool
 }
@@ -68,6 +69,7 @@ aggregate.json with each figure's median and spread.`,
 	fl.StringVar(&f.config, "config", "", "YAML file with the same settings as the flags (flags given explicitly win)")
 	fl.IntVar(&f.machines, "machines", 10000, "machines in the cell")
 	fl.Float64Var(&f.days, "days", 7, "simulated days")
+	fl.Float64Var(&f.loadFactor, "load", 1, "job arrival rate as a multiple of the fitted trace's (whose cell had 12,500 machines)")
 	fl.StringVar(&f.schedulers, "schedulers", "batch=1,service=1", "scheduler instances per kind, e.g. batch=2,service=1,mapreduce=1")
 	fl.StringVar(&f.tJob, "t-job", "batch=0.1s,service=0.1s", "per-job decision time per kind (a kind not named: 0.1s)")
 	fl.StringVar(&f.tTask, "t-task", "batch=5ms,service=5ms", "per-task decision time per kind (a kind not named: 5ms)")
@@ -164,6 +166,11 @@ func (f *simFlags) build(cmd *cobra.Command) (sim.Config, int, error) {
 		cfg.Workload.MapReduceShare = 0
 	}
 	cfg.FailuresPerDay = f.failures
+	if f.loadFactor <= 0 {
+		return cfg, 0, fmt.Errorf("--load %v: must be positive", f.loadFactor)
+	}
+	cfg.Workload.BatchInterarrival = time.Duration(float64(cfg.Workload.BatchInterarrival) / f.loadFactor)
+	cfg.Workload.ServiceInterarrival = time.Duration(float64(cfg.Workload.ServiceInterarrival) / f.loadFactor)
 	switch f.decisionTime {
 	case "model":
 	case "cpu":
@@ -249,6 +256,9 @@ func (f *simFlags) load(cmd *cobra.Command) error {
 	}
 	if y.DecisionTime != nil && set("decision-time") {
 		f.decisionTime = *y.DecisionTime
+	}
+	if y.Load != nil && set("load") {
+		f.loadFactor = *y.Load
 	}
 	return nil
 }

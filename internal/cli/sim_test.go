@@ -26,6 +26,7 @@ func TestSimBadInput(t *testing.T) {
 		{[]string{"sim", "--json", "--conflict", "medium"}, "--conflict"},
 		{[]string{"sim", "--json", "--mapreduce-policy", "greedy"}, "--mapreduce-policy"},
 		{[]string{"sim", "--json", "--decision-time", "wall"}, "--decision-time"},
+		{[]string{"sim", "--json", "--load", "0"}, "--load"},
 		{[]string{"sim", "--json", "--schedulers", "service=1"}, "batch"},
 		{[]string{"sim", "--json", "--schedulers", "batch=1,service=1,magic=1"}, "magic"},
 		{[]string{"sim", "--schedulers", "batch=1,service=1"}, "--out"},
