@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
@@ -65,9 +66,14 @@ type record struct {
 // the store's whole durable encoding of a commit; the raw-pebble baseline of
 // the benchmark writes exactly these bytes.
 func EncodeWriteSet(b *pebble.Batch, ws *txn.WriteSet) error {
-	var e encoder
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
 	return e.encode(b, ws)
 }
+
+// encoders recycles encoders: their buffers grow to a commit's size once,
+// not on every commit (the batch copies what it is given).
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
 
 func (e *encoder) encode(b *pebble.Batch, ws *txn.WriteSet) error {
 	e.recs = slices.Grow(e.recs[:0], 2*len(ws.Changes))

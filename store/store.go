@@ -237,7 +237,7 @@ func (s *Store) commit(ctx context.Context, build func(head *txn.State) *txn.Txn
 
 	// Encode outside the lock, so committers encode in parallel; the writer
 	// takes batches strictly in revision order.
-	b := s.db.NewBatchWithSize(128 * (len(ws.Changes) + 1))
+	b := s.db.NewBatchWithSize(192 * (len(ws.Changes) + 1))
 	encErr := EncodeWriteSet(b, ws)
 	s.mu.Lock()
 	p.batch, p.ready = b, true
