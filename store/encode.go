@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -53,6 +54,7 @@ var revisionKey = []byte{prefixRevision}
 type encoder struct {
 	recs []record
 	vals []byte
+	tmp  []byte
 	mo   proto.MarshalOptions
 }
 
@@ -142,7 +144,19 @@ func (e *encoder) change(c *txn.Change) error {
 			return nil
 		}
 		if c.Created {
-			return e.marshal(prefixTask, t.UID, t.Proto())
+			// The task record: meta and spec marshalled, then the status
+			// (field 3 of omegav1.Task) appended by hand, as for status
+			// records.
+			off := len(e.vals)
+			var err error
+			if e.vals, err = e.mo.MarshalAppend(e.vals, t.SpecProto()); err != nil {
+				return err
+			}
+			e.tmp = appendTaskStatus(e.tmp[:0], t)
+			e.vals = protowire.AppendTag(e.vals, 3, protowire.BytesType)
+			e.vals = protowire.AppendBytes(e.vals, e.tmp)
+			e.set(prefixTask, t.UID, off)
+			return nil
 		}
 		off := len(e.vals)
 		e.vals = binary.BigEndian.AppendUint64(e.vals, t.Version)
