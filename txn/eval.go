@@ -68,7 +68,7 @@ func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result
 		base:    base,
 		tx:      tx,
 		rev:     rev,
-		changes: make([]Change, 0, len(tx.Ops)+len(tx.Ops)/2),
+		changes: make([]Change, 0, 2*len(tx.Ops)), // a claim or a release changes a task and a machine
 		touched: s.touched,
 		res:     Result{Base: base.rev, Outcomes: make([]Outcome, len(tx.Ops))},
 	}
