@@ -141,8 +141,9 @@ func CreateJob(j *omegav1.Job) Op { return Op{Kind: OpCreate, NewJob: j} }
 func CreateMachine(m *omegav1.Machine) Op { return Op{Kind: OpCreate, NewMachine: m} }
 
 // Claim places task on machine, reserving res. expectVersion is the task's
-// version in the claimer's view, or 0 for a task created earlier in the same
-// transaction.
+// version in the claimer's view — the version before this transaction, even
+// if an earlier operation of it evicted the task — or 0 for a task created
+// earlier in the same transaction.
 func Claim(task, machine uuid.UUID, res Resources, expectVersion uint64) Op {
 	return Op{Kind: OpClaim, Task: task, Machine: machine, Resources: res, ExpectVersion: expectVersion}
 }
