@@ -121,7 +121,7 @@ func TestBadInput(t *testing.T) {
 		{"claim of a task already placed", txn.Txn{Ops: []txn.Op{txn.Claim(placed, m0, res(1, 1), at.Version)}}, txn.ErrNotPending, 0},
 		{"create of an existing task", txn.Txn{Ops: []txn.Op{txn.CreateTask(taskProto(pending, uuid.Nil, 1, 1))}}, txn.ErrAlreadyExists, 0},
 		{"create of an existing machine", txn.Txn{Ops: []txn.Op{txn.CreateMachine(machineProto(m0, 1, 1))}}, txn.ErrAlreadyExists, 0},
-		{"delete of a machine in use", txn.Txn{Ops: []txn.Op{txn.Delete(omegav1.ObjectKind_OBJECT_KIND_MACHINE, m0, mv.Version)}}, txn.ErrInUse, 0},
+		{"delete of a machine in use", txn.Txn{ViewRevision: rev, Ops: []txn.Op{txn.Delete(omegav1.ObjectKind_OBJECT_KIND_MACHINE, m0, mv.Version)}}, txn.ErrInUse, 0},
 		{"good operations, then a bad one", txn.Txn{Ops: []txn.Op{
 			txn.CreateTask(taskProto(fresh, uuid.Nil, 1, 1)),
 			txn.Claim(fresh, m0, res(1, 1), 0),

@@ -58,8 +58,9 @@ type Options struct {
 	// Policy decides what the store checks beyond the transaction rules.
 	// Default Raw() (Omega: expose the raw state).
 	Policy Policy
-	// Limits bounds one transaction. Default (and when zero)
-	// txn.DefaultLimits().
+	// Limits bounds one transaction and what it carries. Each zero field
+	// takes its default from txn.DefaultLimits(), where each default's
+	// reason is given.
 	Limits txn.Limits
 	// HistoryChanges bounds the changes kept for watchers, counted over
 	// whole revisions (the newest revision is always kept). A watcher that
@@ -111,8 +112,8 @@ func (o *Options) Validate() error {
 	if o.Retention < 0 {
 		return fmt.Errorf("store options: Retention %v is negative", o.Retention)
 	}
-	if o.Limits.MaxOps < 0 {
-		return fmt.Errorf("store options: Limits.MaxOps %d is negative", o.Limits.MaxOps)
+	if err := o.Limits.Validate(); err != nil {
+		return fmt.Errorf("store options: %w", err)
 	}
 	return nil
 }

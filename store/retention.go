@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -10,21 +11,40 @@ import (
 	"github.com/omega-cell/omega/txn"
 )
 
-// expiryQueue lists terminal tasks and finished jobs in the order they
-// finished (committers' clocks may disagree a little; an entry out of order
-// waits for the ones before it, which only delays its expiry).
+// Retention runs on the store's clock, never on a committer's: an object
+// expires Options.Retention after the first Expire that saw it terminal (a
+// task) or finished (a job) at its current version. The finish time a
+// committer stamps on an object is its own business; a clock a year ahead
+// or behind neither delays nor hastens anyone's expiry, and entries are
+// stamped in the order Expire sees them, so the queue is in time order and
+// Expire stops at the first entry not yet due without passing anything due.
+//
+// An entry names its object's version: if the object changed since (a job
+// put again, a task deleted and created anew under the same uid), the entry
+// does nothing, and the change that made the new version terminal has an
+// entry of its own. A reopened store has no entry stamped: it sees every
+// terminal object at its first Expire and expires it one window later.
+
+// expiryQueue lists terminal tasks and finished jobs in the order the store
+// saw them: items[head:stamped] carry the time of the Expire that first saw
+// them, in non-decreasing order; items[stamped:] were noted since.
 type expiryQueue struct {
-	items []expiring
-	head  int
+	items   []expiring
+	head    int
+	stamped int
+	last    int64 // the latest Expire time, Unix nanoseconds; stamps never go back
 }
 
 type expiring struct {
-	at   int64 // finish time, Unix nanoseconds
-	kind omegav1.ObjectKind
-	uid  uuid.UUID
+	at      int64 // the store's time at the first Expire that saw it
+	version uint64
+	kind    omegav1.ObjectKind
+	uid     uuid.UUID
 }
 
-func (q *expiryQueue) push(e expiring) { q.items = append(q.items, e) }
+func (q *expiryQueue) push(kind omegav1.ObjectKind, uid uuid.UUID, version uint64) {
+	q.items = append(q.items, expiring{kind: kind, uid: uid, version: version})
+}
 
 // note records what ws finished.
 func (q *expiryQueue) note(ws *txn.WriteSet) {
@@ -35,43 +55,55 @@ func (q *expiryQueue) note(ws *txn.WriteSet) {
 		}
 		switch {
 		case c.Task != nil && c.Task.Terminal():
-			q.push(expiring{at: c.Task.Finished, kind: omegav1.ObjectKind_OBJECT_KIND_TASK, uid: c.Task.UID})
+			q.push(omegav1.ObjectKind_OBJECT_KIND_TASK, c.Task.UID, c.Task.Version)
 		case c.Job != nil && c.Job.Finished():
-			q.push(expiring{at: c.Job.Status.GetFinishUnixNanos(), kind: omegav1.ObjectKind_OBJECT_KIND_JOB, uid: c.Job.UID})
+			q.push(omegav1.ObjectKind_OBJECT_KIND_JOB, c.Job.UID, c.Job.Version)
 		}
 	}
 }
 
-// rebuild fills the queue from a reopened state, oldest first.
+// rebuild fills the queue from a reopened state (nothing stamped).
 func (q *expiryQueue) rebuild(s *txn.State) {
 	s.RangeTasks(func(t *txn.Task) bool {
 		if t.Terminal() {
-			q.push(expiring{at: t.Finished, kind: omegav1.ObjectKind_OBJECT_KIND_TASK, uid: t.UID})
+			q.push(omegav1.ObjectKind_OBJECT_KIND_TASK, t.UID, t.Version)
 		}
 		return true
 	})
 	s.RangeJobs(func(j *txn.Job) bool {
 		if j.Finished() {
-			q.push(expiring{at: j.Status.GetFinishUnixNanos(), kind: omegav1.ObjectKind_OBJECT_KIND_JOB, uid: j.UID})
+			q.push(omegav1.ObjectKind_OBJECT_KIND_JOB, j.UID, j.Version)
 		}
 		return true
 	})
-	sortExpiring(q.items)
 }
 
-// due pops the entries finished at or before cutoff that are still there
-// and still finished in s.
+// stamp gives every entry noted since the last Expire the time now (or the
+// last Expire's, if the store's clock went back) and returns that time.
+func (q *expiryQueue) stamp(now int64) int64 {
+	now = max(now, q.last)
+	q.last = now
+	for i := q.stamped; i < len(q.items); i++ {
+		q.items[i].at = now
+	}
+	q.stamped = len(q.items)
+	return now
+}
+
+// due pops up to max stamped entries seen at or before cutoff and returns
+// the deletions of those that still match their object.
 func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) []txn.Op {
 	var ops []txn.Op
-	for q.head < len(q.items) && len(ops) < max {
+	for q.head < q.stamped && len(ops) < max {
 		e := q.items[q.head]
 		if e.at > cutoff {
 			break
 		}
 		if ops == nil {
-			// Room for what is due: count it first (the queue is ordered).
+			// Room for what is due: count it first (the stamped part is in
+			// time order).
 			n := 0
-			for k := q.head; k < len(q.items) && n < max && q.items[k].at <= cutoff; k++ {
+			for k := q.head; k < q.stamped && n < max && q.items[k].at <= cutoff; k++ {
 				n++
 			}
 			ops = make([]txn.Op, 0, n)
@@ -80,39 +112,57 @@ func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) []txn.Op {
 		q.head++
 		switch e.kind {
 		case omegav1.ObjectKind_OBJECT_KIND_TASK:
-			if t, ok := s.Task(e.uid); ok && t.Terminal() {
+			if t, ok := s.Task(e.uid); ok && t.Terminal() && t.Version == e.version {
 				ops = append(ops, txn.Delete(e.kind, e.uid, t.Version))
 			}
 		case omegav1.ObjectKind_OBJECT_KIND_JOB:
-			if j, ok := s.Job(e.uid); ok && j.Finished() {
+			if j, ok := s.Job(e.uid); ok && j.Finished() && j.Version == e.version {
 				ops = append(ops, txn.Delete(e.kind, e.uid, j.Version))
 			}
 		}
 	}
 	if q.head > 4096 && q.head*2 > len(q.items) {
 		q.items = append([]expiring(nil), q.items[q.head:]...)
+		q.stamped -= q.head
 		q.head = 0
 	}
 	return ops
 }
 
+// len returns the number of entries queued (for tests).
+func (q *expiryQueue) len() int { return len(q.items) - q.head }
+
 // RetentionComponent is the component name of the store's own expiry
 // transactions.
 const RetentionComponent = "store/retention"
 
-// Expire deletes the terminal tasks and finished jobs that finished more
-// than Options.Retention before now, in transactions through the normal
-// commit path (so they are durable and watched like any change). It returns
-// how many objects it deleted. The caller owns the schedule: a server calls
-// it from a ticker, the simulation at virtual times.
+// Expire deletes the terminal tasks and finished jobs that an earlier
+// Expire, at least Options.Retention before now, already saw terminal at
+// their current version; it stamps what it sees for the first time with
+// now. The deletions go through the normal commit path in transactions of
+// at most 1,000 operations (so they are durable and watched like any change,
+// and committers are not stalled behind one large expiry). It returns how
+// many objects it deleted. The caller owns the schedule and the clock: a
+// server calls it from a ticker with the wall clock, the simulation at
+// virtual times. If now is before an earlier call's, the earlier time is
+// used (the store's clock never goes back).
 func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
-	// Small transactions: each holds the commit lock while it is evaluated,
-	// so a large expiry must not stall the committers behind it.
 	perTxn := 1_000
 	if m := s.opts.Limits.MaxOps; m > 0 && m < perTxn {
 		perTxn = m // due pops what it returns: a transaction over the limit would lose them
 	}
-	cutoff := now.Add(-s.opts.Retention).UnixNano()
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return 0, err
+	}
+	at := s.expiry.stamp(now.UnixNano())
+	s.mu.Unlock()
+	cutoff := at - int64(s.opts.Retention)
+	if int64(s.opts.Retention) > 0 && cutoff > at { // wrapped below math.MinInt64
+		cutoff = math.MinInt64
+	}
 	deleted := 0
 	for {
 		res, err := s.commit(ctx, func(head *txn.State) *txn.Txn {
@@ -120,7 +170,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 			if len(ops) == 0 {
 				return nil
 			}
-			return &txn.Txn{ViewRevision: head.Revision(), Component: RetentionComponent, UnixNanos: now.UnixNano(), Ops: ops}
+			return &txn.Txn{ViewRevision: head.Revision(), Component: RetentionComponent, UnixNanos: at, Ops: ops}
 		})
 		if err != nil {
 			return deleted, err

@@ -36,10 +36,10 @@ func present(t *testing.T, s *Store, want bool, tasks ...uuid.UUID) {
 	}
 }
 
-// TestRetention: terminal tasks and finished jobs leave the state once
-// Expire runs past their finish time plus the retention window, as durable
-// deletions; live tasks and jobs stay; what is not yet due is expired by a
-// reopened store too (the queue is rebuilt from the state).
+// TestRetention: terminal tasks and finished jobs leave the state one
+// retention window after the first Expire that saw them terminal, as durable
+// deletions that watchers see; live tasks and jobs stay; a reopened store
+// sees what is left at its first Expire and expires it one window later.
 func TestRetention(t *testing.T) {
 	dir := t.TempDir()
 	mod := func(o *Options) { o.Retention = time.Minute }
@@ -70,25 +70,27 @@ func TestRetention(t *testing.T) {
 			return j
 		}(), 0),
 	}})
-	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(2 * time.Second), Ops: []txn.Op{
-		txn.SetStatus(failed, omegav1.TaskState_TASK_STATE_FAILED, 0, "exit 1"),
-	}})
-	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(50 * time.Second), Ops: []txn.Op{
-		txn.SetStatus(late, omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, ""),
-	}})
-
 	rev := s.Revision()
-	expire(t, s, t0.Add(30*time.Second), 0) // nothing is a minute old yet
+	expire(t, s, t0, 0) // sees done1, done2, jDone
 	if s.Revision() != rev {
 		t.Fatalf("an Expire with nothing due committed revision %d", s.Revision())
 	}
+	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(2 * time.Second), Ops: []txn.Op{
+		txn.SetStatus(failed, omegav1.TaskState_TASK_STATE_FAILED, 0, "exit 1"),
+	}})
+	expire(t, s, t0.Add(30*time.Second), 0) // sees failed
+	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(3 * time.Second), Ops: []txn.Op{
+		txn.SetStatus(late, omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, ""),
+	}})
+	expire(t, s, t0.Add(59*time.Second), 0) // sees late; nothing a minute old
+	rev = s.Revision()
 	w, err := s.Watch(rev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	expire(t, s, t0.Add(62*time.Second), 4) // done1, done2, failed, jDone
-	present(t, s, false, done1, done2, failed)
-	present(t, s, true, running, pending, late)
+	expire(t, s, t0.Add(60*time.Second), 3) // done1, done2, jDone
+	present(t, s, false, done1, done2)
+	present(t, s, true, failed, running, pending, late)
 	if _, ok := s.Snapshot().Job(jDone); ok {
 		t.Error("finished job still there")
 	}
@@ -108,13 +110,15 @@ func TestRetention(t *testing.T) {
 			}
 		}
 	}
-	if deleted != 4 {
-		t.Errorf("watchers saw %d deletions, want 4", deleted)
+	if deleted != 3 {
+		t.Errorf("watchers saw %d deletions, want 3", deleted)
 	}
-	expire(t, s, t0.Add(62*time.Second), 0) // idempotent
+	expire(t, s, t0.Add(60*time.Second), 0) // idempotent
+	expire(t, s, t0.Add(90*time.Second), 1) // failed
+	present(t, s, false, failed)
 
-	// Durable: a reopened store does not have them; the late task is still
-	// due later, and the reopened store's rebuilt queue expires it.
+	// Durable: a reopened store does not have them. The late task, seen at
+	// 59 s by the store before, is seen anew by the reopened one.
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +128,16 @@ func TestRetention(t *testing.T) {
 	if _, ok := s.Snapshot().Job(jDone); ok {
 		t.Error("finished job back after reopen")
 	}
-	expire(t, s, t0.Add(70*time.Second), 0)
-	expire(t, s, t0.Add(111*time.Second), 1)
+	expire(t, s, t0.Add(200*time.Second), 0)
+	expire(t, s, t0.Add(259*time.Second), 0)
+	expire(t, s, t0.Add(260*time.Second), 1)
 	present(t, s, false, late)
 	present(t, s, true, running, pending)
 	if err := txn.CheckInvariants(s.Snapshot()); err != nil {
 		t.Fatal(err)
+	}
+	if n := s.expiry.len(); n != 0 {
+		t.Errorf("%d entries left in the expiry queue", n)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -140,33 +148,108 @@ func TestRetention(t *testing.T) {
 	present(t, s, true, running, pending)
 }
 
+// TestRetentionIgnoresCommitterClocks: finish times a year ahead or a year
+// behind the store's clock neither delay nor hasten any expiry — in
+// particular a far-future one does not hold back the objects finished after
+// it (the queue used to be ordered by committers' finish times and stop at
+// the first one not yet due).
+func TestRetentionIgnoresCommitterClocks(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = time.Minute })
+	defer s.Close()
+	ahead, normal, behind := testUID(uidTask, 0, 0), testUID(uidTask, 0, 1), testUID(uidTask, 0, 2)
+	aheadJob := testUID(uidJob, 0, 0)
+	finish := func(u uuid.UUID, clock time.Duration) {
+		mustCommitAll(t, s, &txn.Txn{UnixNanos: at(clock), Ops: []txn.Op{
+			txn.CreateTask(taskProto(u, uuid.Nil, 1, 1)),
+			txn.SetStatus(u, omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, ""),
+		}})
+	}
+	finish(ahead, year)
+	j := jobProto(aheadJob, "ahead", 1)
+	j.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_SUCCEEDED, FinishUnixNanos: at(year)}
+	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(year), Ops: []txn.Op{txn.CreateJob(j)}})
+	expire(t, s, t0, 0) // sees ahead and aheadJob at t0
+	finish(normal, 10*time.Second)
+	expire(t, s, t0.Add(10*time.Second), 0) // sees normal
+	finish(behind, -year)
+	expire(t, s, t0.Add(20*time.Second), 0) // sees behind: a year-old finish time is not due
+	present(t, s, true, ahead, normal, behind)
+	expire(t, s, t0.Add(time.Minute-time.Nanosecond), 0)
+	expire(t, s, t0.Add(time.Minute), 2) // ahead and its job, a year early by their own clock
+	present(t, s, false, ahead)
+	present(t, s, true, normal, behind)
+	expire(t, s, t0.Add(70*time.Second), 1) // normal, not held back by ahead
+	present(t, s, false, normal)
+	present(t, s, true, behind)
+	expire(t, s, t0.Add(80*time.Second-time.Nanosecond), 0)
+	expire(t, s, t0.Add(80*time.Second), 1)
+	present(t, s, false, behind)
+
+	// The store's clock never goes back: an Expire at an earlier time stamps
+	// with the latest time seen, so nothing expires before its window.
+	late := testUID(uidTask, 0, 3)
+	finish(late, 0)
+	expire(t, s, t0.Add(-year), 0) // stamped at t0+80s, not a year earlier
+	expire(t, s, t0.Add(139*time.Second), 0)
+	expire(t, s, t0.Add(140*time.Second), 1)
+}
+
 // TestRetentionSkipsWhatChanged: an entry whose object was deleted by a
-// client, or whose job left its finished phase, is skipped, not an error.
+// client, re-created under the same uid, put again or left its finished
+// phase does nothing: a re-created task that finishes is expired one window
+// after the store first saw the new one terminal, not at the old entry's time.
 func TestRetentionSkipsWhatChanged(t *testing.T) {
 	s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = time.Minute })
 	defer s.Close()
-	a, b := testUID(uidTask, 0, 0), testUID(uidTask, 0, 1)
-	j := testUID(uidJob, 0, 0)
-	finished := jobProto(j, "j", 1)
-	finished.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_FAILED, FinishUnixNanos: at(0)}
+	a, b, c := testUID(uidTask, 0, 0), testUID(uidTask, 0, 1), testUID(uidTask, 0, 2)
+	j, k := testUID(uidJob, 0, 0), testUID(uidJob, 0, 1)
+	finished := func(uid uuid.UUID, name string) *omegav1.Job {
+		p := jobProto(uid, name, 1)
+		p.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_FAILED, FinishUnixNanos: at(0)}
+		return p
+	}
 	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(0), Ops: []txn.Op{
 		txn.CreateTask(taskProto(a, uuid.Nil, 1, 1)),
 		txn.CreateTask(taskProto(b, uuid.Nil, 1, 1)),
-		txn.CreateJob(finished),
+		txn.CreateTask(taskProto(c, uuid.Nil, 1, 1)),
+		txn.CreateJob(finished(j, "j")),
+		txn.CreateJob(finished(k, "k")),
 	}})
 	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(0), Ops: []txn.Op{
 		txn.SetStatus(a, omegav1.TaskState_TASK_STATE_KILLED, 0, ""), // never placed: still terminal
 		txn.SetStatus(b, omegav1.TaskState_TASK_STATE_LOST, 0, ""),
+		txn.SetStatus(c, omegav1.TaskState_TASK_STATE_FAILED, 0, ""),
 	}})
+	expire(t, s, t0, 0) // sees a, b, c, j, k
 	revived := jobProto(j, "j", 1)
 	revived.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_RUNNING}
 	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(time.Second), Ops: []txn.Op{
 		txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, a, 0),
+		txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, c, 0),
 		txn.PutJob(revived, 0),
+		txn.PutJob(finished(k, "k-relabelled"), 0), // finished still, at a new version
 	}})
-	expire(t, s, t0.Add(time.Hour), 1) // b only
+	// c comes back under the same uid and finishes again.
+	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(-time.Hour), Ops: []txn.Op{
+		txn.CreateTask(taskProto(c, uuid.Nil, 1, 1)),
+		txn.SetStatus(c, omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, ""),
+	}})
+	expire(t, s, t0.Add(30*time.Second), 0) // sees the new c and k's new version
+	expire(t, s, t0.Add(time.Minute), 1)    // b only: the old entries of c and k match nothing
+	present(t, s, false, b)
+	present(t, s, true, c)
 	if _, ok := s.Snapshot().Job(j); !ok {
 		t.Fatal("a job that is running again was expired")
+	}
+	if _, ok := s.Snapshot().Job(k); !ok {
+		t.Fatal("a job put again was expired by its old entry")
+	}
+	expire(t, s, t0.Add(90*time.Second-time.Nanosecond), 0)
+	expire(t, s, t0.Add(90*time.Second), 2) // c and k
+	present(t, s, false, c)
+	if _, ok := s.Snapshot().Job(k); ok {
+		t.Fatal("k not expired")
 	}
 }
 
@@ -185,7 +268,8 @@ func TestRetentionSmallMaxOps(t *testing.T) {
 			txn.SetStatus(u, omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, ""),
 		}})
 	}
-	expire(t, s, t0.Add(2*time.Minute), 30)
+	expire(t, s, t0, 0)
+	expire(t, s, t0.Add(time.Minute), 30)
 	present(t, s, false, uids...)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -195,16 +279,16 @@ func TestRetentionSmallMaxOps(t *testing.T) {
 	present(t, s, false, uids...)
 }
 
-// TestRetentionDurabilityNone: expiry works the same in memory.
+// TestRetentionDurabilityNone: expiry works the same in memory; with a zero
+// window an object goes at the first Expire that sees it.
 func TestRetentionDurabilityNone(t *testing.T) {
 	s := openTest(t, "", func(o *Options) { o.Durability = DurabilityNone; o.Retention = 0 })
 	defer s.Close()
 	u := testUID(uidTask, 0, 0)
-	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(0), Ops: []txn.Op{
+	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(time.Hour), Ops: []txn.Op{
 		txn.CreateTask(taskProto(u, uuid.Nil, 1, 1)),
 		txn.SetStatus(u, omegav1.TaskState_TASK_STATE_FAILED, 0, ""),
 	}})
-	expire(t, s, t0.Add(-time.Nanosecond), 0)
 	expire(t, s, t0, 1)
 	present(t, s, false, u)
 }

@@ -92,9 +92,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.HistoryChanges == 0 {
 		opts.HistoryChanges = DefaultOptions("").HistoryChanges
 	}
-	if opts.Limits == (txn.Limits{}) {
-		opts.Limits = txn.DefaultLimits()
-	}
+	opts.Limits = opts.Limits.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -188,6 +186,9 @@ func (s *Store) Policy() Policy { return s.opts.Policy }
 // It blocks for at most one group sync; it does not watch ctx once the
 // transaction is evaluated, because by then the outcome is decided.
 func (s *Store) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
+	if tx == nil {
+		return txn.Result{}, fmt.Errorf("%w: nil transaction", txn.ErrInvalid)
+	}
 	return s.commit(ctx, func(*txn.State) *txn.Txn { return tx })
 }
 

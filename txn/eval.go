@@ -16,6 +16,7 @@ type objKey struct {
 type evaluator struct {
 	base    *State
 	tx      *Txn
+	lim     Limits
 	rev     uint64
 	changes []Change
 	touched map[objKey]int // → index in changes
@@ -45,11 +46,20 @@ type Scratch struct {
 
 // Evaluate is the package's Evaluate, reusing s.
 func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, error) {
+	if tx == nil {
+		return Result{}, nil, fmt.Errorf("%w: nil transaction", ErrInvalid)
+	}
 	if rev <= base.rev {
 		panic(fmt.Sprintf("txn: evaluate at revision %d on state at %d", rev, base.rev))
 	}
 	if lim.MaxOps > 0 && len(tx.Ops) > lim.MaxOps {
 		return Result{}, nil, fmt.Errorf("%w: %d operations, the limit is %d", ErrTooLarge, len(tx.Ops), lim.MaxOps)
+	}
+	if err := checkSizes(tx, lim); err != nil {
+		return Result{}, nil, err
+	}
+	if err := checkString("component", tx.Component, lim); err != nil {
+		return Result{}, nil, err
 	}
 	if tx.ViewRevision > base.rev {
 		return Result{}, nil, fmt.Errorf("%w: view revision %d, store at %d", ErrFutureRevision, tx.ViewRevision, base.rev)
@@ -67,6 +77,7 @@ func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result
 	e := &evaluator{
 		base:    base,
 		tx:      tx,
+		lim:     lim,
 		rev:     rev,
 		changes: make([]Change, 0, 2*len(tx.Ops)), // a claim or a release changes a task and a machine
 		touched: s.touched,
@@ -296,6 +307,9 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, err
 		}
+		if err := checkTask(op.NewTask, "task "+t.UID.String(), e.lim); err != nil {
+			return Outcome{}, err
+		}
 		// A uid is never reused: not even one this transaction deleted (the
 		// write set would carry one "created" change over the old task, and
 		// the job index would keep the old owner).
@@ -310,6 +324,9 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, err
 		}
+		if err := checkJob(op.NewJob, "job "+j.UID.String(), e.lim); err != nil {
+			return Outcome{}, err
+		}
 		if _, _, exists := e.job(j.UID); exists {
 			return Outcome{}, fmt.Errorf("%w: job %s", ErrAlreadyExists, j.UID)
 		}
@@ -318,6 +335,9 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 	case op.NewMachine != nil:
 		m, err := newMachine(op.NewMachine)
 		if err != nil {
+			return Outcome{}, err
+		}
+		if err := checkMachine(op.NewMachine, "machine "+m.UID.String(), e.lim); err != nil {
 			return Outcome{}, err
 		}
 		if _, _, exists := e.machine(m.UID); exists {
@@ -332,6 +352,9 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 func (e *evaluator) claim(op *Op) (Outcome, error) {
 	if err := op.Resources.Validate(); err != nil {
 		return Outcome{}, fmt.Errorf("%w: claim of task %s: %v", ErrInvalid, op.Task, err)
+	}
+	if err := checkResourceNames("claim of task "+op.Task.String(), op.Resources, e.lim); err != nil {
+		return Outcome{}, err
 	}
 	t, baseVer, ok := e.task(op.Task)
 	if !ok {
@@ -360,14 +383,15 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 			"machine %s cannot hold %v: %s", m.UID, op.Resources, dim), nil
 	}
 	nm := e.mutableMachine(m)
-	nm.Allocated = m.Allocated.Add(op.Resources)
+	claimed := op.Resources.normalized()
+	nm.Allocated = m.Allocated.Add(claimed)
 	nm.Tasks++
 	nm.Seq = e.rev
 	e.setMachine(nm, false, true)
 	nt := e.mutableTask(t)
 	nt.State = omegav1.TaskState_TASK_STATE_ASSIGNED
 	nt.Machine = m.UID
-	nt.Claimed = op.Resources
+	nt.Claimed = claimed
 	nt.Scheduler = e.tx.Component
 	nt.Assigned = e.tx.UnixNanos
 	nt.Version = e.rev
@@ -376,6 +400,9 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 }
 
 func (e *evaluator) evict(op *Op) (Outcome, error) {
+	if err := checkString("evict reason", op.Message, e.lim); err != nil {
+		return Outcome{}, err
+	}
 	t, baseVer, ok := e.task(op.Task)
 	if !ok {
 		return e.missing(omegav1.ObjectKind_OBJECT_KIND_TASK, "task", op.Task)
@@ -411,6 +438,9 @@ func (e *evaluator) setStatus(op *Op) (Outcome, error) {
 	target := op.State
 	if target != omegav1.TaskState_TASK_STATE_RUNNING && !IsTerminal(target) {
 		return Outcome{}, fmt.Errorf("%w: set-status to %s: only RUNNING or a terminal state may be set", ErrInvalid, target)
+	}
+	if err := checkString("set-status message", op.Message, e.lim); err != nil {
+		return Outcome{}, err
 	}
 	t, baseVer, ok := e.task(op.Task)
 	if !ok {
@@ -458,6 +488,9 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, err
 		}
+		if err := checkJob(op.NewJob, "job "+nj.UID.String(), e.lim); err != nil {
+			return Outcome{}, err
+		}
 		j, baseVer, ok := e.job(nj.UID)
 		if !ok {
 			return e.missing(omegav1.ObjectKind_OBJECT_KIND_JOB, "job", nj.UID)
@@ -471,6 +504,9 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 	default:
 		nm, err := newMachine(op.NewMachine)
 		if err != nil {
+			return Outcome{}, err
+		}
+		if err := checkMachine(op.NewMachine, "machine "+nm.UID.String(), e.lim); err != nil {
 			return Outcome{}, err
 		}
 		m, mBase, ok := e.machine(nm.UID)
@@ -535,6 +571,13 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 			return mismatch("machine", mBase.Version)
 		}
 		if m.Tasks > 0 {
+			// Tasks placed on it after the view (and not by this
+			// transaction) make the view stale, not the request wrong: a
+			// conflict; the retry sees the tasks and gets ErrInUse.
+			if mBase != nil && mBase.Tasks > 0 && mBase.Seq > e.tx.ViewRevision {
+				return conflict(omegav1.OutcomeCode_OUTCOME_CODE_MACHINE_CHANGED,
+					"machine %s holds %d tasks; it changed at revision %d, after the view's %d", uid, m.Tasks, mBase.Seq, e.tx.ViewRevision), nil
+			}
 			return Outcome{}, fmt.Errorf("%w: machine %s holds %d tasks; mark them terminal first", ErrInUse, uid, m.Tasks)
 		}
 		e.setMachineDeleted(m)

@@ -47,6 +47,26 @@ func (r Resources) Proto() *omegav1.Resources {
 	return p
 }
 
+// normalized returns r without zero extended entries (what a reopened store
+// reads back: the stored form keeps no zero amount).
+func (r Resources) normalized() Resources {
+	for _, v := range r.Ext {
+		if v == 0 {
+			out := Resources{CPU: r.CPU, Memory: r.Memory}
+			for k, v := range r.Ext {
+				if v != 0 {
+					if out.Ext == nil {
+						out.Ext = make(map[string]int64, len(r.Ext))
+					}
+					out.Ext[k] = v
+				}
+			}
+			return out
+		}
+	}
+	return r
+}
+
 // IsZero reports whether every dimension is zero.
 func (r Resources) IsZero() bool {
 	if r.CPU != 0 || r.Memory != 0 {

@@ -22,8 +22,8 @@ type State struct {
 	// without one): job uid → set of task uids. It is what a scheduler walks;
 	// a task created and claimed in one transaction never enters it.
 	pending  *pmap.Map[*pmap.Map[struct{}]]
-	capacity Resources // sum over machines
-	alloc    Resources // sum of machine allocations
+	capacity total // sum over machines
+	alloc    total // sum of machine allocations
 	// lastDelete is the newest revision that deleted an object: a view older
 	// than it may name objects that are gone.
 	lastDelete uint64
@@ -64,9 +64,10 @@ func (s *State) NumTasks() int    { return s.tasks.Len() }
 func (s *State) NumJobs() int     { return s.jobs.Len() }
 
 // Capacity is the total capacity of all machines; Allocated the total of
-// their allocations.
-func (s *State) Capacity() Resources  { return s.capacity }
-func (s *State) Allocated() Resources { return s.alloc }
+// their allocations. The sums are exact (128 bits per dimension); a total
+// beyond the int64 range reads as math.MaxInt64.
+func (s *State) Capacity() Resources  { return s.capacity.resources() }
+func (s *State) Allocated() Resources { return s.alloc.resources() }
 
 // RangeMachines calls f for each machine, in an order that depends only on
 // the set of uids, until f returns false. RangeTasks and RangeJobs likewise.
@@ -166,8 +167,8 @@ type Builder struct {
 	// jobSets holds the pending sets this builder edits, as transients, so
 	// adding a job's 10,000 tasks copies each path once, not per task.
 	jobSets     map[uuid.UUID]*pmap.Builder[struct{}]
-	capacity    Resources
-	alloc       Resources
+	capacity    total
+	alloc       total
 	deleted     bool // something was deleted
 	machineSets bool // a machine was added or removed
 }
@@ -217,21 +218,21 @@ func (b *Builder) Apply(c *Change) {
 		m := c.Machine
 		if c.Deleted {
 			if old, ok := b.machines.Get(m.UID); ok {
-				b.capacity = b.capacity.Sub(old.Capacity)
-				b.alloc = b.alloc.Sub(old.Allocated)
+				b.capacity = b.capacity.sub(old.Capacity)
+				b.alloc = b.alloc.sub(old.Allocated)
 				b.machines.Delete(m.UID)
 				b.deleted, b.machineSets = true, true
 			}
 			return
 		}
 		if old, had := b.machines.Swap(m.UID, m); had {
-			b.capacity = b.capacity.Sub(old.Capacity)
-			b.alloc = b.alloc.Sub(old.Allocated)
+			b.capacity = b.capacity.sub(old.Capacity)
+			b.alloc = b.alloc.sub(old.Allocated)
 		} else {
 			b.machineSets = true
 		}
-		b.capacity = b.capacity.Add(m.Capacity)
-		b.alloc = b.alloc.Add(m.Allocated)
+		b.capacity = b.capacity.add(m.Capacity)
+		b.alloc = b.alloc.add(m.Allocated)
 	}
 }
 
@@ -317,10 +318,10 @@ func CheckInvariants(s *State) error {
 	if err != nil {
 		return err
 	}
-	var capacity, alloc Resources
+	var capacity, alloc total
 	s.RangeMachines(func(m *Machine) bool {
-		capacity = capacity.Add(m.Capacity)
-		alloc = alloc.Add(m.Allocated)
+		capacity = capacity.add(m.Capacity)
+		alloc = alloc.add(m.Allocated)
 		want := acc{}
 		if a := sums[m.UID]; a != nil {
 			want = *a
@@ -338,8 +339,8 @@ func CheckInvariants(s *State) error {
 	if err != nil {
 		return err
 	}
-	if !capacity.Equal(s.capacity) || !alloc.Equal(s.alloc) {
-		return fmt.Errorf("totals: capacity %v allocated %v, state says %v and %v", capacity, alloc, s.capacity, s.alloc)
+	if !capacity.equal(s.capacity) || !alloc.equal(s.alloc) {
+		return fmt.Errorf("totals: capacity %v allocated %v, state says %v and %v", capacity.resources(), alloc.resources(), s.Capacity(), s.Allocated())
 	}
 	return nil
 }

@@ -49,7 +49,8 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrAlreadyExists: Create of a uid the state already holds.
 	ErrAlreadyExists = errors.New("already exists")
-	// ErrTooLarge: more operations than Limits allows.
+	// ErrTooLarge: more operations, or a longer string, a larger object or
+	// a larger transaction in bytes, than Limits allows.
 	ErrTooLarge = errors.New("transaction too large")
 	// ErrNotPending: a Claim of a task that, at the version the claimer saw,
 	// was not PENDING (the claimer saw it placed and claimed it anyway).
@@ -229,13 +230,73 @@ func (r *Result) Conflicted() bool { return r.Conflicts > 0 }
 // Partial reports whether some but not all operations committed.
 func (r *Result) Partial() bool { return r.Committed > 0 && r.Conflicts > 0 }
 
-// Limits bounds a transaction.
+// Limits bounds a transaction. A zero field is no bound (the store fills in
+// the defaults, WithDefaults). Exceeding one is ErrTooLarge.
 type Limits struct {
 	// MaxOps is the most operations one transaction may carry. Default
 	// 100,000: a large job's creation plus its claims, yet a bound on the
 	// time one commit holds the store.
 	MaxOps int
+	// MaxStringBytes is the longest string anywhere in a transaction: a
+	// name, a label or annotation key or value, a command argument, an
+	// extended resource name, a status message, the component. Default
+	// 64 KiB: a stack trace in a failure message or a long annotation fits;
+	// a file does not belong in the cell state.
+	MaxStringBytes int
+	// MaxObjectBytes is the largest object a Create or Put may carry, in
+	// bytes of its wire encoding. Default 1 MiB: etcd's request limit (1.5
+	// MiB) bounds every Kubernetes object the same way; a task with a long
+	// command and many labels is a few KiB, and a cell holds millions.
+	MaxObjectBytes int
+	// MaxTxnBytes is the largest transaction, in bytes of its wire encoding
+	// (Txn.WireSize). Default 16 MiB: above what a scheduler sends (a
+	// mapreduce job of 10,000 tasks created and claimed in one transaction is
+	// about 3 MiB, 100,000 claims about 10 MiB), and below MaxWireBytes, so
+	// every transaction the store takes also crosses the wire.
+	MaxTxnBytes int
 }
 
+// MaxWireBytes is the gRPC message limit of the live cell, for requests and
+// responses alike: MaxTxnBytes must stay below it (a store refuses limits
+// above it), with room for a result's outcomes.
+const MaxWireBytes = 32 << 20
+
 // DefaultLimits returns the default limits.
-func DefaultLimits() Limits { return Limits{MaxOps: 100_000} }
+func DefaultLimits() Limits {
+	return Limits{MaxOps: 100_000, MaxStringBytes: 64 << 10, MaxObjectBytes: 1 << 20, MaxTxnBytes: 16 << 20}
+}
+
+// WithDefaults returns l with each zero field set to its default.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxOps == 0 {
+		l.MaxOps = d.MaxOps
+	}
+	if l.MaxStringBytes == 0 {
+		l.MaxStringBytes = d.MaxStringBytes
+	}
+	if l.MaxObjectBytes == 0 {
+		l.MaxObjectBytes = d.MaxObjectBytes
+	}
+	if l.MaxTxnBytes == 0 {
+		l.MaxTxnBytes = d.MaxTxnBytes
+	}
+	return l
+}
+
+// Validate reports the first negative field, or a MaxTxnBytes above
+// MaxWireBytes.
+func (l Limits) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxOps", l.MaxOps}, {"MaxStringBytes", l.MaxStringBytes}, {"MaxObjectBytes", l.MaxObjectBytes}, {"MaxTxnBytes", l.MaxTxnBytes}} {
+		if f.v < 0 {
+			return fmt.Errorf("limits: %s %d is negative", f.name, f.v)
+		}
+	}
+	if l.MaxTxnBytes > MaxWireBytes {
+		return fmt.Errorf("limits: MaxTxnBytes %d is above the wire's message limit %d", l.MaxTxnBytes, MaxWireBytes)
+	}
+	return nil
+}
