@@ -2,17 +2,30 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
+	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/bench/storebench"
 	"github.com/omega-cell/omega/store"
+)
+
+// Bounds of `omega bench store`'s flags (see also validate.go).
+const (
+	maxCommitters     = 1024    // goroutines, each with its own client
+	maxClaims         = 100_000 // claims in one transaction
+	maxFillPerMachine = 1000    // more, and each task's request rounds to almost nothing
+	maxMemTableMB     = 4095    // pebble's memtable must be under 4 GiB
+	// minPhase and maxPhase bound a measured phase: under a millisecond
+	// measures the clock, not the store.
+	minPhase, maxPhase = time.Millisecond, 24 * time.Hour
 )
 
 func newBenchCmd() *cobra.Command {
@@ -44,56 +57,81 @@ store's own encoded write sets (releases and expiries included) as synced
 batches with the same pebble options and no checking. Progress goes to stderr;
 the table (or, with --json, one JSON object) to stdout.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		// PreRunE checks every flag before anything (a profile, --dir,
+		// --out) is created.
+		PreRunE: func(*cobra.Command, []string) error {
+			var p problems
+			p.count("--machines", cfg.Machines, 1, maxMachines, "machines in the cell")
+			committers := p.count("--committers", cfg.Committers, 1, maxCommitters, "concurrent committing clients")
+			claims := p.count("--claims", cfg.Claims, 1, maxClaims, "claims per transaction")
+			p.duration("--duration", cfg.Duration.String(), cfg.Duration, minPhase, maxPhase, "the length of each measured phase")
+			p.duration("--warmup", cfg.Warmup.String(), cfg.Warmup, 0, maxPhase, "the warmup")
+			if committers && claims {
+				p.count("--fill", cfg.Fill, cfg.Committers*cfg.Claims, maxFillPerMachine*max(cfg.Machines, 1),
+					fmt.Sprintf("placed tasks in steady state (at least --committers x --claims, at most %d per machine)", maxFillPerMachine))
+			}
+			if u := cfg.Utilization; !(u > 0 && u < 1) {
+				p.add("--utilization", fmtFloat(u), "want the share of the cell the placed tasks hold: a number greater than 0 and less than 1")
+			}
+			p.count("--memtable-mb", cfg.MemTableMB, 0, maxMemTableMB, "the memtable size in MiB (0: the store's default; pebble's must be under 4 GiB)")
 			var err error
 			if cfg.Conflict, err = parseConflict(conflict); err != nil {
-				return err
+				p.add("--conflict", strconv.Quote(conflict), "%v", err)
 			}
 			if cfg.Commit, err = parseCommit(commit); err != nil {
-				return err
+				p.add("--commit", strconv.Quote(commit), "%v", err)
 			}
 			if cfg.Durability, err = store.ParseDurability(durability); err != nil {
-				return fmt.Errorf("--durability: %w", err)
+				p.add("--durability", strconv.Quote(durability), "want sync or none")
 			}
+			p.dir("--dir", cfg.Dir)
+			p.dir("--out", out)
+			if len(p) > 0 {
+				return p.err()
+			}
+			// The benchmark's own check, which the above should leave
+			// nothing to.
+			return cfg.Validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Log = slog.Default()
 			rep, err := storebench.Run(cmd.Context(), cfg)
 			if err != nil {
 				return fmt.Errorf("bench store: %w", err)
 			}
+			b, err := marshalFinite(rep)
+			if err != nil {
+				return fmt.Errorf("bench store: %w", err)
+			}
 			if out != "" {
-				if err := os.MkdirAll(out, 0o755); err != nil {
-					return err
-				}
-				b, _ := json.MarshalIndent(rep, "", "  ")
-				if err := os.WriteFile(out+"/store.json", append(b, '\n'), 0o644); err != nil {
+				if err := writeFiles(out, []outFile{{"store.json", bytesFile(b)}}); err != nil {
 					return err
 				}
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				return enc.Encode(rep)
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
 			}
 			printStoreReport(cmd.OutOrStdout(), rep)
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Machines, "machines", cfg.Machines, "machines in the cell")
-	f.IntVar(&cfg.Committers, "committers", cfg.Committers, "concurrent committing clients")
-	f.IntVar(&cfg.Claims, "claims", cfg.Claims, "claims per transaction")
-	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of each measured phase")
-	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "warmup before measuring (records the baseline's write sets)")
-	f.IntVar(&cfg.Fill, "fill", cfg.Fill, "placed tasks the cell holds in steady state")
-	f.Float64Var(&cfg.Utilization, "utilization", cfg.Utilization, "share of the cell the placed tasks hold")
+	f.IntVar(&cfg.Machines, "machines", cfg.Machines, fmt.Sprintf("machines in the cell, 1 to %d", maxMachines))
+	f.IntVar(&cfg.Committers, "committers", cfg.Committers, fmt.Sprintf("concurrent committing clients, 1 to %d", maxCommitters))
+	f.IntVar(&cfg.Claims, "claims", cfg.Claims, fmt.Sprintf("claims per transaction, 1 to %d", maxClaims))
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, fmt.Sprintf("length of each measured phase, %s to %s", fmtDuration(minPhase), fmtDuration(maxPhase)))
+	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, fmt.Sprintf("warmup before measuring (records the baseline's write sets), 0 to %s", fmtDuration(maxPhase)))
+	f.IntVar(&cfg.Fill, "fill", cfg.Fill, fmt.Sprintf("placed tasks the cell holds in steady state, from --committers x --claims to %d per machine", maxFillPerMachine))
+	f.Float64Var(&cfg.Utilization, "utilization", cfg.Utilization, "share of the cell the placed tasks hold, greater than 0 and less than 1")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed (machine choice, uuids)")
 	f.BoolVar(&cfg.Baseline, "baseline", cfg.Baseline, "also run the raw-pebble baseline")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the pebble data (default: a temporary directory, removed)")
 	f.StringVar(&conflict, "conflict", "fine", "conflict detection: fine or coarse")
 	f.StringVar(&commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
-	f.IntVar(&cfg.MemTableMB, "memtable-mb", 0, "pebble memtable size in MiB for the store and the baseline (0: the store's default, 64)")
+	f.IntVar(&cfg.MemTableMB, "memtable-mb", 0, fmt.Sprintf("pebble memtable size in MiB for the store and the baseline, 0 to %d (0: the store's default, 64)", maxMemTableMB))
 	f.StringVar(&durability, "durability", "sync", "store durability: sync, or none (in memory: isolates the store's CPU cost)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
-	f.StringVar(&out, "out", "", "also write store.json into this directory")
+	f.StringVar(&out, "out", "", "also write store.json into this directory (created only once there is a report)")
 	return cmd
 }
 
@@ -104,7 +142,7 @@ func parseConflict(s string) (omegav1.ConflictMode, error) {
 	case "coarse":
 		return omegav1.ConflictMode_CONFLICT_MODE_COARSE, nil
 	}
-	return 0, fmt.Errorf("--conflict %q: want fine or coarse", s)
+	return 0, errors.New("want fine or coarse")
 }
 
 func parseCommit(s string) (omegav1.CommitMode, error) {
@@ -114,7 +152,7 @@ func parseCommit(s string) (omegav1.CommitMode, error) {
 	case "all-or-nothing":
 		return omegav1.CommitMode_COMMIT_MODE_ALL_OR_NOTHING, nil
 	}
-	return 0, fmt.Errorf("--commit %q: want incremental or all-or-nothing", s)
+	return 0, errors.New("want incremental or all-or-nothing")
 }
 
 func printStoreReport(w io.Writer, r *storebench.Report) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,6 +33,19 @@ optimistically, while a simulated fleet runs the tasks. About one simulated day
 on 2,000 machines, in virtual time; the service scheduler decides slowly, so
 conflicts really happen. Prints a table per scheduler and what it shows.`,
 		Args: cobra.NoArgs,
+		// PreRunE checks every flag before anything (a profile, the
+		// store's directory) is created.
+		PreRunE: func(*cobra.Command, []string) error {
+			var p problems
+			p.count("--machines", machines, 1, maxMachines, "machines in the cell")
+			p.days("--days", days)
+			p.float("--load", load, minLoad, maxLoad, "the job arrival rate as a multiple of the trace's")
+			p.duration("--t-job-service", tService.String(), tService, 0, maxTJob, "the service scheduler's per-job decision time")
+			if _, err := parseConflict(conflict); err != nil {
+				p.add("--conflict", strconv.Quote(conflict), "%v", err)
+			}
+			return p.err()
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := os.MkdirTemp("", "omega-demo-")
 			if err != nil {
@@ -68,11 +82,11 @@ conflicts really happen. Prints a table per scheduler and what it shows.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&machines, "machines", 2000, "machines in the cell")
-	f.Float64Var(&days, "days", 1, "simulated days")
+	f.IntVar(&machines, "machines", 2000, fmt.Sprintf("machines in the cell, 1 to %d", maxMachines))
+	f.Float64Var(&days, "days", 1, fmt.Sprintf("simulated days, %v (86.4 simulated seconds) to %d", minDays, maxDays))
 	f.Uint64Var(&seed, "seed", 1, "random seed")
-	f.DurationVar(&tService, "t-job-service", 10*time.Second, "the service scheduler's per-job decision time")
-	f.Float64Var(&load, "load", 1, "job arrival rate, as a multiple of the trace's (scaled to the cell's size)")
+	f.DurationVar(&tService, "t-job-service", 10*time.Second, fmt.Sprintf("the service scheduler's per-job decision time, 0 to %s", fmtDuration(maxTJob)))
+	f.Float64Var(&load, "load", 1, fmt.Sprintf("job arrival rate, as a multiple of the trace's (scaled to the cell's size), %v to %v", minLoad, maxLoad))
 	f.StringVar(&conflict, "conflict", "coarse", "conflict detection: coarse (the paper's sequence numbers: any change to a chosen machine since the view conflicts) or fine")
 	return cmd
 }

@@ -13,7 +13,6 @@ func NewRootCmd() *cobra.Command {
 		verbose    bool
 		cpuProfile string
 		memProfile string
-		stopProf   func()
 	)
 	root := &cobra.Command{
 		Use:           "omega",
@@ -26,30 +25,6 @@ func NewRootCmd() *cobra.Command {
 				level = slog.LevelDebug
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				stopProf = func() { pprof.StopCPUProfile(); f.Close() }
-			}
-			return nil
-		},
-		PersistentPostRunE: func(*cobra.Command, []string) error {
-			if stopProf != nil {
-				stopProf()
-			}
-			if memProfile != "" {
-				f, err := os.Create(memProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				return pprof.Lookup("allocs").WriteTo(f, 0)
-			}
 			return nil
 		},
 	}
@@ -57,5 +32,42 @@ func NewRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&memProfile, "memprofile", "", "write an allocation profile (pprof) to this file at exit")
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logging on stderr")
 	root.AddCommand(newDemoCmd(), newSimCmd(), newBenchCmd())
+	withProfiles(root, &cpuProfile, &memProfile)
 	return root
+}
+
+// withProfiles wraps the RunE of c and of every command under it in the
+// --cpuprofile and --memprofile files. RunE comes after the command's
+// PreRunE, which checks its flags: a refused run writes no profile either.
+func withProfiles(c *cobra.Command, cpuProfile, memProfile *string) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if *cpuProfile != "" {
+				f, err := os.Create(*cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+					return err
+				}
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
+			if err := run(cmd, args); err != nil {
+				return err
+			}
+			if *memProfile != "" {
+				f, err := os.Create(*memProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				return pprof.Lookup("allocs").WriteTo(f, 0)
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		withProfiles(sub, cpuProfile, memProfile)
+	}
 }

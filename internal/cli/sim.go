@@ -3,51 +3,50 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/omega-cell/omega/bench/sim"
 	"github.com/omega-cell/omega/schedulers"
 )
 
-// simFile is the --config YAML: every flag of `omega sim`, snake_case.
-type simFile struct {
-	Machines              *int              `json:"machines,omitempty"`
-	Days                  *float64          `json:"days,omitempty"`
-	Schedulers            map[string]int    `json:"schedulers,omitempty"`
-	TJob                  map[string]string `json:"t_job,omitempty"`
-	TTask                 map[string]string `json:"t_task,omitempty"`
-	Conflict              *string           `json:"conflict,omitempty"`
-	Commit                *string           `json:"commit,omitempty"`
-	MapReducePolicy       *string           `json:"mapreduce_policy,omitempty"`
-	MapReduceShare        *float64          `json:"mapreduce_share,omitempty"`
-	MachineFailuresPerDay *float64          `json:"machine_failures_per_day,omitempty"`
-	FleetTick             *string           `json:"fleet_tick,omitempty"`
-	Seed                  *uint64           `json:"seed,omitempty"`
-	Seeds                 *int              `json:"seeds,omitempty"`
-	DecisionTime          *string           `json:"decision_time,omitempty"`
-	Load                  *float64          `json:"load,omitempty"`
-}
-
 type simFlags struct {
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime string
 	machines, seeds                                                                                int
-	days, failures, mrShare, loadFactor                                                            float64
+	days, failures, loadFactor                                                                     float64
+	mrShare                                                                                        optFloat
 	seed                                                                                           uint64
 	asJSON                                                                                         bool
+	file                                                                                           configFile
+}
+
+// simCmd is `omega sim`: its flags, and the config they make once checked.
+type simCmd struct {
+	f     simFlags
+	cfg   sim.Config
+	seeds int
 }
 
 func newSimCmd() *cobra.Command {
-	var f simFlags
+	var s simCmd
+	return s.command()
+}
+
+func (s *simCmd) command() *cobra.Command {
+	f := &s.f
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Run one simulation of competing schedulers in virtual time",
@@ -55,213 +54,220 @@ func newSimCmd() *cobra.Command {
 to the Google 2011 trace) in virtual time: the real store, client library and
 schedulers, and a simulated fleet. Writes summary.json, jobs.csv, schedulers.csv
 and utilization.csv into --out; with --seeds N, one directory per seed and
-aggregate.json with each figure's median and spread.`,
+aggregate.json with each figure's median and spread.
+
+Every setting is checked before anything runs or is written: a bad one is an
+error naming its flag (or its field in the --config file), and --out is left
+as it was.`,
 		Args: cobra.NoArgs,
+		// PreRunE checks every setting before anything (a profile, --out)
+		// is created.
+		PreRunE: func(cmd *cobra.Command, _ []string) (err error) {
+			s.cfg, s.seeds, err = f.build(cmd)
+			return err
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, seeds, err := f.build(cmd)
-			if err != nil {
-				return err
-			}
-			return runSims(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg, seeds, f.out, f.asJSON)
+			return runSims(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.cfg, s.seeds, f.out, f.asJSON)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "", "YAML file with the same settings as the flags (flags given explicitly win)")
-	fl.IntVar(&f.machines, "machines", 10000, "machines in the cell")
-	fl.Float64Var(&f.days, "days", 7, "simulated days")
-	fl.Float64Var(&f.loadFactor, "load", 1, "job arrival rate as a multiple of the fitted trace's (whose cell had 12,500 machines)")
-	fl.StringVar(&f.schedulers, "schedulers", "batch=1,service=1", "scheduler instances per kind, e.g. batch=2,service=1,mapreduce=1")
-	fl.StringVar(&f.tJob, "t-job", "batch=0.1s,service=0.1s", "per-job decision time per kind (a kind not named: 0.1s)")
-	fl.StringVar(&f.tTask, "t-task", "batch=5ms,service=5ms", "per-task decision time per kind (a kind not named: 5ms)")
-	fl.StringVar(&f.route, "route", "", "send a workload kind's jobs to another scheduler kind, e.g. batch=leastloaded (a custom scheduler)")
+	fl.StringVar(&f.config, "config", "", "YAML file with the same settings as the flags, in snake_case (flags given explicitly win)")
+	fl.IntVar(&f.machines, "machines", 10000, fmt.Sprintf("machines in the cell, 1 to %d", maxMachines))
+	fl.Float64Var(&f.days, "days", 7, fmt.Sprintf("simulated days, %v (86.4 simulated seconds) to %d", minDays, maxDays))
+	fl.Float64Var(&f.loadFactor, "load", 1, fmt.Sprintf("job arrival rate as a multiple of the fitted trace's (whose cell had 12,500 machines), %v to %v (at %v a batch job arrives every 10 minutes; at %v, 16 arrive a second)", minLoad, maxLoad, minLoad, maxLoad))
+	fl.StringVar(&f.schedulers, "schedulers", "batch=1,service=1", fmt.Sprintf("scheduler instances per kind, each 1 to %d, e.g. batch=2,service=1,mapreduce=1 (a kind left out runs none)", maxPerKind))
+	fl.StringVar(&f.tJob, "t-job", "batch=0.1s,service=0.1s", fmt.Sprintf("per-job decision time per kind, 0 to %s (a kind not named: 0.1s)", fmtDuration(maxTJob)))
+	fl.StringVar(&f.tTask, "t-task", "batch=5ms,service=5ms", fmt.Sprintf("per-task decision time per kind, 0 to %s (a kind not named: 5ms)", fmtDuration(maxTTask)))
+	fl.StringVar(&f.route, "route", "", "send a workload kind's jobs (batch, service, mapreduce) to another scheduler kind that --schedulers runs, e.g. batch=leastloaded (a custom scheduler)")
 	fl.StringVar(&f.conflict, "conflict", "fine", "conflict detection: fine or coarse")
 	fl.StringVar(&f.commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
 	fl.StringVar(&f.policy, "mapreduce-policy", "max-parallelism", "max-parallelism, global-cap or relative-size")
-	fl.Float64Var(&f.mrShare, "mapreduce-share", -1, "share of batch jobs that are MapReduce (default 0.2 when a mapreduce scheduler runs, else 0)")
-	fl.Float64Var(&f.failures, "machine-failures-per-day", 0, "machine failures per simulated day")
-	fl.StringVar(&f.fleetTick, "fleet-tick", "1s", "interval of the fleet's batched status transactions")
+	fl.Var(&f.mrShare, "mapreduce-share", "share of batch jobs that are MapReduce, 0 to 1 (default 0.2 when a mapreduce scheduler runs, else 0)")
+	fl.Float64Var(&f.failures, "machine-failures-per-day", 0, fmt.Sprintf("machine failures per simulated day, 0 to %d per machine (a failed machine is repaired in an hour)", failuresPerMachineDay))
+	fl.StringVar(&f.fleetTick, "fleet-tick", "1s", fmt.Sprintf("interval of the fleet's batched status transactions, %s to %s", fmtDuration(minFleetTick), fmtDuration(maxFleetTick)))
 	fl.StringVar(&f.decisionTime, "decision-time", "model", "model (t_job + t_task x tasks, reproducible) or cpu (the scheduler's measured CPU time; results vary between runs)")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed")
-	fl.IntVar(&f.seeds, "seeds", 1, "run this many seeds (seed, seed+1, ...) and report medians and spread")
-	fl.StringVar(&f.out, "out", "", "directory for the results (required unless --json)")
+	fl.IntVar(&f.seeds, "seeds", 1, fmt.Sprintf("run this many seeds (seed, seed+1, ...), 1 to %d, and report medians and spread", maxSeeds))
+	fl.StringVar(&f.out, "out", "", "directory for the results (required unless --json; created only once there are results)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary (or the aggregate) as JSON on stdout")
 	return cmd
 }
 
-// build turns the flags (and the config file) into a simulation config.
+// build reads --config, if given, then checks every setting and turns them
+// into a simulation config. It creates nothing.
 func (f *simFlags) build(cmd *cobra.Command) (sim.Config, int, error) {
+	f.file = configFile{path: f.config}
 	if f.config != "" {
-		if err := f.load(cmd); err != nil {
+		if err := f.file.load(cmd, "config", "out", "json"); err != nil {
 			return sim.Config{}, 0, err
 		}
 	}
+	return f.validate(cmd)
+}
+
+// validate is the one place that checks the settings of `omega sim`,
+// flags and config fields alike: numbers finite and within the bounds in
+// validate.go, counts whole, names known. Every problem is reported, each
+// naming its flag or config field.
+func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
+	var p problems
+	name := f.file.name
 	cfg := sim.DefaultConfig()
-	cfg.Workload.Machines = f.machines
-	cfg.Workload.Days = f.days
-	cfg.Workload.Seed = f.seed
-	counts, err := sim.ParseSchedulers(f.schedulers)
-	if err != nil {
-		return cfg, 0, err
+
+	if p.count(name("machines"), f.machines, 1, maxMachines, "machines in the cell") {
+		cfg.Workload.Machines = f.machines
 	}
-	tj, err := sim.ParseDurations("--t-job", f.tJob)
-	if err != nil {
-		return cfg, 0, err
+	p.float(name("machine-failures-per-day"), f.failures, 0, failuresPerMachineDay*float64(min(max(f.machines, 1), maxMachines)),
+		fmt.Sprintf("machine failures per simulated day (at most %d per machine)", failuresPerMachineDay))
+	cfg.FailuresPerDay = f.failures
+	if p.days(name("days"), f.days) {
+		cfg.Workload.Days = f.days
 	}
-	tt, err := sim.ParseDurations("--t-task", f.tTask)
-	if err != nil {
-		return cfg, 0, err
+	if p.float(name("load"), f.loadFactor, minLoad, maxLoad, "the job arrival rate as a multiple of the trace's") {
+		cfg.Workload.BatchInterarrival = time.Duration(float64(cfg.Workload.BatchInterarrival) / f.loadFactor)
+		cfg.Workload.ServiceInterarrival = time.Duration(float64(cfg.Workload.ServiceInterarrival) / f.loadFactor)
 	}
-	cfg.Schedulers = nil
-	kinds := make([]string, 0, len(counts))
-	for k := range counts {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	for _, k := range kinds {
-		if counts[k] == 0 {
-			continue
-		}
-		spec := sim.SchedulerSpec{Kind: k, Count: counts[k], TJob: 100 * time.Millisecond, TTask: 5 * time.Millisecond}
-		if d, ok := tj[k]; ok {
-			spec.TJob = d
-		}
-		if d, ok := tt[k]; ok {
-			spec.TTask = d
-		}
-		cfg.Schedulers = append(cfg.Schedulers, spec)
-	}
-	for _, m := range []struct {
-		flag string
-		d    map[string]time.Duration
-	}{{"t-job", tj}, {"t-task", tt}} {
-		for k := range m.d {
-			if _, ok := counts[k]; !ok && cmd.Flags().Changed(m.flag) {
-				return cfg, 0, fmt.Errorf("--%s names %q, which --schedulers does not run", m.flag, k)
+
+	counts := parseSchedulers(&p, name("schedulers"), f.schedulers)
+	tj := parseDurations(&p, name("t-job"), f.tJob, maxTJob, "a per-job decision time")
+	tt := parseDurations(&p, name("t-task"), f.tTask, maxTTask, "a per-task decision time")
+	route := map[string]string{}
+	if es, err := parseEntries(name("route"), f.route, "kind=scheduler[,kind=scheduler], e.g. batch=leastloaded"); err != nil {
+		p = append(p, err)
+	} else {
+		for _, e := range es {
+			switch {
+			case !slices.Contains(workloadKinds, e.kind):
+				p.add(name("route"), e.kind+"="+e.value, "%q is not a kind of job the workload submits (%s)", e.kind, strings.Join(workloadKinds, ", "))
+			case counts != nil && counts[e.value] == 0:
+				p.add(name("route"), e.kind+"="+e.value, "%s runs no %s scheduler", name("schedulers"), e.value)
+			default:
+				route[e.kind] = e.value
 			}
 		}
 	}
-	if f.route != "" {
-		cfg.Route = map[string]string{}
-		for _, part := range strings.Split(f.route, ",") {
-			from, to, ok := strings.Cut(strings.TrimSpace(part), "=")
-			if !ok || from == "" || to == "" {
-				return cfg, 0, fmt.Errorf("--route %q: want kind=scheduler[,kind=scheduler]", f.route)
+	if len(route) > 0 {
+		cfg.Route = route
+	}
+	if counts != nil {
+		cfg.Schedulers = nil
+		kinds := slices.Sorted(maps.Keys(counts))
+		for _, k := range kinds {
+			spec := sim.SchedulerSpec{Kind: k, Count: counts[k], TJob: 100 * time.Millisecond, TTask: 5 * time.Millisecond}
+			if d, ok := tj[k]; ok {
+				spec.TJob = d
 			}
-			cfg.Route[from] = to
+			if d, ok := tt[k]; ok {
+				spec.TTask = d
+			}
+			cfg.Schedulers = append(cfg.Schedulers, spec)
+		}
+		// A decision time for a kind that does not run is a mistake when
+		// it is given on the command line (a config file may serve several
+		// --schedulers).
+		for _, m := range []struct {
+			flag string
+			d    map[string]time.Duration
+		}{{"t-job", tj}, {"t-task", tt}} {
+			for _, k := range slices.Sorted(maps.Keys(m.d)) {
+				if counts[k] == 0 && f.file.explicit(cmd, m.flag) {
+					p.add("--"+m.flag, k+"="+m.d[k].String(), "%s runs no %s scheduler", name("schedulers"), k)
+				}
+			}
 		}
 	}
+
+	var err error
 	if cfg.Conflict, err = parseConflict(f.conflict); err != nil {
-		return cfg, 0, err
+		p.add(name("conflict"), strconv.Quote(f.conflict), "%v", err)
 	}
 	if cfg.Commit, err = parseCommit(f.commit); err != nil {
-		return cfg, 0, err
+		p.add(name("commit"), strconv.Quote(f.commit), "%v", err)
 	}
 	if cfg.MapReducePolicy, err = schedulers.ParseMapReducePolicy(f.policy); err != nil {
-		return cfg, 0, fmt.Errorf("--mapreduce-policy: %w", err)
+		p.add(name("mapreduce-policy"), strconv.Quote(f.policy), "want max-parallelism, global-cap or relative-size")
 	}
-	switch {
-	case f.mrShare >= 0:
-		cfg.Workload.MapReduceShare = f.mrShare
-	case counts["mapreduce"] == 0:
-		cfg.Workload.MapReduceShare = 0
-	}
-	cfg.FailuresPerDay = f.failures
-	if f.loadFactor <= 0 {
-		return cfg, 0, fmt.Errorf("--load %v: must be positive", f.loadFactor)
-	}
-	cfg.Workload.BatchInterarrival = time.Duration(float64(cfg.Workload.BatchInterarrival) / f.loadFactor)
-	cfg.Workload.ServiceInterarrival = time.Duration(float64(cfg.Workload.ServiceInterarrival) / f.loadFactor)
 	switch f.decisionTime {
 	case "model":
 	case "cpu":
 		cfg.CPUTime = true
 	default:
-		return cfg, 0, fmt.Errorf("--decision-time %q: want model or cpu", f.decisionTime)
+		p.add(name("decision-time"), strconv.Quote(f.decisionTime), "want model or cpu")
 	}
-	if cfg.FleetTick, err = time.ParseDuration(f.fleetTick); err != nil || cfg.FleetTick <= 0 {
-		return cfg, 0, fmt.Errorf("--fleet-tick %q: not a positive duration", f.fleetTick)
+	if d, err := time.ParseDuration(f.fleetTick); err != nil {
+		p.add(name("fleet-tick"), strconv.Quote(f.fleetTick), "want a duration like 1s, from %s to %s", fmtDuration(minFleetTick), fmtDuration(maxFleetTick))
+	} else if p.duration(name("fleet-tick"), strconv.Quote(f.fleetTick), d, minFleetTick, maxFleetTick, "the fleet's reporting period") {
+		cfg.FleetTick = d
 	}
-	if f.seeds < 1 {
-		return cfg, 0, fmt.Errorf("--seeds %d: need at least 1", f.seeds)
+
+	// The share of MapReduce jobs, and who schedules every kind of job.
+	shareOK := true
+	switch {
+	case f.mrShare.set:
+		if shareOK = p.float(name("mapreduce-share"), f.mrShare.v, 0, 1, "the share of batch jobs that are MapReduce"); shareOK {
+			cfg.Workload.MapReduceShare = f.mrShare.v
+		}
+	case counts["mapreduce"] == 0:
+		cfg.Workload.MapReduceShare = 0
 	}
+	if counts != nil && shareOK {
+		need := []string{"batch", "service"}
+		if cfg.Workload.MapReduceShare > 0 {
+			need = append(need, "mapreduce")
+		}
+		for _, k := range need {
+			if _, routed := route[k]; routed || counts[k] > 0 {
+				continue
+			}
+			if k == "mapreduce" {
+				p.add(name("mapreduce-share"), fmtFloat(cfg.Workload.MapReduceShare), "the workload then submits mapreduce jobs, but %s runs no mapreduce scheduler (add mapreduce=1, --route mapreduce=KIND, or share 0)", name("schedulers"))
+				continue
+			}
+			p.add(name("schedulers"), strconv.Quote(f.schedulers), "the workload submits %s jobs, but no %s scheduler runs (add %s=1, or --route %s=KIND)", k, k, k, k)
+		}
+	}
+
+	if p.count(name("seeds"), f.seeds, 1, maxSeeds, "runs, one per seed") && f.seed > math.MaxUint64-uint64(f.seeds-1) {
+		p.add(name("seed"), strconv.FormatUint(f.seed, 10), "with %d seeds the last would pass 2^64-1", f.seeds)
+	}
+	cfg.Workload.Seed = f.seed
 	if f.out == "" && !f.asJSON {
-		return cfg, 0, fmt.Errorf("--out: required (or --json)")
+		p = append(p, errors.New("--out: required (or --json)"))
 	}
+	p.dir("--out", f.out)
+	if len(p) > 0 {
+		return sim.Config{}, 0, p.err()
+	}
+	// The simulation's own check, which the above should leave nothing to.
 	if err := cfg.Validate(); err != nil {
-		return cfg, 0, err
+		return sim.Config{}, 0, err
 	}
 	return cfg, f.seeds, nil
 }
 
-// load reads --config; a setting it holds applies unless the flag was
-// given explicitly.
-func (f *simFlags) load(cmd *cobra.Command) error {
-	b, err := os.ReadFile(f.config)
+// optFloat is a float flag that knows whether it was given.
+type optFloat struct {
+	v   float64
+	set bool
+}
+
+func (o *optFloat) String() string {
+	if !o.set {
+		return ""
+	}
+	return fmtFloat(o.v)
+}
+
+func (o *optFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	if err != nil {
-		return fmt.Errorf("--config: %w", err)
+		return errors.New("not a number")
 	}
-	var y simFile
-	if err := yaml.UnmarshalStrict(b, &y); err != nil {
-		return fmt.Errorf("--config %s: %w", f.config, err)
-	}
-	set := func(name string) bool { return !cmd.Flags().Changed(name) }
-	joinMap := func(m map[string]string) string {
-		var parts []string
-		for k, v := range m {
-			parts = append(parts, k+"="+v)
-		}
-		slices.Sort(parts)
-		return strings.Join(parts, ",")
-	}
-	if y.Machines != nil && set("machines") {
-		f.machines = *y.Machines
-	}
-	if y.Days != nil && set("days") {
-		f.days = *y.Days
-	}
-	if y.Schedulers != nil && set("schedulers") {
-		var parts []string
-		for k, v := range y.Schedulers {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
-		}
-		slices.Sort(parts)
-		f.schedulers = strings.Join(parts, ",")
-	}
-	if y.TJob != nil && set("t-job") {
-		f.tJob = joinMap(y.TJob)
-	}
-	if y.TTask != nil && set("t-task") {
-		f.tTask = joinMap(y.TTask)
-	}
-	for _, s := range []struct {
-		v    *string
-		dst  *string
-		flag string
-	}{{y.Conflict, &f.conflict, "conflict"}, {y.Commit, &f.commit, "commit"}, {y.MapReducePolicy, &f.policy, "mapreduce-policy"}, {y.FleetTick, &f.fleetTick, "fleet-tick"}} {
-		if s.v != nil && set(s.flag) {
-			*s.dst = *s.v
-		}
-	}
-	if y.MapReduceShare != nil && set("mapreduce-share") {
-		f.mrShare = *y.MapReduceShare
-	}
-	if y.MachineFailuresPerDay != nil && set("machine-failures-per-day") {
-		f.failures = *y.MachineFailuresPerDay
-	}
-	if y.Seed != nil && set("seed") {
-		f.seed = *y.Seed
-	}
-	if y.Seeds != nil && set("seeds") {
-		f.seeds = *y.Seeds
-	}
-	if y.DecisionTime != nil && set("decision-time") {
-		f.decisionTime = *y.DecisionTime
-	}
-	if y.Load != nil && set("load") {
-		f.loadFactor = *y.Load
-	}
+	o.v, o.set = v, true
 	return nil
 }
+
+func (o *optFloat) Type() string { return "float" }
 
 // runSims runs the seeds and writes the results.
 func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seeds int, out string, asJSON bool) error {
@@ -281,22 +287,33 @@ func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seed
 	}
 	if seeds == 1 {
 		if asJSON {
-			return sums[0].WriteJSON(stdout)
+			b, err := marshalFinite(sums[0])
+			if err != nil {
+				return fmt.Errorf("summary: %w", err)
+			}
+			_, err = stdout.Write(b)
+			return err
 		}
 		printSummary(stdout, sums[0])
 		return nil
 	}
 	agg := sim.Aggregate(sums)
 	if out != "" {
-		b, _ := json.MarshalIndent(agg, "", "  ")
-		if err := os.WriteFile(filepath.Join(out, "aggregate.json"), append(b, '\n'), 0o644); err != nil {
+		b, err := marshalFinite(agg)
+		if err != nil {
+			return fmt.Errorf("aggregate.json: %w", err)
+		}
+		if err := writeFiles(out, []outFile{{"aggregate.json", bytesFile(b)}}); err != nil {
 			return err
 		}
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(agg)
+		b, err := marshalFinite(agg)
+		if err != nil {
+			return fmt.Errorf("aggregate: %w", err)
+		}
+		_, err = stdout.Write(b)
+		return err
 	}
 	for _, s := range sums {
 		printSummary(stdout, s)
@@ -321,7 +338,7 @@ func runOne(ctx context.Context, stderr io.Writer, cfg sim.Config, dir string) (
 	bar.Finish()
 	sum := s.Engine.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
 	wall := time.Since(start).Seconds()
-	sum.Host = sim.Host{WallSeconds: wall, EventsPerSec: float64(sum.Events) / wall, WallSecondsPerSimDay: wall / cfg.Workload.Days, PeakRSSMb: peakRSSMb()}
+	sum.Host = sim.Host{WallSeconds: wall, EventsPerSec: ratio(float64(sum.Events), wall), WallSecondsPerSimDay: ratio(wall, cfg.Workload.Days), PeakRSSMb: peakRSSMb()}
 	if dir != "" {
 		if err := writeResults(dir, s, sum); err != nil {
 			return sum, err
@@ -330,29 +347,134 @@ func runOne(ctx context.Context, stderr io.Writer, cfg sim.Config, dir string) (
 	return sum, nil
 }
 
+// ratio is a/b, or 0 when b is not positive (a rate over no time).
+func ratio(a, b float64) float64 {
+	if !(b > 0) {
+		return 0
+	}
+	return a / b
+}
+
+// writeResults writes a run's four files. summary.json is rendered first:
+// if it cannot be (a figure that is not finite), nothing is written.
 func writeResults(dir string, s *sim.Sim, sum sim.Summary) error {
+	b, err := marshalFinite(sum) // the bytes sum.WriteJSON writes
+	if err != nil {
+		return fmt.Errorf("summary.json: %w", err)
+	}
+	return writeFiles(dir, []outFile{
+		{"summary.json", bytesFile(b)},
+		{"jobs.csv", s.Engine.WriteJobsCSV},
+		{"schedulers.csv", sum.WriteSchedulersCSV},
+		{"utilization.csv", s.Engine.WriteUtilizationCSV},
+	})
+}
+
+// outFile is one result file and how to write it.
+type outFile struct {
+	name  string
+	write func(io.Writer) error
+}
+
+func bytesFile(b []byte) func(io.Writer) error {
+	return func(w io.Writer) error { _, err := w.Write(b); return err }
+}
+
+// writeFiles writes the files into dir, creating it if need be. Each is
+// written under a temporary name and renamed once all are written, so a
+// failure leaves no file behind, empty or partial.
+func writeFiles(dir string, files []outFile) (err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for name, write := range map[string]func(io.Writer) error{
-		"summary.json":    sum.WriteJSON,
-		"jobs.csv":        s.Engine.WriteJobsCSV,
-		"schedulers.csv":  sum.WriteSchedulersCSV,
-		"utilization.csv": s.Engine.WriteUtilizationCSV,
-	} {
-		f, err := os.Create(filepath.Join(dir, name))
+	var tmps []string
+	defer func() {
+		if err != nil {
+			for _, t := range tmps {
+				os.Remove(t)
+			}
+		}
+	}()
+	for _, of := range files {
+		f, err := os.CreateTemp(dir, "."+of.name+".*.tmp")
 		if err != nil {
 			return err
 		}
-		if err := write(f); err != nil {
+		tmps = append(tmps, f.Name())
+		if err := of.write(f); err != nil {
 			f.Close()
-			return fmt.Errorf("write %s: %w", name, err)
+			return fmt.Errorf("write %s: %w", of.name, err)
+		}
+		if err := f.Chmod(0o644); err != nil {
+			f.Close()
+			return err
 		}
 		if err := f.Close(); err != nil {
+			return fmt.Errorf("write %s: %w", of.name, err)
+		}
+	}
+	for i, of := range files {
+		if err := os.Rename(tmps[i], filepath.Join(dir, of.name)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// marshalFinite is v as indented JSON with a final newline, or an error
+// naming the first figure that is NaN or infinite (which JSON cannot hold).
+func marshalFinite(v any) ([]byte, error) {
+	if path := nonFinite(reflect.ValueOf(v), ""); path != "" {
+		return nil, fmt.Errorf("%s: not a finite number", path)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	return append(b, '\n'), err
+}
+
+// nonFinite is the JSON path of the first NaN or infinite float in v, or "".
+func nonFinite(v reflect.Value, path string) string {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Sprintf("%s = %v", strings.TrimPrefix(path, "."), f)
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return nonFinite(v.Elem(), path)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			sf := v.Type().Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = sf.Name
+			}
+			if p := nonFinite(v.Field(i), path+"."+name); p != "" {
+				return p
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if p := nonFinite(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		for _, k := range keys {
+			if p := nonFinite(v.MapIndex(k), fmt.Sprintf("%s.%v", path, k)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 func printSummary(w io.Writer, s sim.Summary) {

@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/omega-cell/omega/schedulers"
+)
+
+// The bounds every command checks its settings against before it creates
+// anything. The flags' help texts quote them.
+const (
+	// maxMachines: the store and the fleet hold every machine (and its
+	// tasks) in memory; a million is 80 times the trace's cell.
+	maxMachines = 1_000_000
+	// minDays is 86.4 simulated seconds (the engine samples utilisation
+	// once a minute; a much shorter run measures nothing). maxDays is the
+	// workload generator's own limit, ten years.
+	minDays = 0.001
+	maxDays = 3650
+	// minLoad and maxLoad bound the arrival rate relative to the fitted
+	// trace's. At 0.01 a batch job arrives every 10 minutes (a week still
+	// sees about a thousand); at 100, 16 a second, far past what any cell
+	// of maxMachines can place, so more only queues jobs.
+	minLoad, maxLoad = 0.01, 100
+	// maxPerKind: scheduler instances of one kind (the paper runs up to 32
+	// batch schedulers).
+	maxPerKind = 100
+	// maxTJob and maxTTask bound the modelled decision times (the paper
+	// sweeps t_job to 100 s and t_task to 1 s).
+	maxTJob  = time.Hour
+	maxTTask = time.Minute
+	// failuresPerMachineDay: a failed machine is repaired after an hour,
+	// so more than 24 failures per machine and day would keep the whole
+	// cell down.
+	failuresPerMachineDay = 24
+	// minFleetTick and maxFleetTick bound the fleet's reporting period:
+	// below a millisecond the ticks, not the schedulers, are the
+	// simulation; above an hour tasks finish an hour late.
+	minFleetTick, maxFleetTick = time.Millisecond, time.Hour
+	// maxSeeds: runs of one configuration (one output directory each).
+	maxSeeds = 1000
+)
+
+// workloadKinds are the kinds of jobs the workload submits (--route's
+// keys).
+var workloadKinds = []string{"batch", "service", "mapreduce"}
+
+// problems collects every invalid setting of a command, each naming its
+// flag (or config field).
+type problems []error
+
+func (p *problems) add(name, value, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s %s: %s", name, value, fmt.Sprintf(format, args...)))
+}
+
+func (p problems) err() error { return errors.Join(p...) }
+
+// float checks that v is finite and within [lo, hi]; what describes the
+// setting for the message.
+func (p *problems) float(name string, v, lo, hi float64, what string) bool {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < lo || v > hi {
+		p.add(name, fmtFloat(v), "want %s: a finite number from %s to %s", what, fmtFloat(lo), fmtFloat(hi))
+		return false
+	}
+	return true
+}
+
+// count checks that a whole number is within [lo, hi].
+func (p *problems) count(name string, v, lo, hi int, what string) bool {
+	if v < lo || v > hi {
+		p.add(name, strconv.Itoa(v), "want %s: a whole number from %d to %d", what, lo, hi)
+		return false
+	}
+	return true
+}
+
+// duration checks that d is within [lo, hi].
+func (p *problems) duration(name, value string, d, lo, hi time.Duration, what string) bool {
+	if d < lo || d > hi {
+		p.add(name, value, "want %s: a duration from %s to %s", what, fmtDuration(lo), fmtDuration(hi))
+		return false
+	}
+	return true
+}
+
+// days checks a number of simulated days.
+func (p *problems) days(name string, v float64) bool {
+	return p.float(name, v, minDays, maxDays, "simulated days")
+}
+
+// dir checks that an output directory is either absent (it is created
+// once there are results) or a directory. It creates nothing.
+func (p *problems) dir(name, path string) {
+	if path == "" {
+		return
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		p.add(name, strconv.Quote(path), "%v", err)
+	case !st.IsDir():
+		p.add(name, strconv.Quote(path), "exists and is not a directory")
+	}
+}
+
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// fmtDuration is d without trailing zero units: 1h, not 1h0m0s.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// entry is one kind=value of a per-kind flag (--schedulers, --t-job, ...).
+type entry struct{ kind, value string }
+
+// parseEntries splits "kind=value[,kind=value]" (spaces around either
+// allowed). Every kind must be named once.
+func parseEntries(name, s, want string) ([]entry, error) {
+	var out []entry
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%s %q: want %s", name, s, want)
+		}
+		if seen[k] {
+			return nil, fmt.Errorf("%s %q: %s is named twice", name, s, k)
+		}
+		seen[k] = true
+		out = append(out, entry{k, v})
+	}
+	return out, nil
+}
+
+// parseSchedulers parses --schedulers: every count a whole number from 1
+// to maxPerKind, every kind registered.
+func parseSchedulers(p *problems, name, s string) map[string]int {
+	es, err := parseEntries(name, s, "kind=count[,kind=count], e.g. batch=1,service=1")
+	if err != nil {
+		*p = append(*p, err)
+		return nil
+	}
+	if len(es) == 0 {
+		p.add(name, strconv.Quote(s), "want at least one scheduler, e.g. batch=1,service=1")
+		return nil
+	}
+	counts := map[string]int{}
+	ok := true
+	for _, e := range es {
+		if _, err := schedulers.New(e.kind); err != nil {
+			p.add(name, e.kind+"="+e.value, "%v", err)
+			ok = false
+			continue
+		}
+		// Atoi takes only an optionally signed decimal integer: no "1.5",
+		// "1x" or "1e2".
+		n, err := strconv.Atoi(e.value)
+		if err != nil || n < 1 || n > maxPerKind {
+			p.add(name, e.kind+"="+e.value, "the number of %s schedulers must be a whole number from 1 to %d (leave a kind out to run none)", e.kind, maxPerKind)
+			ok = false
+			continue
+		}
+		counts[e.kind] = n
+	}
+	if !ok {
+		return nil
+	}
+	return counts
+}
+
+// parseDurations parses a per-kind duration flag (--t-job, --t-task):
+// every duration from 0 to max, every kind a registered one.
+func parseDurations(p *problems, name, s string, max time.Duration, what string) map[string]time.Duration {
+	es, err := parseEntries(name, s, "kind=duration[,kind=duration], e.g. batch=0.1s,service=10s")
+	if err != nil {
+		*p = append(*p, err)
+		return nil
+	}
+	out := map[string]time.Duration{}
+	for _, e := range es {
+		if !slices.Contains(schedulers.Kinds(), e.kind) {
+			p.add(name, e.kind+"="+e.value, "no scheduler kind %q (registered: %v)", e.kind, schedulers.Kinds())
+			continue
+		}
+		d, err := time.ParseDuration(e.value)
+		if err != nil {
+			p.add(name, e.kind+"="+e.value, "want %s: a duration like 0.1s or 5ms, from 0 to %s", what, fmtDuration(max))
+			continue
+		}
+		if p.duration(name, e.kind+"="+e.value, d, 0, max, what) {
+			out[e.kind] = d
+		}
+	}
+	return out
+}
