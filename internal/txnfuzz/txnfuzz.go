@@ -1,0 +1,666 @@
+// Package txnfuzz builds transactions from a fuzzer's bytes, for the fuzz
+// targets of txn (Evaluate) and store (Commit, reopen). Every field of every
+// operation is drawn from the bytes, strings as raw bytes (so invalid UTF-8
+// is as likely as any other string), integers biased towards their edges,
+// uids and expected versions mostly from a small pool of objects that a
+// fixed Setup creates, so that operations hit real objects and conflict as
+// often as they fail.
+//
+// The byte layout is a contract between Decoder and Seed: each choice is
+// one byte, a string is a length byte and that many bytes (or one of a few
+// special lengths), an integer is a selector byte (and eight more bytes for
+// a raw value). Past the end every byte reads as 0, so a short input is a
+// short program, and the seeds of the fuzz targets are written with Seed,
+// choice by choice.
+package txnfuzz
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
+)
+
+// Limits are small limits for fuzzing, so a short input reaches every bound.
+func Limits() txn.Limits {
+	return txn.Limits{MaxOps: 24, MaxStringBytes: 64, MaxObjectBytes: 1024, MaxTxnBytes: 4096}
+}
+
+// The pool: Setup creates machines 0-2, jobs 0-1 and tasks 0-7; the others
+// exist only as names (for creates, and for operations on what is absent).
+const (
+	NumMachines = 4
+	NumJobs     = 3
+	NumTasks    = 12
+)
+
+func poolUID(kind byte, i int) uuid.UUID {
+	var u uuid.UUID
+	u[0], u[1] = kind, byte(i)
+	u[2] = 0x5a
+	u[6] = 0x40
+	u[8] = 0x80
+	u[15] = 1
+	return u
+}
+
+// Machine, Job and Task return the pool's uids.
+func Machine(i int) uuid.UUID { return poolUID('M', i) }
+func Job(i int) uuid.UUID     { return poolUID('J', i) }
+func Task(i int) uuid.UUID    { return poolUID('T', i) }
+
+// SetupNanos is the committer clock of Setup's transactions.
+const SetupNanos = 1_700_000_000_000_000_000
+
+// Setup returns the transactions that create the starting cell: machine 0
+// (4 cores, 4 GiB), machine 1 (2 cores, 2 GiB), machine 2 (4 cores, 4 GiB, 4
+// gpus); jobs 0 and 1; tasks 0-3 of job 0 and 4-7 of job 1 (100 millicores,
+// 100 bytes each; task 5 also a gpu); tasks 0 and 1 on machine 0, 2 on
+// machine 1, 5 on machine 2; task 1 running; task 3 succeeded. Each must
+// commit whole.
+func Setup() []*txn.Txn {
+	var ops []txn.Op
+	caps := []*omegav1.Resources{
+		{CpuMillis: 4000, MemoryBytes: 4000},
+		{CpuMillis: 2000, MemoryBytes: 2000},
+		{CpuMillis: 4000, MemoryBytes: 4000, Extended: map[string]int64{"gpu": 4}},
+	}
+	for i, c := range caps {
+		ops = append(ops, txn.CreateMachine(&omegav1.Machine{
+			Meta:   &omegav1.ObjectMeta{Uid: Machine(i).String(), Name: fmt.Sprintf("m%d", i), Labels: map[string]string{"rack": "r1"}},
+			Spec:   &omegav1.MachineSpec{Capacity: c, FailureDomain: "fd", Attributes: map[string]string{"arch": "amd64"}},
+			Status: &omegav1.MachineStatus{AgentAddress: "127.0.0.1:7946"},
+		}))
+	}
+	for j := range 2 {
+		ops = append(ops, txn.CreateJob(&omegav1.Job{
+			Meta: &omegav1.ObjectMeta{Uid: Job(j).String(), Name: fmt.Sprintf("j%d", j)},
+			Spec: &omegav1.JobSpec{Kind: omegav1.JobKind_JOB_KIND_BATCH, Scheduler: "batch", Replicas: 4, Priority: 10,
+				Template: &omegav1.TaskTemplate{Resources: &omegav1.Resources{CpuMillis: 100, MemoryBytes: 100}}},
+		}))
+	}
+	for i := range 8 {
+		r := &omegav1.Resources{CpuMillis: 100, MemoryBytes: 100}
+		if i == 5 {
+			r.Extended = map[string]int64{"gpu": 1}
+		}
+		ops = append(ops, txn.CreateTask(&omegav1.Task{
+			Meta: &omegav1.ObjectMeta{Uid: Task(i).String(), Name: fmt.Sprintf("t%d", i),
+				OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: Job(i / 4).String(), Controller: true}}},
+			Spec: &omegav1.TaskSpec{Resources: r, Priority: int32(i), Command: &omegav1.Command{Path: "/bin/true"}},
+		}))
+	}
+	claim := func(task, machine int) txn.Op {
+		r := txn.Resources{CPU: 100, Memory: 100}
+		if task == 5 {
+			r.Ext = map[string]int64{"gpu": 1}
+		}
+		return txn.Claim(Task(task), Machine(machine), r, 0)
+	}
+	ops = append(ops, claim(0, 0), claim(1, 0), claim(2, 1), claim(5, 2))
+	first := &txn.Txn{Component: "setup", UnixNanos: SetupNanos, Ops: ops}
+	second := &txn.Txn{ViewRevision: 1, Component: "setup", UnixNanos: SetupNanos + 1, Ops: []txn.Op{
+		txn.SetStatus(Task(1), omegav1.TaskState_TASK_STATE_RUNNING, 0, "started"),
+		txn.SetStatus(Task(3), omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, "done"),
+	}}
+	return []*txn.Txn{first, second}
+}
+
+// Decoder reads a program — transactions and expiries — from bytes.
+type Decoder struct {
+	data []byte
+	pos  int
+	lim  txn.Limits
+}
+
+// NewDecoder reads data; lim sizes the special long strings.
+func NewDecoder(data []byte, lim txn.Limits) *Decoder { return &Decoder{data: data, lim: lim} }
+
+// More reports whether input is left.
+func (d *Decoder) More() bool { return d.pos < len(d.data) }
+
+// Byte reads one byte (0 past the end).
+func (d *Decoder) Byte() byte {
+	if d.pos >= len(d.data) {
+		d.pos++
+		return 0
+	}
+	b := d.data[d.pos]
+	d.pos++
+	return b
+}
+
+func (d *Decoder) choice(n int) int { return int(d.Byte()) % n }
+
+// Special string lengths (the length byte).
+const (
+	StrMax       = 240 // MaxStringBytes bytes
+	StrOver      = 241 // MaxStringBytes+1 bytes
+	StrBadByte   = 242 // "\xff"
+	StrMultibyte = 243 // "é€𝄞"
+	StrCutRune   = 244 // MaxStringBytes-1 bytes of "a", then the first byte of a two-byte rune
+	StrSurrogate = 245 // an encoded UTF-16 surrogate, which UTF-8 forbids
+)
+
+// Str reads a string.
+func (d *Decoder) Str() string {
+	n := int(d.Byte())
+	max := d.lim.MaxStringBytes
+	if max <= 0 {
+		max = 64
+	}
+	switch n {
+	case StrMax:
+		return strings.Repeat("a", max)
+	case StrOver:
+		return strings.Repeat("a", max+1)
+	case StrBadByte:
+		return "\xff"
+	case StrMultibyte:
+		return "é€𝄞"
+	case StrCutRune:
+		return strings.Repeat("a", max-1) + "\xc3"
+	case StrSurrogate:
+		return "\xed\xa0\x80"
+	}
+	if n > StrMax {
+		return ""
+	}
+	end := min(d.pos+n, len(d.data))
+	s := ""
+	if d.pos < end {
+		s = string(d.data[d.pos:end])
+	}
+	d.pos += n
+	return s
+}
+
+// Integer selectors.
+const (
+	IntZero   = 0
+	IntOne    = 1
+	IntMinus  = 2
+	IntMax64  = 3
+	IntMin64  = 4
+	IntMax32  = 5
+	IntBig    = 6 // 1 << 40
+	IntRaw    = 7 // eight bytes follow, big endian
+	IntSmall0 = 8 // IntSmall0+k reads as k*25
+)
+
+// Int reads an integer.
+func (d *Decoder) Int() int64 {
+	switch s := d.Byte(); s {
+	case IntZero:
+		return 0
+	case IntOne:
+		return 1
+	case IntMinus:
+		return -1
+	case IntMax64:
+		return math.MaxInt64
+	case IntMin64:
+		return math.MinInt64
+	case IntMax32:
+		return math.MaxInt32
+	case IntBig:
+		return 1 << 40
+	case IntRaw:
+		var b [8]byte
+		for i := range b {
+			b[i] = d.Byte()
+		}
+		return int64(binary.BigEndian.Uint64(b[:]))
+	default:
+		return int64(s-IntSmall0) * 25
+	}
+}
+
+func (d *Decoder) int32() int32 { return int32(d.Int()) }
+
+// poolIndex selects an object of the pool, or (past it) the nil uid or a
+// uid nobody uses.
+func (d *Decoder) uid(kind byte, n int) uuid.UUID {
+	s := int(d.Byte())
+	switch {
+	case s < 250:
+		return poolUID(kind, s%n)
+	case s == 250:
+		return uuid.Nil
+	}
+	return poolUID(kind, 200+s)
+}
+
+// UID selectors in a uid string (after the pool indices).
+const (
+	UIDNil      = 250 // the nil uuid
+	UIDNotAUUID = 251 // "not-a-uuid"
+	UIDRaw      = 252 // a string follows
+	UIDBraced   = 253 // a pool uid in {braces}: parses, canonicalised on store
+)
+
+func (d *Decoder) uidString(kind byte, n int) string {
+	s := int(d.Byte())
+	switch {
+	case s < 250:
+		return poolUID(kind, s%n).String()
+	case s == UIDNil:
+		return uuid.Nil.String()
+	case s == UIDNotAUUID:
+		return "not-a-uuid"
+	case s == UIDRaw:
+		return d.Str()
+	case s == UIDBraced:
+		return "{" + poolUID(kind, 0).String() + "}"
+	}
+	return ""
+}
+
+func (d *Decoder) strMap() map[string]string {
+	n := d.choice(4)
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]string, n)
+	for range n {
+		k := d.Str()
+		m[k] = d.Str()
+	}
+	return m
+}
+
+func (d *Decoder) resources() *omegav1.Resources {
+	if d.choice(4) == 0 {
+		return nil
+	}
+	r := &omegav1.Resources{CpuMillis: d.Int(), MemoryBytes: d.Int()}
+	if n := d.choice(3); n > 0 {
+		r.Extended = map[string]int64{}
+		for range n {
+			k := d.Str()
+			r.Extended[k] = d.Int()
+		}
+	}
+	return r
+}
+
+func (d *Decoder) meta(kind byte, n int) *omegav1.ObjectMeta {
+	if d.choice(16) == 15 {
+		return nil
+	}
+	m := &omegav1.ObjectMeta{Uid: d.uidString(kind, n), Name: d.Str(), Labels: d.strMap(), Annotations: d.strMap()}
+	switch d.choice(5) {
+	case 1:
+		m.OwnerReferences = []*omegav1.OwnerReference{{Kind: "Job", Uid: d.uidString('J', NumJobs), Controller: true, Name: d.Str()}}
+	case 2:
+		m.OwnerReferences = []*omegav1.OwnerReference{{Kind: d.Str(), Uid: d.Str(), Name: d.Str()}}
+	case 3:
+		m.OwnerReferences = []*omegav1.OwnerReference{
+			{Kind: "Job", Uid: d.uidString('J', NumJobs)},
+			{Kind: "Job", Uid: d.uidString('J', NumJobs), Controller: true},
+		}
+	case 4:
+		m.Version, m.CreateRevision, m.CreationUnixNanos = uint64(d.Int()), uint64(d.Int()), d.Int() // ignored by the store
+	}
+	return m
+}
+
+func (d *Decoder) command() *omegav1.Command {
+	if d.choice(3) == 0 {
+		return nil
+	}
+	c := &omegav1.Command{Path: d.Str()}
+	for range d.choice(3) {
+		c.Args = append(c.Args, d.Str())
+	}
+	c.Env = d.strMap()
+	return c
+}
+
+func (d *Decoder) constraints() []*omegav1.Constraint {
+	var cs []*omegav1.Constraint
+	for range d.choice(3) {
+		cs = append(cs, &omegav1.Constraint{Attribute: d.Str(), Operator: omegav1.Constraint_Operator(d.int32()), Value: d.Str()})
+	}
+	return cs
+}
+
+// TaskObj reads a task.
+func (d *Decoder) TaskObj() *omegav1.Task {
+	t := &omegav1.Task{Meta: d.meta('T', NumTasks)}
+	if d.choice(8) != 7 {
+		t.Spec = &omegav1.TaskSpec{Resources: d.resources(), Command: d.command(), Constraints: d.constraints(),
+			Priority: d.int32(), DurationMillis: d.Int()}
+	}
+	if d.choice(3) == 2 {
+		t.Status = &omegav1.TaskStatus{State: omegav1.TaskState(d.int32()), MachineUid: d.Str(), Scheduler: d.Str(), Message: d.Str(),
+			Claimed: d.resources()}
+	}
+	return t
+}
+
+// JobObj reads a job.
+func (d *Decoder) JobObj() *omegav1.Job {
+	j := &omegav1.Job{Meta: d.meta('J', NumJobs)}
+	if d.choice(8) != 7 {
+		j.Spec = &omegav1.JobSpec{Kind: omegav1.JobKind(d.int32()), Scheduler: d.Str(), Priority: d.int32(), Replicas: d.int32(),
+			Gang: d.choice(2) == 1, SubmitUnixNanos: d.Int()}
+		if d.choice(2) == 1 {
+			j.Spec.Template = &omegav1.TaskTemplate{Resources: d.resources(), Command: d.command(), Constraints: d.constraints(),
+				DurationMillis: d.Int(), Labels: d.strMap()}
+		}
+		if d.choice(3) == 2 {
+			j.Spec.Mapreduce = &omegav1.MapReduceParams{MapTasks: d.int32(), ReduceTasks: d.int32(), MaxWorkers: d.int32()}
+		}
+	}
+	if d.choice(2) == 1 {
+		j.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase(d.choice(9)), Pending: d.int32(), Running: d.int32(),
+			FinishUnixNanos: d.Int(), Message: d.Str()}
+	}
+	return j
+}
+
+// MachineObj reads a machine.
+func (d *Decoder) MachineObj() *omegav1.Machine {
+	m := &omegav1.Machine{Meta: d.meta('M', NumMachines)}
+	if d.choice(8) != 7 {
+		m.Spec = &omegav1.MachineSpec{Capacity: d.resources(), FailureDomain: d.Str(), Attributes: d.strMap()}
+	}
+	if d.choice(2) == 1 {
+		st := omegav1.MachineState(d.choice(5))
+		if st == 4 {
+			st = 42
+		}
+		m.Status = &omegav1.MachineStatus{State: st, AgentAddress: d.Str(), Allocated: d.resources(), Tasks: d.int32()}
+	}
+	return m
+}
+
+// version reads an expected version of the object the view holds at version
+// cur (0 if absent).
+func (d *Decoder) version(cur uint64) uint64 {
+	switch d.choice(4) {
+	case 0:
+		return cur
+	case 1:
+		return 0
+	case 2:
+		return cur + 1
+	}
+	return uint64(d.Int())
+}
+
+func (d *Decoder) claimResources(view *txn.State, task uuid.UUID) txn.Resources {
+	switch d.choice(3) {
+	case 0:
+		if t, ok := view.Task(task); ok {
+			return t.Request
+		}
+		return txn.Resources{CPU: 100, Memory: 100}
+	case 1:
+		return txn.ResourcesFromProto(d.resources())
+	}
+	r := txn.Resources{CPU: d.Int(), Memory: d.Int()}
+	if d.choice(2) == 1 {
+		k := d.Str()
+		r.Ext = map[string]int64{k: d.Int()} // a zero amount too
+	}
+	return r
+}
+
+func taskVersion(view *txn.State, u uuid.UUID) uint64 {
+	if t, ok := view.Task(u); ok {
+		return t.Version
+	}
+	return 0
+}
+
+// Op kinds of the layout.
+const (
+	OpCreate = iota
+	OpClaim
+	OpEvict
+	OpSetStatus
+	OpPut
+	OpDelete
+	OpCreateClaim // a task created and claimed in one transaction
+	OpUnknown     // an operation of no known kind
+	numOps
+)
+
+// Object selectors of a Create.
+const (
+	ObjTask = iota
+	ObjJob
+	ObjMachine
+	ObjNone
+	ObjTwo
+	numObjs
+)
+
+func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
+	switch d.choice(numOps) {
+	case OpCreate:
+		switch d.choice(numObjs) {
+		case ObjTask:
+			return append(ops, txn.CreateTask(d.TaskObj()))
+		case ObjJob:
+			return append(ops, txn.CreateJob(d.JobObj()))
+		case ObjMachine:
+			return append(ops, txn.CreateMachine(d.MachineObj()))
+		case ObjNone:
+			return append(ops, txn.Op{Kind: txn.OpCreate})
+		default:
+			return append(ops, txn.Op{Kind: txn.OpCreate, NewTask: d.TaskObj(), NewJob: d.JobObj()})
+		}
+	case OpClaim:
+		task, machine := d.uid('T', NumTasks), d.uid('M', NumMachines)
+		r := d.claimResources(view, task)
+		return append(ops, txn.Claim(task, machine, r, d.version(taskVersion(view, task))))
+	case OpEvict:
+		task := d.uid('T', NumTasks)
+		v := d.version(taskVersion(view, task))
+		if d.choice(2) == 1 {
+			return append(ops, txn.ForceEvict(task, v, d.Str()))
+		}
+		return append(ops, txn.Evict(task, v, d.int32(), d.Str()))
+	case OpSetStatus:
+		task := d.uid('T', NumTasks)
+		st := omegav1.TaskState(d.choice(9))
+		if st == 8 {
+			st = 42
+		}
+		return append(ops, txn.SetStatus(task, st, d.version(taskVersion(view, task)), d.Str()))
+	case OpPut:
+		switch d.choice(3) {
+		case 0:
+			j := d.JobObj()
+			var cur uint64
+			if u, err := uuid.Parse(j.GetMeta().GetUid()); err == nil {
+				if old, ok := view.Job(u); ok {
+					cur = old.Version
+				}
+			}
+			return append(ops, txn.PutJob(j, d.version(cur)))
+		case 1:
+			m := d.MachineObj()
+			var cur uint64
+			if u, err := uuid.Parse(m.GetMeta().GetUid()); err == nil {
+				if old, ok := view.Machine(u); ok {
+					cur = old.Version
+				}
+			}
+			return append(ops, txn.PutMachine(m, d.version(cur)))
+		}
+		return append(ops, txn.Op{Kind: txn.OpPut, NewTask: d.TaskObj()})
+	case OpDelete:
+		var kind omegav1.ObjectKind
+		var u uuid.UUID
+		var cur uint64
+		switch d.choice(5) {
+		case 0:
+			kind, u = omegav1.ObjectKind_OBJECT_KIND_TASK, d.uid('T', NumTasks)
+			cur = taskVersion(view, u)
+		case 1:
+			kind, u = omegav1.ObjectKind_OBJECT_KIND_JOB, d.uid('J', NumJobs)
+			if j, ok := view.Job(u); ok {
+				cur = j.Version
+			}
+		case 2:
+			kind, u = omegav1.ObjectKind_OBJECT_KIND_MACHINE, d.uid('M', NumMachines)
+			if m, ok := view.Machine(u); ok {
+				cur = m.Version
+			}
+		case 3:
+			kind, u = omegav1.ObjectKind_OBJECT_KIND_UNSPECIFIED, d.uid('T', NumTasks)
+		default:
+			kind, u = 77, d.uid('T', NumTasks)
+		}
+		return append(ops, txn.Delete(kind, u, d.version(cur)))
+	case OpCreateClaim:
+		t := d.TaskObj()
+		u, err := uuid.Parse(t.GetMeta().GetUid())
+		if err != nil {
+			u = uuid.Nil
+		}
+		ops = append(ops, txn.CreateTask(t))
+		return append(ops, txn.Claim(u, d.uid('M', NumMachines), txn.ResourcesFromProto(t.GetSpec().GetResources()), 0))
+	}
+	return append(ops, txn.Op{Kind: txn.OpKind(d.Byte() | 0x80)})
+}
+
+// View selectors of a transaction.
+const (
+	ViewHead = iota
+	ViewHead2
+	ViewZero
+	ViewBehind
+	ViewAhead
+	numViews
+)
+
+// Txn reads a transaction built against view.
+func (d *Decoder) Txn(view *txn.State) *txn.Txn {
+	tx := &txn.Txn{}
+	switch d.choice(numViews) {
+	case ViewHead, ViewHead2:
+		tx.ViewRevision = view.Revision()
+	case ViewBehind:
+		if r := view.Revision(); r > 0 {
+			tx.ViewRevision = r - 1
+		}
+	case ViewAhead:
+		tx.ViewRevision = view.Revision() + 1
+	}
+	modes := []int32{0, 1, 5}
+	tx.Conflict = omegav1.ConflictMode(modes[d.choice(3)])
+	tx.Commit = omegav1.CommitMode(modes[d.choice(3)])
+	tx.Component = d.Str()
+	tx.UnixNanos = d.Int()
+	maxOps := d.lim.MaxOps
+	if maxOps <= 0 {
+		maxOps = 16
+	}
+	n := d.choice(maxOps + 2)
+	for len(tx.Ops) < n {
+		tx.Ops = d.op(view, tx.Ops)
+	}
+	return tx
+}
+
+// Action kinds of a program.
+const (
+	ActTxn = iota
+	ActTxn2
+	ActTxn3
+	ActExpire // an Expire at the time Int() after SetupNanos (store targets)
+	numActs
+)
+
+// Action reads what to do next: ActTxn (or ActTxn2, ActTxn3) or ActExpire.
+func (d *Decoder) Action() int { return d.choice(numActs) }
+
+// Seed writes inputs in the Decoder's layout.
+type Seed struct{ b []byte }
+
+// Bytes returns the input.
+func (s *Seed) Bytes() []byte { return s.b }
+
+// B appends choice bytes.
+func (s *Seed) B(bs ...byte) *Seed { s.b = append(s.b, bs...); return s }
+
+// Str appends a string (at most 239 bytes) or, with special, one of the
+// special lengths.
+func (s *Seed) Str(v string) *Seed {
+	if len(v) >= StrMax {
+		panic("txnfuzz: seed string too long")
+	}
+	s.b = append(s.b, byte(len(v)))
+	s.b = append(s.b, v...)
+	return s
+}
+
+// Raw appends a raw integer.
+func (s *Seed) Raw(v int64) *Seed {
+	s.b = append(s.b, IntRaw)
+	s.b = binary.BigEndian.AppendUint64(s.b, uint64(v))
+	return s
+}
+
+// Seeds returns the inputs both fuzz targets start from: each bad input
+// that was once found to stop the store or make it unopenable, the edges of
+// every limit, and a few ordinary programs.
+func Seeds() [][]byte {
+	txnHead := func(component string) *Seed {
+		return new(Seed).B(ActTxn, ViewHead, 0, 0).Str(component).B(IntZero)
+	}
+	seeds := []*Seed{
+		// A task whose name is not UTF-8 (it used to pass validation and
+		// stop the store when the revision failed to encode).
+		txnHead("").B(1, OpCreate, ObjTask, 0, 8).Str("\xff"),
+		// ... or a label value.
+		txnHead("").B(1, OpCreate, ObjTask, 0, 8).Str("ok").B(1).Str("k").Str("\xff"),
+		// A machine whose failure domain is not UTF-8.
+		txnHead("").B(1, OpCreate, ObjMachine, 0, 3).Str("m3").B(0, 0, 0, 0, 1, IntSmall0+40, IntSmall0+40, 0).Str("\xff"),
+		// A status message, an evict reason, a component that is not
+		// UTF-8 (they used to be acknowledged, then refused on reopen).
+		txnHead("").B(1, OpSetStatus, 1, 4, 0).Str("\xff"),
+		txnHead("").B(1, OpEvict, 0, 0, 1).Str("\xc3"),
+		txnHead("\xff").B(1, OpSetStatus, 1, 4, 0).Str("ok"),
+		txnHead("").B(1, OpSetStatus, 2, 5, 0).B(StrSurrogate),
+		// A claim whose extended resource name is not UTF-8.
+		txnHead("").B(1, OpClaim, 4, 0, 2, IntSmall0+4, IntSmall0+4, 1).Str("\xff").B(IntZero, 0),
+		// A committer a year ahead finishes a task, then one on time: with
+		// expiries between, the second must not wait for the first.
+		new(Seed).B(ActTxn, ViewHead, 0, 0).Str("").Raw(SetupNanos+365*24*3600e9).B(1, OpSetStatus, 0, 4, 0).Str("").
+			B(ActExpire, IntSmall0+1).
+			B(ActTxn, ViewHead, 0, 0).Str("").B(IntZero, 1, OpSetStatus, 2, 4, 0).Str("").
+			B(ActExpire).Raw(1e12).B(ActExpire).Raw(2e12),
+		// Delete a machine that holds tasks, from a stale view and a
+		// current one.
+		new(Seed).B(ActTxn, ViewZero, 0, 0).Str("").B(IntZero, 1, OpDelete, 2, 0, 0),
+		txnHead("").B(1, OpDelete, 2, 0, 0),
+		// Strings at and over the limit; more operations than allowed.
+		new(Seed).B(ActTxn, ViewHead, 0, 0, StrMax, IntZero, 1, OpSetStatus, 1, 4, 0, StrMax),
+		new(Seed).B(ActTxn, ViewHead, 0, 0, StrOver, IntZero, 1, OpSetStatus, 1, 4, 0, StrCutRune),
+		txnHead("").B(25),
+		// Machines of math.MaxInt64 cpu (the cell's totals must not wrap).
+		txnHead("").B(2, OpCreate, ObjMachine, 0, 3).Str("big").B(0, 0, 0, 0, 1, IntMax64, IntMax64, 0).Str("fd").
+			B(0, 0, OpDelete, 2, 3, 0),
+		// Ordinary work: create and claim, run, finish, evict, put, delete.
+		txnHead("batch").B(3, OpCreateClaim, 0, 9).Str("t9").B(0, 0, 0, 0, 1, IntSmall0+4, IntSmall0+4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+			OpClaim, 4, 1, 0, 0, OpSetStatus, 1, 3, 0).Str("running"),
+		txnHead("service").B(2, OpEvict, 0, 0, 0, IntSmall0+4).Str("preempted").B(OpPut, 0, 0, 0).Str("j0").
+			B(ActTxn, ViewBehind, 1, 1).Str("").B(IntOne, 2, OpClaim, 6, 1, 0, 0, OpDelete, 0, 3, 0),
+	}
+	out := make([][]byte, len(seeds))
+	for i, s := range seeds {
+		out[i] = s.Bytes()
+	}
+	return out
+}

@@ -1,0 +1,328 @@
+package txn_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
+)
+
+// A string leaf of a message: the fields leading to it, and for a map
+// whether the key or the value is the string.
+type stringLeaf struct {
+	path []protoreflect.FieldDescriptor
+	part string // "", "key" or "value"
+}
+
+func (l stringLeaf) String() string {
+	var names []string
+	for _, fd := range l.path {
+		names = append(names, string(fd.Name()))
+	}
+	s := strings.Join(names, ".")
+	if l.part != "" {
+		s += " " + l.part
+	}
+	return s
+}
+
+// stringLeaves lists every string a message of md can hold, by its
+// descriptor: singular, repeated, map keys and values, in nested messages.
+func stringLeaves(t *testing.T, md protoreflect.MessageDescriptor, prefix []protoreflect.FieldDescriptor) []stringLeaf {
+	var out []stringLeaf
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		path := append(append([]protoreflect.FieldDescriptor(nil), prefix...), fd)
+		switch {
+		case fd.IsMap():
+			if fd.MapKey().Kind() == protoreflect.StringKind {
+				out = append(out, stringLeaf{path, "key"})
+			}
+			switch fd.MapValue().Kind() {
+			case protoreflect.StringKind:
+				out = append(out, stringLeaf{path, "value"})
+			case protoreflect.MessageKind:
+				t.Fatalf("%s: a map of messages; teach stringLeaves and setLeaf", fd.FullName())
+			}
+		case fd.Kind() == protoreflect.StringKind:
+			out = append(out, stringLeaf{path, ""})
+		case fd.Kind() == protoreflect.MessageKind:
+			if len(prefix) > 6 {
+				t.Fatalf("%s: nested too deep (a recursive message?)", fd.FullName())
+			}
+			out = append(out, stringLeaves(t, fd.Message(), path)...)
+		}
+	}
+	return out
+}
+
+// setLeaf puts s at the leaf of m, creating the messages on the way (one
+// new element of a repeated message).
+func setLeaf(m protoreflect.Message, l stringLeaf, s string) {
+	for _, fd := range l.path[:len(l.path)-1] {
+		if fd.IsList() {
+			m = m.Mutable(fd).List().AppendMutable().Message()
+		} else {
+			m = m.Mutable(fd).Message()
+		}
+	}
+	fd := l.path[len(l.path)-1]
+	switch {
+	case fd.IsMap():
+		mp := m.Mutable(fd).Map()
+		if l.part == "key" {
+			mp.Set(protoreflect.ValueOfString(s).MapKey(), mp.NewValue())
+		} else {
+			mp.Set(protoreflect.ValueOfString("k").MapKey(), protoreflect.ValueOfString(s))
+		}
+	case fd.IsList():
+		m.Mutable(fd).List().Append(protoreflect.ValueOfString(s))
+	default:
+		m.Set(fd, protoreflect.ValueOfString(s))
+	}
+}
+
+// TestValidationCoversEveryString: for every string field the schema gives
+// a task, a job or a machine — found by walking the descriptors, so a field
+// added to cell.proto is covered the day it is added — a Create (and a Put,
+// for jobs and machines) carrying invalid UTF-8 there is ErrInvalid naming
+// the field, as proto.Marshal, the store's encoder, refuses it; one over
+// MaxStringBytes is ErrTooLarge; one at the limit commits.
+func TestValidationCoversEveryString(t *testing.T) {
+	lim := txn.DefaultLimits()
+	lim.MaxStringBytes = 40
+	fresh := uid(500)
+	kinds := []struct {
+		name string
+		base proto.Message
+		ops  func(p proto.Message) []txn.Op
+	}{
+		{"task", taskP(fresh, res(10, 10), 1), func(p proto.Message) []txn.Op {
+			return []txn.Op{txn.CreateTask(p.(*omegav1.Task))}
+		}},
+		{"job", jobP(fresh), func(p proto.Message) []txn.Op { return []txn.Op{txn.CreateJob(p.(*omegav1.Job))} }},
+		{"job put", jobP(j1), func(p proto.Message) []txn.Op { return []txn.Op{txn.PutJob(p.(*omegav1.Job), 0)} }},
+		{"machine", machineP(fresh, res(100, 100)), func(p proto.Message) []txn.Op {
+			return []txn.Op{txn.CreateMachine(p.(*omegav1.Machine))}
+		}},
+		{"machine put", machineP(m1, res(4000, 4000, "gpu", 2)), func(p proto.Message) []txn.Op {
+			return []txn.Op{txn.PutMachine(p.(*omegav1.Machine), 0)}
+		}},
+	}
+	covered := 0
+	for _, k := range kinds {
+		leaves := stringLeaves(t, k.base.ProtoReflect().Descriptor(), nil)
+		if len(leaves) < 8 {
+			t.Fatalf("%s: only %d string leaves found", k.name, len(leaves))
+		}
+		for _, l := range leaves {
+			isUID := l.path[len(l.path)-1].Name() == "uid"
+			t.Run(k.name+"/"+l.String(), func(t *testing.T) {
+				try := func(s string) error {
+					c := std(t)
+					c.lim = lim
+					c.commit(c.tx(txn.CreateJob(jobP(j1))))
+					p := proto.Clone(k.base)
+					setLeaf(p.ProtoReflect(), l, s)
+					if isUID && l.path[0].Name() == "meta" && len(l.path) == 2 {
+						return c.mustErr(c.tx(k.ops(p)...), txn.ErrInvalid, 0) // not a uuid
+					}
+					_, _, err := c.eval(c.tx(k.ops(p)...))
+					return err
+				}
+				bad := "ok\xff"
+				if p := proto.Clone(k.base); true {
+					setLeaf(p.ProtoReflect(), l, bad)
+					if _, err := proto.Marshal(p); err == nil {
+						t.Fatalf("proto.Marshal takes invalid UTF-8 at %s: the test's premise is wrong", l)
+					}
+				}
+				err := try(bad)
+				if !errors.Is(err, txn.ErrInvalid) {
+					t.Fatalf("invalid UTF-8 at %s: %v, want ErrInvalid", l, err)
+				}
+				field := string(l.path[len(l.path)-1].Name())
+				if !isUID && !strings.Contains(err.Error(), field) {
+					t.Errorf("error %q does not name the field %s", err, field)
+				}
+				if isUID {
+					return // a uid is parsed: its length is bounded by that
+				}
+				if err := try(strings.Repeat("é", 20) + "x"); !errors.Is(err, txn.ErrTooLarge) {
+					t.Errorf("41 bytes at %s: %v, want ErrTooLarge", l, err)
+				}
+				if err := try(strings.Repeat("é", 20)); err != nil && !errors.Is(err, txn.ErrNotFound) {
+					t.Errorf("40 bytes at %s: %v", l, err)
+				}
+			})
+			covered++
+		}
+	}
+	t.Logf("%d string fields checked", covered)
+}
+
+// TestOpStringsValidated: the strings an operation carries besides objects
+// — an evict reason, a status message, the component, a claim's extended
+// resource names — are held to the same rules.
+func TestOpStringsValidated(t *testing.T) {
+	lim := txn.DefaultLimits()
+	lim.MaxStringBytes = 16
+	long := strings.Repeat("x", 17)
+	for _, tc := range []struct {
+		name  string
+		build func(c *cell) *txn.Txn
+		want  error
+		index int
+	}{
+		{"status message", func(c *cell) *txn.Txn {
+			return c.tx(txn.SetStatus(t1, killed, 0, "bad \xc3("))
+		}, txn.ErrInvalid, 0},
+		{"long status message", func(c *cell) *txn.Txn { return c.tx(txn.SetStatus(t1, killed, 0, long)) }, txn.ErrTooLarge, 0},
+		{"evict reason", func(c *cell) *txn.Txn {
+			c.place(m1, res(1, 1), t2)
+			return c.tx(txn.SetStatus(t1, killed, 0, ""), txn.ForceEvict(t2, c.ver(t2), "\xed\xa0\x80"))
+		}, txn.ErrInvalid, 1},
+		{"claim resource name", func(c *cell) *txn.Txn {
+			return c.tx(txn.Claim(t1, m1, res(1, 1, "gp\xffu", 1), c.ver(t1)))
+		}, txn.ErrInvalid, 0},
+		{"long claim resource name", func(c *cell) *txn.Txn {
+			return c.tx(txn.Claim(t1, m1, res(1, 1, long, 0), c.ver(t1)))
+		}, txn.ErrTooLarge, 0},
+		{"component", func(c *cell) *txn.Txn {
+			tx := c.tx(txn.SetStatus(t1, killed, 0, ""))
+			tx.Component = "sched\xff"
+			return tx
+		}, txn.ErrInvalid, -1},
+		{"long component", func(c *cell) *txn.Txn {
+			tx := c.tx(txn.SetStatus(t1, killed, 0, ""))
+			tx.Component = long
+			return tx
+		}, txn.ErrTooLarge, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := std(t)
+			c.lim = lim
+			tx := tc.build(c)
+			err := c.mustErr(tx, tc.want, tc.index)
+			var oe *txn.OpError
+			if tc.index < 0 && errors.As(err, &oe) {
+				t.Errorf("a transaction-level error names op %d: %v", oe.Index, err)
+			}
+		})
+	}
+	// A claim whose extended amount is zero is stored without it (what a
+	// reopened store reads back).
+	c := std(t)
+	c.commit(c.tx(txn.Claim(t1, m1, res(1, 1, "gpu", 0), c.ver(t1))))
+	if got := c.task(t1).Claimed; got.Ext != nil {
+		t.Errorf("claimed %v keeps a zero amount", got)
+	}
+}
+
+// TestSizeLimits: MaxObjectBytes bounds each object by its wire size and
+// MaxTxnBytes the whole transaction (Txn.WireSize), each at its exact edge,
+// and MaxOps the count; over any of them is ErrTooLarge and changes nothing.
+func TestSizeLimits(t *testing.T) {
+	t.Run("object", func(t *testing.T) {
+		c := std(t)
+		p := taskP(uid(600), res(1, 1), 0)
+		p.Meta.Annotations = map[string]string{"a": strings.Repeat("x", 300)}
+		c.lim.MaxObjectBytes = proto.Size(p)
+		c.commit(c.tx(txn.CreateTask(p)))
+		q := taskP(uid(601), res(1, 1), 0)
+		q.Meta.Annotations = map[string]string{"a": strings.Repeat("x", 301)}
+		err := c.mustErr(c.tx(txn.CreateTask(taskP(uid(602), res(1, 1), 0)), txn.CreateTask(q)), txn.ErrTooLarge, 1)
+		if !strings.Contains(err.Error(), "bytes") {
+			t.Errorf("error %q does not give the size", err)
+		}
+	})
+	t.Run("transaction", func(t *testing.T) {
+		c := std(t)
+		var ops []txn.Op
+		for _, id := range []uuid.UUID{t1, t2, t3} {
+			ops = append(ops, txn.Claim(id, m1, res(10, 10), c.ver(id)))
+		}
+		tx := c.tx(ops...)
+		c.lim.MaxTxnBytes = tx.WireSize()
+		if got := proto.Size(tx.Proto()); got != c.lim.MaxTxnBytes {
+			t.Fatalf("WireSize %d, wire form %d bytes", c.lim.MaxTxnBytes, got)
+		}
+		c.lim.MaxTxnBytes--
+		c.mustErr(tx, txn.ErrTooLarge, -1)
+		c.lim.MaxTxnBytes++
+		c.commit(tx)
+	})
+	t.Run("operations", func(t *testing.T) {
+		c := std(t)
+		c.lim.MaxOps = 2
+		c.mustErr(c.tx(txn.SetStatus(t1, killed, 0, ""), txn.SetStatus(t2, killed, 0, ""), txn.SetStatus(t3, killed, 0, "")), txn.ErrTooLarge, -1)
+	})
+	t.Run("limits", func(t *testing.T) {
+		if err := txn.DefaultLimits().Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if d := (txn.Limits{MaxOps: 7}).WithDefaults(); d.MaxOps != 7 || d.MaxTxnBytes != txn.DefaultLimits().MaxTxnBytes || d.MaxStringBytes == 0 || d.MaxObjectBytes == 0 {
+			t.Fatalf("WithDefaults: %+v", d)
+		}
+		for _, l := range []txn.Limits{{MaxOps: -1}, {MaxStringBytes: -1}, {MaxObjectBytes: -1}, {MaxTxnBytes: -1}, {MaxTxnBytes: txn.MaxWireBytes + 1}} {
+			if err := l.Validate(); err == nil {
+				t.Errorf("%+v validates", l)
+			}
+		}
+	})
+}
+
+// TestNilTransaction: Evaluate of no transaction is ErrInvalid, not a panic.
+func TestNilTransaction(t *testing.T) {
+	if _, _, err := txn.Evaluate(txn.NewState(), nil, 1, txn.DefaultLimits()); !errors.Is(err, txn.ErrInvalid) {
+		t.Fatalf("Evaluate(nil): %v", err)
+	}
+}
+
+// TestDeleteMachineStaleView: deleting a machine that was empty in the
+// caller's view but holds tasks now is a conflict (the view is stale, the
+// retry sees the tasks); with tasks the view saw, or placed by the same
+// transaction, it is ErrInUse.
+func TestDeleteMachineStaleView(t *testing.T) {
+	c := std(t)
+	view := c.s.Revision() // m2 empty
+	c.place(m2, res(1, 1), t1)
+	tx := c.tx(txn.Delete(kindMachine, m2, 0))
+	tx.ViewRevision = view
+	r := c.commit(tx)
+	wantCodes(t, r, cMachChanged)
+	c.mustErr(c.tx(txn.Delete(kindMachine, m2, 0)), txn.ErrInUse, 0) // the current view sees the task
+	c.mustErr(c.tx(txn.Claim(t2, m1, res(1, 1), c.ver(t2)), txn.Delete(kindMachine, m1, 0)), txn.ErrInUse, 1)
+}
+
+// TestTotalsDoNotOverflow: the cell's total capacity is exact however large
+// the machines (two of math.MaxInt64 cpu used to sum to a negative
+// capacity); it reads saturated, and comes back exactly as machines leave.
+func TestTotalsDoNotOverflow(t *testing.T) {
+	c := newCell(t)
+	big1, big2, small := uid(700), uid(701), uid(702)
+	c.commit(c.tx(
+		txn.CreateMachine(machineP(big1, res(math.MaxInt64, math.MaxInt64, "gpu", math.MaxInt64))),
+		txn.CreateMachine(machineP(big2, res(math.MaxInt64, 5, "gpu", math.MaxInt64))),
+		txn.CreateMachine(machineP(small, res(3, 3))),
+	))
+	wantRes(t, "capacity", c.s.Capacity(), res(math.MaxInt64, math.MaxInt64, "gpu", math.MaxInt64))
+	if err := txn.CheckInvariants(c.s); err != nil {
+		t.Fatal(err)
+	}
+	c.commit(c.tx(txn.Delete(kindMachine, big1, 0)))
+	wantRes(t, "capacity after one left", c.s.Capacity(), res(math.MaxInt64, 8, "gpu", math.MaxInt64))
+	c.commit(c.tx(txn.Delete(kindMachine, big2, 0)))
+	wantRes(t, "capacity after both left", c.s.Capacity(), res(3, 3))
+	if err := txn.CheckInvariants(c.s); err != nil {
+		t.Fatal(err)
+	}
+}
