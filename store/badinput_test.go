@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -30,9 +31,9 @@ func (p rejectPolicy) Admit(_ *txn.State, tx *txn.Txn) error {
 // compare).
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
-	const maxOps = 8
+	const maxOps, maxString = 8, 100
 	mod := func(o *Options) {
-		o.Limits.MaxOps = maxOps
+		o.Limits = txn.Limits{MaxOps: maxOps, MaxStringBytes: maxString, MaxObjectBytes: 600, MaxTxnBytes: 1000}
 		o.Policy = rejectPolicy{component: "intruder"}
 	}
 	s := openTest(t, dir, mod)
@@ -132,6 +133,43 @@ func TestBadInput(t *testing.T) {
 			txn.CreateTask(taskProto(fresh, uuid.Nil, 1, 1)),
 			txn.Claim(placed, m0, res(1, 1), at.Version),
 		}}, txn.ErrNotPending, 1},
+		// Strings the encoder would refuse: they used to pass validation and
+		// stop the store (objects) or be acknowledged and make it
+		// unopenable (messages, reasons, the component).
+		{"task name not UTF-8", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) { p.Meta.Name = "t\xff" }))}}, txn.ErrInvalid, 0},
+		{"task label not UTF-8", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) { p.Meta.Labels = map[string]string{"app": "\xc3"} }))}}, txn.ErrInvalid, 0},
+		{"task command argument not UTF-8", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) { p.Spec.Command.Args = []string{"ok", "\xed\xa0\x80"} }))}}, txn.ErrInvalid, 0},
+		{"machine failure domain not UTF-8", txn.Txn{Ops: []txn.Op{txn.CreateMachine(badMachine(func(p *omegav1.Machine) { p.Spec.FailureDomain = "fd\xff" }))}}, txn.ErrInvalid, 0},
+		{"machine put with an attribute not UTF-8", txn.Txn{Ops: []txn.Op{txn.PutMachine(func() *omegav1.Machine {
+			p := machineProto(m0, 1000, 1000)
+			p.Spec.Attributes = map[string]string{"\xff": "x"}
+			return p
+		}(), 0)}}, txn.ErrInvalid, 0},
+		{"job status message not UTF-8", txn.Txn{Ops: []txn.Op{txn.PutJob(func() *omegav1.Job {
+			j := jobProto(job, "j", 2)
+			j.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_RUNNING, Message: "\xff"}
+			return j
+		}(), 0)}}, txn.ErrInvalid, 0},
+		{"status message not UTF-8", txn.Txn{Ops: []txn.Op{txn.SetStatus(placed, omegav1.TaskState_TASK_STATE_FAILED, at.Version, "exit \xff")}}, txn.ErrInvalid, 0},
+		{"evict reason not UTF-8", txn.Txn{Ops: []txn.Op{txn.ForceEvict(placed, at.Version, "\xc3")}}, txn.ErrInvalid, 0},
+		{"claim with a resource name not UTF-8", txn.Txn{Ops: []txn.Op{
+			txn.Claim(pending, m0, txn.Resources{CPU: 1, Ext: map[string]int64{"g\xffpu": 0}}, pt.Version),
+		}}, txn.ErrInvalid, 0},
+		{"component not UTF-8", txn.Txn{Component: "sched\xff", Ops: []txn.Op{txn.SetStatus(placed, omegav1.TaskState_TASK_STATE_RUNNING, at.Version, "")}}, txn.ErrInvalid, -1},
+		{"string over the limit", txn.Txn{Ops: []txn.Op{txn.SetStatus(placed, omegav1.TaskState_TASK_STATE_FAILED, at.Version, strings.Repeat("x", maxString+1))}}, txn.ErrTooLarge, 0},
+		{"object over the limit", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) {
+			p.Meta.Annotations = map[string]string{}
+			for _, k := range "abcdefg" {
+				p.Meta.Annotations[string(k)] = strings.Repeat("x", maxString)
+			}
+		}))}}, txn.ErrTooLarge, 0},
+		{"transaction over the limit", txn.Txn{Ops: func() []txn.Op {
+			var ops []txn.Op
+			for range maxOps {
+				ops = append(ops, txn.SetStatus(placed, omegav1.TaskState_TASK_STATE_FAILED, at.Version, strings.Repeat("x", maxString)))
+			}
+			return ops
+		}()}, txn.ErrTooLarge, -1},
 		{"too many operations", txn.Txn{Ops: tooMany}, txn.ErrTooLarge, -1},
 		{"view revision in the future", txn.Txn{ViewRevision: rev + 1, Ops: []txn.Op{txn.CreateTask(taskProto(fresh, uuid.Nil, 1, 1))}}, txn.ErrFutureRevision, -1},
 		{"unknown conflict mode", txn.Txn{Conflict: 5, Ops: []txn.Op{txn.CreateTask(taskProto(fresh, uuid.Nil, 1, 1))}}, txn.ErrInvalid, -1},
@@ -167,6 +205,11 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("watchers got %d write sets (%v) from bad input", len(sets), err)
 			}
 		})
+	}
+
+	// No transaction at all.
+	if _, err := s.Commit(ctx, nil); !errors.Is(err, txn.ErrInvalid) {
+		t.Fatalf("Commit(nil): %v, want ErrInvalid", err)
 	}
 
 	// A cancelled context: nothing happens either.
