@@ -24,9 +24,11 @@
 //
 // A conflict is a per-operation Outcome (the state moved under the view; the
 // client re-syncs and retries). Bad input — an unknown object, a malformed
-// object, negative resources, an oversized transaction, a claim for a task
-// the claimer already saw placed — is an error, and the whole transaction is
-// rejected with nothing changed.
+// object (a string that is not UTF-8, negative resources), a string, object
+// or transaction over Limits, a claim for a task the claimer already saw
+// placed — is an error, and the whole transaction is rejected with nothing
+// changed. Everything the store encodes is validated here, by the
+// encoder's rules (validate.go), so a transaction that evaluates encodes.
 package txn
 
 import (
@@ -59,7 +61,9 @@ var (
 	// the caller saw does not allow (leaving a terminal state, RUNNING for an
 	// unplaced task, evicting an unplaced task).
 	ErrIllegalState = errors.New("illegal state change")
-	// ErrInUse: Delete of a machine that still holds non-terminal tasks.
+	// ErrInUse: Delete of a machine that still holds non-terminal tasks the
+	// caller's view saw (or that the transaction itself placed). Tasks
+	// placed after the view make the delete a conflict instead.
 	ErrInUse = errors.New("in use")
 	// ErrFutureRevision: the transaction's view revision is ahead of the
 	// state it is evaluated against.
@@ -181,7 +185,8 @@ func PutJob(j *omegav1.Job, expectVersion uint64) Op {
 }
 
 // Delete removes an object at expectVersion (0: any). Deleting a placed task
-// frees its resources; deleting a machine that holds tasks is ErrInUse.
+// frees its resources; deleting a machine that holds tasks is ErrInUse (or a
+// MACHINE_CHANGED conflict if they were placed after the view).
 func Delete(kind omegav1.ObjectKind, uid uuid.UUID, expectVersion uint64) Op {
 	return Op{Kind: OpDelete, DeleteKind: kind, DeleteUID: uid, ExpectVersion: expectVersion}
 }
