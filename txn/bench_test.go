@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -89,4 +90,63 @@ func BenchmarkEvaluateClaims(b *testing.B) {
 		i++
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i*claimsPerTxn), "ns/claim")
+}
+
+// BenchmarkEvaluateCreateClaim measures Evaluate on transactions that
+// create 100 tasks — each with a name, labels, an owner reference and a
+// command, as a submitter or a mapreduce scheduler writes them — and claim
+// them in the same transaction, the shape of `omega bench store`'s commits.
+// Every task's strings are validated and its wire size taken, so this is
+// the benchmark of the bad-input checks. It reports ns per task.
+func BenchmarkEvaluateCreateClaim(b *testing.B) {
+	const (
+		machines   = 1_000
+		tasksPerTx = 100
+		txns       = 32
+	)
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := txn.NewState()
+	setup := &txn.Txn{}
+	mids := make([]uuid.UUID, machines)
+	for i := range mids {
+		mids[i] = uid(uint64(1_000_000 + i))
+		setup.Ops = append(setup.Ops, txn.CreateMachine(machineP(mids[i], res(1<<40, 1<<50))))
+	}
+	job := uid(999)
+	setup.Ops = append(setup.Ops, txn.CreateJob(jobP(job)))
+	_, ws, err := txn.Evaluate(s, setup, 1, txn.DefaultLimits())
+	if err != nil {
+		b.Fatal(err)
+	}
+	s = s.Apply(ws)
+	batch := make([]*txn.Txn, txns)
+	for i := range batch {
+		tx := &txn.Txn{ViewRevision: s.Revision(), Component: "batch-0", UnixNanos: 1}
+		for j := range tasksPerTx {
+			id := uid(uint64(2_000_000 + i*tasksPerTx + j))
+			p := ownedTaskP(id, job, res(500, 1<<30))
+			p.Meta.Name = "job-999-task-" + id.String()[:8]
+			p.Meta.Labels = map[string]string{"app": "web-frontend", "tier": "batch", "owner": "team-a"}
+			p.Spec.Command = &omegav1.Command{Path: "/usr/bin/worker", Args: []string{"--shard", "17", "--input", "/data/in"}}
+			tx.Ops = append(tx.Ops, txn.CreateTask(p), txn.Claim(id, mids[rng.IntN(machines)], res(500, 1<<30), 0))
+		}
+		batch[i] = tx
+	}
+	rev := s.Revision() + 1
+	lim := txn.DefaultLimits()
+	for i, tx := range batch {
+		if r, _, err := txn.Evaluate(s, tx, rev, lim); err != nil || r.Committed != 2*tasksPerTx {
+			b.Fatalf("txn %d: %d of %d committed, err %v", i, r.Committed, 2*tasksPerTx, err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if _, _, err := txn.Evaluate(s, batch[i%txns], rev, lim); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i*tasksPerTx), "ns/task")
 }

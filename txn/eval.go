@@ -16,7 +16,6 @@ type objKey struct {
 type evaluator struct {
 	base    *State
 	tx      *Txn
-	lim     Limits
 	rev     uint64
 	changes []Change
 	touched map[objKey]int // → index in changes
@@ -55,10 +54,7 @@ func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result
 	if lim.MaxOps > 0 && len(tx.Ops) > lim.MaxOps {
 		return Result{}, nil, fmt.Errorf("%w: %d operations, the limit is %d", ErrTooLarge, len(tx.Ops), lim.MaxOps)
 	}
-	if err := checkSizes(tx, lim); err != nil {
-		return Result{}, nil, err
-	}
-	if err := checkString("component", tx.Component, lim); err != nil {
+	if err := validate(tx, lim); err != nil {
 		return Result{}, nil, err
 	}
 	if tx.ViewRevision > base.rev {
@@ -77,7 +73,6 @@ func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result
 	e := &evaluator{
 		base:    base,
 		tx:      tx,
-		lim:     lim,
 		rev:     rev,
 		changes: make([]Change, 0, 2*len(tx.Ops)), // a claim or a release changes a task and a machine
 		touched: s.touched,
@@ -307,9 +302,6 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, err
 		}
-		if err := checkTask(op.NewTask, "task "+t.UID.String(), e.lim); err != nil {
-			return Outcome{}, err
-		}
 		// A uid is never reused: not even one this transaction deleted (the
 		// write set would carry one "created" change over the old task, and
 		// the job index would keep the old owner).
@@ -324,9 +316,6 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, err
 		}
-		if err := checkJob(op.NewJob, "job "+j.UID.String(), e.lim); err != nil {
-			return Outcome{}, err
-		}
 		if _, _, exists := e.job(j.UID); exists {
 			return Outcome{}, fmt.Errorf("%w: job %s", ErrAlreadyExists, j.UID)
 		}
@@ -335,9 +324,6 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 	case op.NewMachine != nil:
 		m, err := newMachine(op.NewMachine)
 		if err != nil {
-			return Outcome{}, err
-		}
-		if err := checkMachine(op.NewMachine, "machine "+m.UID.String(), e.lim); err != nil {
 			return Outcome{}, err
 		}
 		if _, _, exists := e.machine(m.UID); exists {
@@ -352,9 +338,6 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 func (e *evaluator) claim(op *Op) (Outcome, error) {
 	if err := op.Resources.Validate(); err != nil {
 		return Outcome{}, fmt.Errorf("%w: claim of task %s: %v", ErrInvalid, op.Task, err)
-	}
-	if err := checkResourceNames("claim of task "+op.Task.String(), op.Resources, e.lim); err != nil {
-		return Outcome{}, err
 	}
 	t, baseVer, ok := e.task(op.Task)
 	if !ok {
@@ -400,9 +383,6 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 }
 
 func (e *evaluator) evict(op *Op) (Outcome, error) {
-	if err := checkString("evict reason", op.Message, e.lim); err != nil {
-		return Outcome{}, err
-	}
 	t, baseVer, ok := e.task(op.Task)
 	if !ok {
 		return e.missing(omegav1.ObjectKind_OBJECT_KIND_TASK, "task", op.Task)
@@ -438,9 +418,6 @@ func (e *evaluator) setStatus(op *Op) (Outcome, error) {
 	target := op.State
 	if target != omegav1.TaskState_TASK_STATE_RUNNING && !IsTerminal(target) {
 		return Outcome{}, fmt.Errorf("%w: set-status to %s: only RUNNING or a terminal state may be set", ErrInvalid, target)
-	}
-	if err := checkString("set-status message", op.Message, e.lim); err != nil {
-		return Outcome{}, err
 	}
 	t, baseVer, ok := e.task(op.Task)
 	if !ok {
@@ -488,9 +465,6 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, err
 		}
-		if err := checkJob(op.NewJob, "job "+nj.UID.String(), e.lim); err != nil {
-			return Outcome{}, err
-		}
 		j, baseVer, ok := e.job(nj.UID)
 		if !ok {
 			return e.missing(omegav1.ObjectKind_OBJECT_KIND_JOB, "job", nj.UID)
@@ -504,9 +478,6 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 	default:
 		nm, err := newMachine(op.NewMachine)
 		if err != nil {
-			return Outcome{}, err
-		}
-		if err := checkMachine(op.NewMachine, "machine "+nm.UID.String(), e.lim); err != nil {
 			return Outcome{}, err
 		}
 		m, mBase, ok := e.machine(nm.UID)

@@ -3,6 +3,7 @@ package txn_test
 import (
 	"errors"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -85,6 +86,25 @@ func runProgram(t *testing.T, data []byte) {
 		tx := d.Txn(st)
 		if got, want := tx.WireSize(), proto.Size(tx.Proto()); got != want {
 			t.Fatalf("step %d: WireSize %d, proto.Size of the wire form %d", step, got, want)
+		}
+		for i := range tx.Ops {
+			op := &tx.Ops[i]
+			for _, m := range []proto.Message{op.NewTask, op.NewJob, op.NewMachine} {
+				if !reflect.ValueOf(m).IsNil() {
+					one := txn.Op{Kind: op.Kind}
+					switch m := m.(type) {
+					case *omegav1.Task:
+						one.NewTask = m
+					case *omegav1.Job:
+						one.NewJob = m
+					case *omegav1.Machine:
+						one.NewMachine = m
+					}
+					if b, n := txn.ObjectSizeBound(&one), proto.Size(m); b < n {
+						t.Fatalf("step %d, op %d: size bound %d below the object's wire size %d", step, i, b, n)
+					}
+				}
+			}
 		}
 		res, ws, err := txn.Evaluate(st, tx, st.Revision()+1, lim)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -15,25 +16,41 @@ import (
 // refuses it otherwise, and so does proto.Unmarshal when the store reopens —
 // so every string of every object a transaction creates or puts, the
 // message of an evict or a status report, the transaction's component, and
-// the names of a claim's extended resources are checked here, before
-// anything is evaluated; and every string, object and transaction is
-// bounded in bytes (Limits). Evaluate runs these checks, so a transaction
-// that evaluates without an error encodes: the store never installs a state
-// it then cannot write or cannot read back.
+// the names of a claim's extended resources are checked here; and every
+// string, object and transaction is bounded in bytes (Limits). Evaluate
+// runs validate before it looks at the state, so a transaction that
+// evaluates without an error encodes: the store never installs a state it
+// then cannot write or cannot read back.
 //
-// The walkers below name each string field by hand, for speed (a created
-// task is on the commit path's hot loop); TestValidationCoversEveryString
-// walks the messages' descriptors and fails when a string field is added to
-// the schema and not here.
+// The walkers below name each field by hand, for speed (a created task is
+// on the commit path's hot loop, and proto.Size allocates for every map
+// entry): TestValidationCoversEveryString walks the messages' descriptors
+// and fails when a string field is added to the schema and not here, and
+// TestSizeBoundCoversEveryField fails when the size bound falls below
+// proto.Size.
 
-// checker checks strings against one limit and keeps the first failure.
+// checker walks objects: it checks strings against one limit, keeps the
+// first failure, and adds up an upper bound of the wire size (n). Paths are
+// built only on failure, so a walk of a good object allocates nothing.
 type checker struct {
-	max  int // longest string in bytes; 0: no bound
-	what string
+	max  int    // longest string in bytes; 0: no bound
+	what string // what is checked ("task"), named in errors with id
+	id   string // the object's uid as given
+	n    int    // upper bound of the wire size of what was walked
 	err  error
 }
 
-func (c *checker) fail(path, why string, tooLarge bool) {
+// Per-field bounds of the wire size: a tag takes at most 2 bytes here
+// (field numbers below 2048), a length at most 5, a varint at most 10.
+const (
+	boundScalar = 2 + 10   // an integer, enum or bool field
+	boundString = 2 + 5    // a string field, beside its bytes
+	boundMsg    = 2 + 5    // a nested message field, beside its fields
+	boundEntry  = boundMsg // a map entry, beside its key and value fields
+	boundIntMap = boundEntry + boundString + boundScalar
+)
+
+func (c *checker) fail(parent, field, why string, tooLarge bool) {
 	if c.err != nil {
 		return
 	}
@@ -41,10 +58,20 @@ func (c *checker) fail(path, why string, tooLarge bool) {
 	if tooLarge {
 		sentinel = ErrTooLarge
 	}
-	c.err = fmt.Errorf("%w: %s: %s %s", sentinel, c.what, path, why)
+	what := c.what
+	if u, err := uuid.Parse(c.id); err == nil {
+		what += " " + u.String()
+	} else if c.id != "" {
+		what += fmt.Sprintf(" %q", c.id)
+	}
+	path := field
+	if parent != "" {
+		path = parent + "." + field
+	}
+	c.err = fmt.Errorf("%w: %s: %s %s", sentinel, what, path, why)
 }
 
-// ok reports whether s is acceptable; it does not build a path.
+// ok reports whether s is acceptable.
 func (c *checker) ok(s string) bool {
 	return (c.max <= 0 || len(s) <= c.max) && utf8.ValidString(s)
 }
@@ -56,188 +83,279 @@ func (c *checker) why(s string) (string, bool) {
 	return fmt.Sprintf("is %d bytes, the limit is %d", len(s), c.max), true
 }
 
+// msg counts a nested message that is set: its field's overhead and the
+// bytes of fields it does not know (kept from the wire, and stored).
+func (c *checker) msg(m proto.Message) {
+	c.n += boundMsg + len(m.ProtoReflect().GetUnknown())
+}
+
 // str checks one string field.
-func (c *checker) str(path, s string) {
+func (c *checker) str(parent, field, s string) {
+	c.n += boundString + len(s)
 	if !c.ok(s) {
 		why, large := c.why(s)
-		c.fail(path, why, large)
+		c.fail(parent, field, why, large)
 	}
 }
 
 // strs checks a repeated string field.
-func (c *checker) strs(path string, ss []string) {
+func (c *checker) strs(parent, field string, ss []string) {
 	for i, s := range ss {
+		c.n += boundString + len(s)
 		if !c.ok(s) {
 			why, large := c.why(s)
-			c.fail(path+"["+strconv.Itoa(i)+"]", why, large)
-			return
+			c.fail(parent, field+"["+strconv.Itoa(i)+"]", why, large)
 		}
 	}
 }
 
 // strMap checks a map<string, string> field, keys and values.
-func (c *checker) strMap(path string, m map[string]string) {
+func (c *checker) strMap(parent, field string, m map[string]string) {
 	for k, v := range m {
+		c.n += boundEntry + 2*boundString + len(k) + len(v)
 		if !c.ok(k) {
 			why, large := c.why(k)
-			c.fail(fmt.Sprintf("%s key %q", path, k), why, large)
-			return
+			c.fail(parent, fmt.Sprintf("%s key %q", field, k), why, large)
 		}
 		if !c.ok(v) {
 			why, large := c.why(v)
-			c.fail(fmt.Sprintf("%s[%q]", path, k), why, large)
-			return
+			c.fail(parent, fmt.Sprintf("%s[%q]", field, k), why, large)
 		}
 	}
 }
 
 // keys checks the keys of a map<string, int64> field.
-func keys[V any](c *checker, path string, m map[string]V) {
+func keys[V any](c *checker, parent, field string, m map[string]V) {
 	for k := range m {
+		c.n += boundIntMap + len(k)
 		if !c.ok(k) {
 			why, large := c.why(k)
-			c.fail(fmt.Sprintf("%s key %q", path, k), why, large)
-			return
+			c.fail(parent, fmt.Sprintf("%s key %q", field, k), why, large)
 		}
 	}
 }
 
-func (c *checker) resources(path string, r *omegav1.Resources) {
-	keys(c, path+".extended", r.GetExtended())
+func (c *checker) resources(parent string, r *omegav1.Resources) {
+	if r == nil {
+		return
+	}
+	c.msg(r)
+	c.n += 2 * boundScalar
+	keys(c, parent, "extended", r.GetExtended())
 }
 
 func (c *checker) meta(m *omegav1.ObjectMeta) {
-	c.str("meta.uid", m.GetUid())
-	c.str("meta.name", m.GetName())
-	c.strMap("meta.labels", m.GetLabels())
-	c.strMap("meta.annotations", m.GetAnnotations())
+	if m == nil {
+		return
+	}
+	c.msg(m)
+	c.n += 3 * boundScalar
+	c.str("meta", "uid", m.GetUid())
+	c.str("meta", "name", m.GetName())
+	c.strMap("meta", "labels", m.GetLabels())
+	c.strMap("meta", "annotations", m.GetAnnotations())
 	for i, o := range m.GetOwnerReferences() {
+		c.msg(o)
+		c.n += 3*boundString + boundScalar + len(o.GetKind()) + len(o.GetUid()) + len(o.GetName())
 		if !c.ok(o.GetKind()) || !c.ok(o.GetUid()) || !c.ok(o.GetName()) {
+			n := c.n
 			p := "meta.owner_references[" + strconv.Itoa(i) + "]"
-			c.str(p+".kind", o.GetKind())
-			c.str(p+".uid", o.GetUid())
-			c.str(p+".name", o.GetName())
-			return
+			c.str(p, "kind", o.GetKind())
+			c.str(p, "uid", o.GetUid())
+			c.str(p, "name", o.GetName())
+			c.n = n
 		}
 	}
 }
 
-func (c *checker) command(path string, cmd *omegav1.Command) {
+func (c *checker) command(parent string, cmd *omegav1.Command) {
 	if cmd == nil {
 		return
 	}
-	c.str(path+".path", cmd.GetPath())
-	c.strs(path+".args", cmd.GetArgs())
-	c.strMap(path+".env", cmd.GetEnv())
+	c.msg(cmd)
+	c.str(parent, "path", cmd.GetPath())
+	c.strs(parent, "args", cmd.GetArgs())
+	c.strMap(parent, "env", cmd.GetEnv())
 }
 
-func (c *checker) constraints(path string, cs []*omegav1.Constraint) {
+func (c *checker) constraints(parent string, cs []*omegav1.Constraint) {
 	for i, k := range cs {
+		c.msg(k)
+		c.n += 2*boundString + boundScalar + len(k.GetAttribute()) + len(k.GetValue())
 		if !c.ok(k.GetAttribute()) || !c.ok(k.GetValue()) {
-			p := path + "[" + strconv.Itoa(i) + "]"
-			c.str(p+".attribute", k.GetAttribute())
-			c.str(p+".value", k.GetValue())
-			return
+			n := c.n
+			p := parent + "[" + strconv.Itoa(i) + "]"
+			c.str(p, "attribute", k.GetAttribute())
+			c.str(p, "value", k.GetValue())
+			c.n = n
 		}
 	}
 }
 
-func (c *checker) taskSpec(s *omegav1.TaskSpec) {
-	if s == nil {
-		return
+func (c *checker) task(p *omegav1.Task) {
+	c.meta(p.GetMeta())
+	if s := p.GetSpec(); s != nil {
+		c.msg(s)
+		c.n += 2 * boundScalar
+		c.resources("spec.resources", s.GetResources())
+		c.command("spec.command", s.GetCommand())
+		c.constraints("spec.constraints", s.GetConstraints())
 	}
-	c.resources("spec.resources", s.GetResources())
-	c.command("spec.command", s.GetCommand())
-	c.constraints("spec.constraints", s.GetConstraints())
+	if s := p.GetStatus(); s != nil {
+		c.msg(s)
+		c.n += 5 * boundScalar
+		c.str("status", "machine_uid", s.GetMachineUid())
+		c.resources("status.claimed", s.GetClaimed())
+		c.str("status", "scheduler", s.GetScheduler())
+		c.str("status", "message", s.GetMessage())
+	}
 }
 
-func (c *checker) taskStatus(s *omegav1.TaskStatus) {
-	if s == nil {
-		return
+func (c *checker) job(p *omegav1.Job) {
+	c.meta(p.GetMeta())
+	if s := p.GetSpec(); s != nil {
+		c.msg(s)
+		c.n += 5 * boundScalar
+		c.str("spec", "scheduler", s.GetScheduler())
+		if t := s.GetTemplate(); t != nil {
+			c.msg(t)
+			c.n += boundScalar
+			c.resources("spec.template.resources", t.GetResources())
+			c.command("spec.template.command", t.GetCommand())
+			c.constraints("spec.template.constraints", t.GetConstraints())
+			c.strMap("spec.template", "labels", t.GetLabels())
+		}
+		if m := s.GetMapreduce(); m != nil {
+			c.msg(m)
+			c.n += 3 * boundScalar
+		}
 	}
-	c.str("status.machine_uid", s.GetMachineUid())
-	c.resources("status.claimed", s.GetClaimed())
-	c.str("status.scheduler", s.GetScheduler())
-	c.str("status.message", s.GetMessage())
-}
-
-func (c *checker) jobSpec(s *omegav1.JobSpec) {
-	if s == nil {
-		return
-	}
-	c.str("spec.scheduler", s.GetScheduler())
-	if t := s.GetTemplate(); t != nil {
-		c.resources("spec.template.resources", t.GetResources())
-		c.command("spec.template.command", t.GetCommand())
-		c.constraints("spec.template.constraints", t.GetConstraints())
-		c.strMap("spec.template.labels", t.GetLabels())
+	if s := p.GetStatus(); s != nil {
+		c.msg(s)
+		c.n += 6 * boundScalar
+		c.str("status", "message", s.GetMessage())
 	}
 }
 
 func (c *checker) machine(m *omegav1.Machine) {
 	c.meta(m.GetMeta())
 	if s := m.GetSpec(); s != nil {
+		c.msg(s)
 		c.resources("spec.capacity", s.GetCapacity())
-		c.str("spec.failure_domain", s.GetFailureDomain())
-		c.strMap("spec.attributes", s.GetAttributes())
+		c.str("spec", "failure_domain", s.GetFailureDomain())
+		c.strMap("spec", "attributes", s.GetAttributes())
 	}
 	if s := m.GetStatus(); s != nil {
+		c.msg(s)
+		c.n += 3 * boundScalar
 		c.resources("status.allocated", s.GetAllocated())
-		c.str("status.agent_address", s.GetAgentAddress())
+		c.str("status", "agent_address", s.GetAgentAddress())
 	}
 }
 
-// checkTask, checkJob and checkMachine check every string of an object (what
-// names it in errors: "task <uid>"), including the fields the store ignores,
-// so that bad input is refused wherever it is.
-func checkTask(p *omegav1.Task, what string, lim Limits) error {
-	c := checker{max: lim.MaxStringBytes, what: what}
-	c.meta(p.GetMeta())
-	c.taskSpec(p.GetSpec())
-	c.taskStatus(p.GetStatus())
-	return c.err
+// object walks the object of a Create or Put (every one it carries; more
+// than one is an error Evaluate reports) and returns the bound of its wire
+// size. Every string is checked, including the fields the store ignores,
+// so bad input is refused wherever it is.
+func (c *checker) object(op *Op) int {
+	n := c.n
+	if p := op.NewTask; p != nil {
+		c.what, c.id = "task", p.GetMeta().GetUid()
+		c.msg(p)
+		c.task(p)
+	}
+	if p := op.NewJob; p != nil {
+		c.what, c.id = "job", p.GetMeta().GetUid()
+		c.msg(p)
+		c.job(p)
+	}
+	if p := op.NewMachine; p != nil {
+		c.what, c.id = "machine", p.GetMeta().GetUid()
+		c.msg(p)
+		c.machine(p)
+	}
+	return c.n - n
 }
 
-func checkJob(p *omegav1.Job, what string, lim Limits) error {
-	c := checker{max: lim.MaxStringBytes, what: what}
-	c.meta(p.GetMeta())
-	c.jobSpec(p.GetSpec())
-	c.str("status.message", p.GetStatus().GetMessage())
-	return c.err
+// objectSizeBound returns an upper bound of proto.Size of op's object, and
+// whether its strings are acceptable (for tests).
+func objectSizeBound(op *Op) int {
+	var c checker
+	return c.object(op)
 }
 
-func checkMachine(p *omegav1.Machine, what string, lim Limits) error {
-	c := checker{max: lim.MaxStringBytes, what: what}
-	c.machine(p)
-	return c.err
-}
-
-// checkString checks a string an operation carries (a message, a reason,
-// the component).
-func checkString(what string, s string, lim Limits) error {
-	c := checker{max: lim.MaxStringBytes, what: what}
-	c.str("", s)
-	if c.err != nil {
-		// No path: what names the field itself.
-		why, large := c.why(s)
-		if large {
-			return fmt.Errorf("%w: %s %s", ErrTooLarge, what, why)
+// validate checks everything in tx that does not depend on the state: the
+// strings (UTF-8, MaxStringBytes), each object's size (MaxObjectBytes) and
+// the transaction's (MaxTxnBytes), both in bytes of their wire encoding.
+// Sizes are first bounded from above while the strings are walked; only an
+// object or transaction whose bound is over its limit is measured exactly
+// (proto.Size), so the limits are exact and the common case is cheap.
+func validate(tx *Txn, lim Limits) error {
+	c := checker{max: lim.MaxStringBytes}
+	if !c.ok(tx.Component) {
+		why, large := c.why(tx.Component)
+		return fmt.Errorf("%w: component %s", sentinelFor(large), why)
+	}
+	bound := txnHeaderSize(tx)
+	for i := range tx.Ops {
+		op := &tx.Ops[i]
+		c.err = nil
+		var err error
+		switch op.Kind {
+		case OpCreate, OpPut:
+			obj := c.object(op)
+			if err = c.err; err == nil && lim.MaxObjectBytes > 0 && obj > lim.MaxObjectBytes {
+				if m := op.object(); m != nil {
+					if size := proto.Size(m); size > lim.MaxObjectBytes {
+						err = fmt.Errorf("%w: %s %s is %d bytes, the limit is %d", ErrTooLarge, c.what, c.id, size, lim.MaxObjectBytes)
+					}
+				}
+			}
+			bound += 2*boundMsg + boundScalar + obj // Operation, CreateOp or PutOp, expect version
+		case OpClaim:
+			if len(op.Resources.Ext) > 0 {
+				c.what, c.id = "claim of task", op.Task.String()
+				keys(&c, "resources", "extended", op.Resources.Ext)
+				err = c.err
+			}
+			s, _ := opSize(op)
+			bound += s
+		case OpEvict, OpSetStatus:
+			if !c.ok(op.Message) {
+				why, large := c.why(op.Message)
+				what := "evict reason"
+				if op.Kind == OpSetStatus {
+					what = "set-status message"
+				}
+				err = fmt.Errorf("%w: %s for task %s %s", sentinelFor(large), what, op.Task, why)
+			}
+			s, _ := opSize(op)
+			bound += s
+		default:
+			s, _ := opSize(op)
+			bound += s
 		}
-		return fmt.Errorf("%w: %s %s", ErrInvalid, what, why)
+		if err != nil {
+			return &OpError{Index: i, Kind: op.Kind, Err: err}
+		}
+	}
+	if lim.MaxTxnBytes > 0 && bound > lim.MaxTxnBytes {
+		if size := tx.WireSize(); size > lim.MaxTxnBytes {
+			return fmt.Errorf("%w: %d bytes in %d operations, the limit is %d", ErrTooLarge, size, len(tx.Ops), lim.MaxTxnBytes)
+		}
 	}
 	return nil
 }
 
-// checkResourceNames checks the extended resource names of a claim.
-func checkResourceNames(what string, r Resources, lim Limits) error {
-	c := checker{max: lim.MaxStringBytes, what: what}
-	keys(&c, "resources.extended", r.Ext)
-	return c.err
+func sentinelFor(tooLarge bool) error {
+	if tooLarge {
+		return ErrTooLarge
+	}
+	return ErrInvalid
 }
 
-// --- sizes -------------------------------------------------------------------
-
-// object returns the one object a Create or Put carries (nil if none).
+// object returns the one object a Create or Put carries (nil if none; the
+// first if several).
 func (op *Op) object() proto.Message {
 	switch {
 	case op.NewTask != nil:
@@ -246,29 +364,6 @@ func (op *Op) object() proto.Message {
 		return op.NewJob
 	case op.NewMachine != nil:
 		return op.NewMachine
-	}
-	return nil
-}
-
-// checkSizes bounds the transaction and each object in it, in bytes of
-// their wire encoding (what a client sends the store over gRPC). It is run
-// before anything else is looked at, so an oversized transaction costs one
-// pass of proto.Size.
-func checkSizes(tx *Txn, lim Limits) error {
-	if lim.MaxObjectBytes <= 0 && lim.MaxTxnBytes <= 0 {
-		return nil
-	}
-	total := txnHeaderSize(tx)
-	for i := range tx.Ops {
-		op := &tx.Ops[i]
-		n, obj := opSize(op)
-		if lim.MaxObjectBytes > 0 && obj > lim.MaxObjectBytes {
-			return &OpError{Index: i, Kind: op.Kind, Err: fmt.Errorf("%w: the %s's object is %d bytes, the limit is %d", ErrTooLarge, op.Kind, obj, lim.MaxObjectBytes)}
-		}
-		total += n
-		if lim.MaxTxnBytes > 0 && total > lim.MaxTxnBytes {
-			return fmt.Errorf("%w: more than %d bytes by operation %d of %d, the limit is %d", ErrTooLarge, total, i, len(tx.Ops), lim.MaxTxnBytes)
-		}
 	}
 	return nil
 }

@@ -2,11 +2,14 @@ package txn_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -326,3 +329,94 @@ func TestTotalsDoNotOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// fillAll sets every field of m, recursively, to a value as large on the
+// wire as the schema allows: integers of ten-byte varints, strings of 3,000
+// bytes (two-byte lengths), three elements in every list and map.
+func fillAll(m protoreflect.Message, depth int) {
+	long := strings.Repeat("s", 3000)
+	fields := m.Descriptor().Fields()
+	scalar := func(fd protoreflect.FieldDescriptor, i int) protoreflect.Value {
+		switch fd.Kind() {
+		case protoreflect.StringKind:
+			return protoreflect.ValueOfString(long + strconv.Itoa(i))
+		case protoreflect.BoolKind:
+			return protoreflect.ValueOfBool(true)
+		case protoreflect.EnumKind:
+			return protoreflect.ValueOfEnum(-1)
+		case protoreflect.Int32Kind:
+			return protoreflect.ValueOfInt32(-1)
+		case protoreflect.Int64Kind:
+			return protoreflect.ValueOfInt64(-1)
+		case protoreflect.Uint64Kind:
+			return protoreflect.ValueOfUint64(math.MaxUint64)
+		case protoreflect.Uint32Kind:
+			return protoreflect.ValueOfUint32(math.MaxUint32)
+		}
+		panic(fmt.Sprintf("fillAll: teach me %s", fd.Kind()))
+	}
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		switch {
+		case fd.IsMap():
+			mp := m.Mutable(fd).Map()
+			for k := range 3 {
+				key := scalar(fd.MapKey(), k).MapKey()
+				if fd.MapValue().Kind() == protoreflect.MessageKind {
+					fillAll(mp.Mutable(key).Message(), depth+1)
+				} else {
+					mp.Set(key, scalar(fd.MapValue(), k))
+				}
+			}
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			for k := range 3 {
+				if fd.Kind() == protoreflect.MessageKind {
+					fillAll(l.AppendMutable().Message(), depth+1)
+				} else {
+					l.Append(scalar(fd, k))
+				}
+			}
+		case fd.Kind() == protoreflect.MessageKind:
+			if depth < 8 {
+				fillAll(m.Mutable(fd).Message(), depth+1)
+			}
+		default:
+			m.Set(fd, scalar(fd, 0))
+		}
+	}
+}
+
+// TestSizeBoundCoversEveryField: the size bound validation computes while
+// it walks an object is never below proto.Size, for objects with every
+// field the schema has set to its largest wire form (so a field added to
+// cell.proto and not counted by the walk fails here), with unknown fields,
+// and for small ones.
+func TestSizeBoundCoversEveryField(t *testing.T) {
+	for _, m := range []proto.Message{&omegav1.Task{}, &omegav1.Job{}, &omegav1.Machine{}} {
+		fillAll(m.ProtoReflect(), 0)
+		// Bytes of a field this build does not know, as a newer client may send.
+		m.ProtoReflect().Mutable(m.ProtoReflect().Descriptor().Fields().ByNumber(1)).Message().SetUnknown(
+			protoreflect.RawFields(protowire.AppendString(protowire.AppendTag(nil, 99, protowire.BytesType), long300())))
+		var op txn.Op
+		switch m := m.(type) {
+		case *omegav1.Task:
+			op = txn.CreateTask(m)
+		case *omegav1.Job:
+			op = txn.CreateJob(m)
+		case *omegav1.Machine:
+			op = txn.CreateMachine(m)
+		}
+		bound, size := txn.ObjectSizeBound(&op), proto.Size(m)
+		if bound < size {
+			t.Errorf("%T: bound %d below proto.Size %d", m, bound, size)
+		}
+		t.Logf("%T: bound %d, proto.Size %d", m, bound, size)
+	}
+	small := txn.CreateTask(taskP(uid(1), res(1, 1), 0))
+	if b, n := txn.ObjectSizeBound(&small), proto.Size(small.NewTask); b < n || b > 4*n+100 {
+		t.Errorf("small task: bound %d, size %d", b, n)
+	}
+}
+
+func long300() string { return strings.Repeat("u", 300) }
