@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/txn"
@@ -139,6 +140,12 @@ func TestBadInput(t *testing.T) {
 		{"task name not UTF-8", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) { p.Meta.Name = "t\xff" }))}}, txn.ErrInvalid, 0},
 		{"task label not UTF-8", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) { p.Meta.Labels = map[string]string{"app": "\xc3"} }))}}, txn.ErrInvalid, 0},
 		{"task command argument not UTF-8", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) { p.Spec.Command.Args = []string{"ok", "\xed\xa0\x80"} }))}}, txn.ErrInvalid, 0},
+		{"task spec with unknown bytes that are no wire format", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) {
+			p.Spec.ProtoReflect().SetUnknown(protoreflect.RawFields("\x0a\x01\xff"))
+		}))}}, txn.ErrInvalid, 0},
+		{"task command with a known field, not UTF-8, among its unknown bytes", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) {
+			p.Spec.Command.ProtoReflect().SetUnknown(protoreflect.RawFields("\x0a\x01\xff")) // path = "\xff"
+		}))}}, txn.ErrInvalid, 0},
 		{"machine failure domain not UTF-8", txn.Txn{Ops: []txn.Op{txn.CreateMachine(badMachine(func(p *omegav1.Machine) { p.Spec.FailureDomain = "fd\xff" }))}}, txn.ErrInvalid, 0},
 		{"machine put with an attribute not UTF-8", txn.Txn{Ops: []txn.Op{txn.PutMachine(func() *omegav1.Machine {
 			p := machineProto(m0, 1000, 1000)

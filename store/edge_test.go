@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/txn"
@@ -96,6 +97,10 @@ func TestReopenEdgeValues(t *testing.T) {
 			r = &omegav1.Resources{CpuMillis: 1, MemoryBytes: 1, Extended: map[string]int64{"gpu": 1}}
 		}
 		u, p := task(i, r, [][]*omegav1.OwnerReference{ctrl, two, other, nil}[i%4])
+		if i == 11 {
+			// A field this build does not know (a newer client's): kept.
+			p.Spec.ProtoReflect().SetUnknown(protowire.AppendString(protowire.AppendTag(nil, 99, protowire.BytesType), maxRunes))
+		}
 		tasks = append(tasks, u)
 		ops = append(ops, txn.CreateTask(p))
 	}

@@ -84,9 +84,20 @@ func (c *checker) why(s string) (string, bool) {
 }
 
 // msg counts a nested message that is set: its field's overhead and the
-// bytes of fields it does not know (kept from the wire, and stored).
+// bytes of fields it does not know. Those are kept from the wire and stored
+// as they are, so they must decode as the message would decode them on
+// reopen: a client that set them by hand (ProtoReflect().SetUnknown) could
+// otherwise store bytes that are no wire format, or a known string field
+// that is not UTF-8.
 func (c *checker) msg(m proto.Message) {
-	c.n += boundMsg + len(m.ProtoReflect().GetUnknown())
+	r := m.ProtoReflect()
+	u := r.GetUnknown()
+	c.n += boundMsg + len(u)
+	if len(u) > 0 && c.err == nil {
+		if err := proto.Unmarshal(u, r.New().Interface()); err != nil {
+			c.fail(string(r.Descriptor().Name()), "unknown fields", "do not decode: "+err.Error(), false)
+		}
+	}
 }
 
 // str checks one string field.

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/txn"
@@ -294,7 +295,7 @@ func (d *Decoder) meta(kind byte, n int) *omegav1.ObjectMeta {
 		return nil
 	}
 	m := &omegav1.ObjectMeta{Uid: d.uidString(kind, n), Name: d.Str(), Labels: d.strMap(), Annotations: d.strMap()}
-	switch d.choice(5) {
+	switch d.choice(6) {
 	case 1:
 		m.OwnerReferences = []*omegav1.OwnerReference{{Kind: "Job", Uid: d.uidString('J', NumJobs), Controller: true, Name: d.Str()}}
 	case 2:
@@ -306,6 +307,10 @@ func (d *Decoder) meta(kind byte, n int) *omegav1.ObjectMeta {
 		}
 	case 4:
 		m.Version, m.CreateRevision, m.CreationUnixNanos = uint64(d.Int()), uint64(d.Int()), d.Int() // ignored by the store
+	case 5:
+		// Fields this build does not know, as raw bytes: what a newer
+		// client sends, or garbage set by hand.
+		m.ProtoReflect().SetUnknown(protoreflect.RawFields(d.Str()))
 	}
 	return m
 }
@@ -336,6 +341,9 @@ func (d *Decoder) TaskObj() *omegav1.Task {
 	if d.choice(8) != 7 {
 		t.Spec = &omegav1.TaskSpec{Resources: d.resources(), Command: d.command(), Constraints: d.constraints(),
 			Priority: d.int32(), DurationMillis: d.Int()}
+		if d.choice(4) == 3 {
+			t.Spec.ProtoReflect().SetUnknown(protoreflect.RawFields(d.Str())) // stored as they are
+		}
 	}
 	if d.choice(3) == 2 {
 		t.Status = &omegav1.TaskStatus{State: omegav1.TaskState(d.int32()), MachineUid: d.Str(), Scheduler: d.Str(), Message: d.Str(),
@@ -502,7 +510,7 @@ func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
 		var kind omegav1.ObjectKind
 		var u uuid.UUID
 		var cur uint64
-		switch d.choice(5) {
+		switch d.choice(6) {
 		case 0:
 			kind, u = omegav1.ObjectKind_OBJECT_KIND_TASK, d.uid('T', NumTasks)
 			cur = taskVersion(view, u)
