@@ -7,7 +7,10 @@ import (
 	"github.com/google/uuid"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,9 +49,12 @@ type Config struct {
 	// Runner bounds every scheduler's attempts (TJob/TTask come from the
 	// SchedulerSpec).
 	Runner schedulers.RunnerConfig
-	// FleetTick: the fleet's status transactions. Default 1s.
+	// FleetTick: the period of the fleet's status transactions, from
+	// MinFleetTick to MaxFleetTick. Default 1s (zero is an error, not the
+	// default).
 	FleetTick time.Duration
-	// FailuresPerDay: machine failures per simulated day. Default 0.
+	// FailuresPerDay: machine failures per simulated day, from 0 to
+	// FailuresPerMachineDay per machine. Default 0.
 	FailuresPerDay float64
 	// Durability of the store: none (default) keeps it in memory; sync
 	// writes it to pebble in Dir (omega demo).
@@ -80,59 +86,168 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first invalid field, by name.
+// ErrConfig is wrapped by every error of Config.Validate. Those about
+// Config.Workload are also *workload.FieldError (and so wrap
+// workload.ErrConfig), named from sim.Config: sim.Config.Workload.Days.
+var ErrConfig = errors.New("invalid sim config")
+
+// The bounds Config.Validate checks (the CLI's flags have the same).
+const (
+	// MaxSchedulersPerKind: instances of one kind (the paper runs up to 32
+	// batch schedulers).
+	MaxSchedulersPerKind = 100
+	// MaxTJob and MaxTTask bound the modelled decision times (the paper
+	// sweeps t_job to 100 s and t_task to 1 s).
+	MaxTJob  = time.Hour
+	MaxTTask = time.Minute
+	// MaxAttempts bounds Runner.MaxAttempts and MaxAttemptsNoPlacement
+	// (the paper's are 1,000 and 100); MaxRetryDelay bounds RetryDelay.
+	MaxAttempts   = 1_000_000
+	MaxRetryDelay = 24 * time.Hour
+	// MinFleetTick and MaxFleetTick bound the fleet's reporting period:
+	// below a millisecond the ticks, not the schedulers, are the
+	// simulation; above an hour tasks finish an hour late.
+	MinFleetTick, MaxFleetTick = time.Millisecond, time.Hour
+	// FailuresPerMachineDay bounds FailuresPerDay per machine: a failed
+	// machine is repaired after an hour, so more would keep the whole cell
+	// down.
+	FailuresPerMachineDay = 24
+)
+
+// workloadKinds are the kinds of jobs the workload submits (Route's keys).
+var workloadKinds = []string{"batch", "service", "mapreduce"}
+
+// configError is an error of Config.Validate: it wraps ErrConfig and, for
+// the workload's, the *workload.FieldError.
+type configError struct {
+	msg string
+	err error // a *workload.FieldError, or nil
+}
+
+func (e *configError) Error() string { return e.msg }
+
+func (e *configError) Unwrap() []error {
+	if e.err == nil {
+		return []error{ErrConfig}
+	}
+	return []error{ErrConfig, e.err}
+}
+
+// Validate reports the first invalid field, by its Go name from sim.Config
+// (sim.Config.Schedulers[1].Count, sim.Config.Workload.Days) and its
+// value: floats finite, counts whole and positive, durations positive
+// where a zero would mean nothing, every value within the bounds above,
+// every kind registered, and a scheduler for every kind of job the
+// workload submits.
 func (c *Config) Validate() error {
+	bad := func(field string, v any, format string, args ...any) error {
+		return &configError{msg: fmt.Sprintf("%v: sim.Config.%s = %v: want %s", ErrConfig, field, v, fmt.Sprintf(format, args...))}
+	}
 	if err := c.Workload.Validate(); err != nil {
-		return fmt.Errorf("workload: %w", err)
+		var fe *workload.FieldError
+		if errors.As(err, &fe) {
+			in := *fe
+			in.In = "sim.Config.Workload"
+			return &configError{msg: in.Error(), err: &in}
+		}
+		return &configError{msg: fmt.Sprintf("%v: sim.Config.Workload: %v", ErrConfig, err), err: err}
 	}
 	if len(c.Schedulers) == 0 {
-		return errors.New("schedulers: need at least one")
+		return bad("Schedulers", "[]", "at least one scheduler")
 	}
 	kinds := map[string]bool{}
-	for _, s := range c.Schedulers {
-		if _, err := schedulers.New(s.Kind); err != nil {
-			return fmt.Errorf("schedulers: %w", err)
-		}
-		if s.Count < 1 {
-			return fmt.Errorf("schedulers: %s=%d: need at least 1", s.Kind, s.Count)
-		}
-		if s.TJob < 0 || s.TTask < 0 {
-			return fmt.Errorf("schedulers: %s: negative decision time", s.Kind)
-		}
-		if kinds[s.Kind] {
-			return fmt.Errorf("schedulers: %s listed twice", s.Kind)
+	for i, s := range c.Schedulers {
+		f := fmt.Sprintf("Schedulers[%d]", i)
+		switch {
+		case !slices.Contains(schedulers.Kinds(), s.Kind):
+			return bad(f+".Kind", strconv.Quote(s.Kind), "a registered scheduler kind (%s)", strings.Join(schedulers.Kinds(), ", "))
+		case kinds[s.Kind]:
+			return bad(f+".Kind", strconv.Quote(s.Kind), "each kind listed once (count its instances in Count)")
+		case s.Count < 1 || s.Count > MaxSchedulersPerKind:
+			return bad(f+".Count", s.Count, "a whole number of %s schedulers from 1 to %d (leave a kind out to run none)", s.Kind, MaxSchedulersPerKind)
+		case s.TJob < 0 || s.TJob > MaxTJob:
+			return bad(f+".TJob", s.TJob, "a per-job decision time from 0 to %v", MaxTJob)
+		case s.TTask < 0 || s.TTask > MaxTTask:
+			return bad(f+".TTask", s.TTask, "a per-task decision time from 0 to %v", MaxTTask)
 		}
 		kinds[s.Kind] = true
+	}
+	for _, from := range slices.Sorted(maps.Keys(c.Route)) {
+		to := c.Route[from]
+		f := fmt.Sprintf("Route[%q]", from)
+		switch {
+		case !slices.Contains(workloadKinds, from):
+			return bad(f, strconv.Quote(to), "a key that is a kind of job the workload submits (%s)", strings.Join(workloadKinds, ", "))
+		case !kinds[to]:
+			return bad(f, strconv.Quote(to), "the kind of a scheduler in Schedulers")
+		}
 	}
 	// Every kind of job the workload makes needs a scheduler.
 	need := []string{"batch", "service"}
 	if c.Workload.MapReduceShare > 0 {
 		need = append(need, "mapreduce")
 	}
-	for from := range c.Route {
-		if from != "batch" && from != "service" && from != "mapreduce" {
-			return fmt.Errorf("route: %q is not a workload kind (batch, service, mapreduce)", from)
-		}
-	}
 	for _, k := range need {
-		to := k
-		if r, ok := c.Route[k]; ok {
-			to = r
+		if _, routed := c.Route[k]; routed || kinds[k] {
+			continue
 		}
-		if !kinds[to] {
-			return fmt.Errorf("schedulers: the workload submits %s jobs but no %s scheduler runs (add %s=1, route them elsewhere, or set mapreduce share 0)", k, to, to)
+		if k == "mapreduce" {
+			return bad("Workload.MapReduceShare", c.Workload.MapReduceShare, "0, or a mapreduce scheduler in Schedulers (or Route[\"mapreduce\"]): the workload submits mapreduce jobs but no mapreduce scheduler runs")
 		}
+		return bad("Schedulers", kindList(c.Schedulers), "a %s scheduler, or Route[%q]: the workload submits %s jobs", k, k, k)
 	}
-	if err := c.Runner.Validate(); err != nil {
-		return err
+	if _, ok := omegav1.ConflictMode_name[int32(c.Conflict)]; !ok {
+		return bad("Conflict", c.Conflict, "CONFLICT_MODE_FINE or CONFLICT_MODE_COARSE")
 	}
-	if c.FleetTick < 0 || c.FailuresPerDay < 0 {
-		return errors.New("fleet: negative tick or failure rate")
+	if _, ok := omegav1.CommitMode_name[int32(c.Commit)]; !ok {
+		return bad("Commit", c.Commit, "COMMIT_MODE_INCREMENTAL or COMMIT_MODE_ALL_OR_NOTHING")
 	}
-	if c.Durability == store.DurabilitySync && c.Dir == "" {
-		return errors.New("dir: required with durability sync")
+	if _, err := schedulers.ParseMapReducePolicy(c.MapReducePolicy.String()); err != nil {
+		return bad("MapReducePolicy", c.MapReducePolicy, "MaxParallelism, GlobalCap or RelativeSize")
+	}
+	r := c.Runner
+	switch {
+	case r.MaxAttempts < 1 || r.MaxAttempts > MaxAttempts:
+		return bad("Runner.MaxAttempts", r.MaxAttempts, "a whole number from 1 to %d", MaxAttempts)
+	case r.MaxAttemptsNoPlacement < 1 || r.MaxAttemptsNoPlacement > MaxAttempts:
+		return bad("Runner.MaxAttemptsNoPlacement", r.MaxAttemptsNoPlacement, "a whole number from 1 to %d", MaxAttempts)
+	case r.RetryDelay < 0 || r.RetryDelay > MaxRetryDelay:
+		return bad("Runner.RetryDelay", r.RetryDelay, "a duration from 0 to %v", MaxRetryDelay)
+	// Runner.TJob and TTask are replaced by each SchedulerSpec's; a value
+	// out of range is a mistake all the same.
+	case r.TJob < 0 || r.TJob > MaxTJob:
+		return bad("Runner.TJob", r.TJob, "a per-job decision time from 0 to %v (each SchedulerSpec's TJob replaces it)", MaxTJob)
+	case r.TTask < 0 || r.TTask > MaxTTask:
+		return bad("Runner.TTask", r.TTask, "a per-task decision time from 0 to %v (each SchedulerSpec's TTask replaces it)", MaxTTask)
+	}
+	if err := r.Validate(); err != nil { // what the schedulers check, should they check more
+		return &configError{msg: fmt.Sprintf("%v: sim.Config.Runner: %v", ErrConfig, err)}
+	}
+	if c.FleetTick < MinFleetTick || c.FleetTick > MaxFleetTick {
+		return bad("FleetTick", c.FleetTick, "the fleet's reporting period, from %v to %v", MinFleetTick, MaxFleetTick)
+	}
+	if maxFailures := float64(FailuresPerMachineDay * c.Workload.Machines); !(c.FailuresPerDay >= 0 && c.FailuresPerDay <= maxFailures) { // also NaN
+		return bad("FailuresPerDay", c.FailuresPerDay, "a finite number of machine failures per simulated day from 0 to %v (%d per machine)", maxFailures, FailuresPerMachineDay)
+	}
+	switch c.Durability {
+	case store.DurabilityNone:
+	case store.DurabilitySync:
+		if c.Dir == "" {
+			return bad("Dir", strconv.Quote(c.Dir), "a directory for the store, required with Durability sync")
+		}
+	default:
+		return bad("Durability", c.Durability, "store.DurabilityNone or store.DurabilitySync")
 	}
 	return nil
+}
+
+// kindList is the kinds of the schedulers, for a message.
+func kindList(ss []SchedulerSpec) string {
+	var ks []string
+	for _, s := range ss {
+		ks = append(ks, s.Kind)
+	}
+	return "[" + strings.Join(ks, " ") + "]"
 }
 
 // Sim is an assembled simulation.
@@ -346,43 +461,6 @@ func (s *genSource) Next() (Arrival, bool) {
 		job.Spec.Scheduler = to
 	}
 	return Arrival{At: a.Submit, Job: job, Tasks: tasks}, true
-}
-
-// ParseSchedulers parses "batch=1,service=1,mapreduce=1" into counts.
-func ParseSchedulers(s string) (map[string]int, error) {
-	out := map[string]int{}
-	for _, part := range strings.Split(s, ",") {
-		kind, n, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return nil, fmt.Errorf("--schedulers %q: want kind=count[,kind=count]", s)
-		}
-		var count int
-		if _, err := fmt.Sscanf(n, "%d", &count); err != nil || count < 0 {
-			return nil, fmt.Errorf("--schedulers %q: count %q for %s is not a non-negative number", s, n, kind)
-		}
-		out[kind] = count
-	}
-	return out, nil
-}
-
-// ParseDurations parses "batch=0.1s,service=10s".
-func ParseDurations(flag, s string) (map[string]time.Duration, error) {
-	out := map[string]time.Duration{}
-	if s == "" {
-		return out, nil
-	}
-	for _, part := range strings.Split(s, ",") {
-		kind, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return nil, fmt.Errorf("%s %q: want kind=duration[,kind=duration]", flag, s)
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("%s %q: %s: %q is not a duration (like 0.1s or 5ms)", flag, s, kind, v)
-		}
-		out[kind] = d
-	}
-	return out, nil
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

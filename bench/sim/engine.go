@@ -68,13 +68,16 @@ type Options struct {
 	Fleet     Fleet
 	Source    Source
 	Clock     *Clock
-	// Duration of the simulation.
+	// Duration of the simulation; not negative.
 	Duration time.Duration
-	// FleetTick is the interval of the fleet's status transactions. Default 1s.
+	// FleetTick is the interval of the fleet's status transactions. Zero
+	// means the default, 1s; negative is an error.
 	FleetTick time.Duration
-	// ExpireEvery is how often the store expires finished objects. Default 1m.
+	// ExpireEvery is how often the store expires finished objects. Zero
+	// means the default, 1m; negative is an error.
 	ExpireEvery time.Duration
-	// SampleEvery is the utilisation sampling interval. Default 1m.
+	// SampleEvery is the utilisation sampling interval. Zero means the
+	// default, 1m; negative is an error.
 	SampleEvery time.Duration
 	// OnCommit, if set, sees every scheduler commit (tests: the event log).
 	OnCommit func(runner string, at time.Time, a *schedulers.Attempt, o schedulers.Outcome)
@@ -111,13 +114,21 @@ func New(o Options) (*Engine, error) {
 	if o.Store == nil || o.Submitter == nil || o.Source == nil || o.Clock == nil || len(o.Runners) == 0 {
 		return nil, errors.New("sim: Store, Submitter, Source, Clock and at least one Runner are required")
 	}
-	if o.FleetTick <= 0 {
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"Duration", o.Duration}, {"FleetTick", o.FleetTick}, {"ExpireEvery", o.ExpireEvery}, {"SampleEvery", o.SampleEvery}} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("sim: sim.Options.%s = %v: want 0 or more", d.field, d.v)
+		}
+	}
+	if o.FleetTick == 0 {
 		o.FleetTick = time.Second
 	}
-	if o.ExpireEvery <= 0 {
+	if o.ExpireEvery == 0 {
 		o.ExpireEvery = time.Minute
 	}
-	if o.SampleEvery <= 0 {
+	if o.SampleEvery == 0 {
 		o.SampleEvery = time.Minute
 	}
 	e := &Engine{o: o, busy: make([]bool, len(o.Runners)), byKind: map[string][]int{}, jobOf: map[uuid.UUID]int{}}

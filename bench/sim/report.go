@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/omega-cell/omega/schedulers"
@@ -159,8 +161,13 @@ func quantile(xs []float64, q float64) float64 {
 	return s[lo] + f*(s[hi]-s[lo])
 }
 
-// WriteJSON writes the summary, indented, with a final newline.
+// WriteJSON writes the summary, indented, with a final newline. A figure
+// that is NaN or infinite (which JSON cannot hold) is an error naming it,
+// and nothing is written.
 func (s Summary) WriteJSON(w io.Writer) error {
+	if err := checkFinite("", s); err != nil {
+		return err
+	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
@@ -199,8 +206,12 @@ func (e *Engine) WriteJobsCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// WriteSchedulersCSV writes schedulers.csv: one row per scheduler.
+// WriteSchedulersCSV writes schedulers.csv: one row per scheduler. A figure
+// that is NaN or infinite is an error naming it, and nothing is written.
 func (s Summary) WriteSchedulersCSV(w io.Writer) error {
+	if err := checkFinite("schedulers", s.Schedulers); err != nil {
+		return err
+	}
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"name", "kind", "jobs_scheduled", "jobs_abandoned", "transactions", "conflicts", "conflict_fraction", "claims_conflicted", "busyness_median", "busyness_mad", "wait_mean_s", "wait_p90_s", "placed_wait_mean_s", "tasks_placed"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 6, 64) }
@@ -214,8 +225,12 @@ func (s Summary) WriteSchedulersCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// WriteUtilizationCSV writes utilization.csv: the samples over time.
+// WriteUtilizationCSV writes utilization.csv: the samples over time. A
+// sample that is NaN or infinite is an error, and nothing is written.
 func (e *Engine) WriteUtilizationCSV(w io.Writer) error {
+	if err := checkFinite("samples", e.samples); err != nil {
+		return err
+	}
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"sim_seconds", "cpu", "memory"})
 	for _, x := range e.samples {
@@ -223,6 +238,61 @@ func (e *Engine) WriteUtilizationCSV(w io.Writer) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// checkFinite reports the first float in v (a struct, slice or map of
+// them, walked through exported fields) that is NaN or infinite, by its
+// JSON path from root: schedulers[0].wait_mean_s.
+func checkFinite(root string, v any) error {
+	if path := nonFinite(reflect.ValueOf(v), root); path != "" {
+		return fmt.Errorf("sim: %s: not a finite number", path)
+	}
+	return nil
+}
+
+func nonFinite(v reflect.Value, path string) string {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Sprintf("%s = %v", strings.TrimPrefix(path, "."), f)
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return nonFinite(v.Elem(), path)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			sf := v.Type().Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = sf.Name
+			}
+			if p := nonFinite(v.Field(i), path+"."+name); p != "" {
+				return p
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if p := nonFinite(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		for _, k := range keys {
+			if p := nonFinite(v.MapIndex(k), fmt.Sprintf("%s.%v", path, k)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // Spread is one figure over several seeds.

@@ -85,21 +85,55 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first invalid field.
+// ErrConfig is wrapped by every error of Config.Validate.
+var ErrConfig = errors.New("invalid store benchmark config")
+
+// The bounds Config.Validate checks (the CLI's flags have the same).
+const (
+	MaxMachines       = 1_000_000
+	MaxCommitters     = 1024    // goroutines, each with its own client
+	MaxClaims         = 100_000 // claims in one transaction
+	MaxFillPerMachine = 1000    // more, and each task's request rounds to almost nothing
+	MaxMemTableMB     = 4095    // pebble's memtable must be under 4 GiB
+	// MinPhase and MaxPhase bound Duration: under a millisecond measures
+	// the clock, not the store. Warmup must be positive too (it records
+	// the write sets the baseline replays) and at most MaxPhase.
+	MinPhase, MaxPhase = time.Millisecond, 24 * time.Hour
+)
+
+// Validate reports the first invalid field, by its Go name
+// (storebench.Config.Utilization) and value: counts whole and within the
+// bounds above, durations positive, Utilization a finite share.
 func (c *Config) Validate() error {
+	bad := func(field string, v any, format string, args ...any) error {
+		return fmt.Errorf("%w: storebench.Config.%s = %v: want %s", ErrConfig, field, v, fmt.Sprintf(format, args...))
+	}
 	switch {
-	case c.Machines < 1:
-		return fmt.Errorf("machines %d: need at least 1", c.Machines)
-	case c.Committers < 1:
-		return fmt.Errorf("committers %d: need at least 1", c.Committers)
-	case c.Claims < 1:
-		return fmt.Errorf("claims %d: need at least 1 per transaction", c.Claims)
-	case c.Duration < 0 || c.Warmup < 0:
-		return fmt.Errorf("duration and warmup must not be negative")
-	case c.Fill < c.Committers*c.Claims:
-		return fmt.Errorf("fill %d: need at least committers x claims = %d tasks to hold steady state", c.Fill, c.Committers*c.Claims)
-	case c.Utilization <= 0 || c.Utilization >= 1:
-		return fmt.Errorf("utilization %v: must be in (0,1)", c.Utilization)
+	case c.Machines < 1 || c.Machines > MaxMachines:
+		return bad("Machines", c.Machines, "a whole number of machines from 1 to %d", MaxMachines)
+	case c.Committers < 1 || c.Committers > MaxCommitters:
+		return bad("Committers", c.Committers, "a whole number of committing clients from 1 to %d", MaxCommitters)
+	case c.Claims < 1 || c.Claims > MaxClaims:
+		return bad("Claims", c.Claims, "a whole number of claims per transaction from 1 to %d", MaxClaims)
+	case c.Duration < MinPhase || c.Duration > MaxPhase:
+		return bad("Duration", c.Duration, "the length of each measured phase, from %v to %v", MinPhase, MaxPhase)
+	case c.Warmup <= 0 || c.Warmup > MaxPhase:
+		return bad("Warmup", c.Warmup, "a duration greater than 0 (the warmup records the write sets the baseline replays) and at most %v", MaxPhase)
+	case c.Fill < c.Committers*c.Claims || c.Fill > MaxFillPerMachine*c.Machines:
+		return bad("Fill", c.Fill, "placed tasks in steady state, from Committers×Claims (%d) to %d per machine (%d)", c.Committers*c.Claims, MaxFillPerMachine, MaxFillPerMachine*c.Machines)
+	case !(c.Utilization > 0 && c.Utilization < 1): // also NaN
+		return bad("Utilization", c.Utilization, "the share of the cell the placed tasks hold: a number greater than 0 and less than 1")
+	case c.MemTableMB < 0 || c.MemTableMB > MaxMemTableMB:
+		return bad("MemTableMB", c.MemTableMB, "a memtable size in MiB from 0 (the store's default) to %d", MaxMemTableMB)
+	}
+	if _, ok := omegav1.ConflictMode_name[int32(c.Conflict)]; !ok {
+		return bad("Conflict", c.Conflict, "CONFLICT_MODE_FINE or CONFLICT_MODE_COARSE")
+	}
+	if _, ok := omegav1.CommitMode_name[int32(c.Commit)]; !ok {
+		return bad("Commit", c.Commit, "COMMIT_MODE_INCREMENTAL or COMMIT_MODE_ALL_OR_NOTHING")
+	}
+	if c.Durability != store.DurabilitySync && c.Durability != store.DurabilityNone {
+		return bad("Durability", c.Durability, "store.DurabilitySync or store.DurabilityNone")
 	}
 	return nil
 }
@@ -221,8 +255,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	secs := res.elapsed.Seconds()
-	rep.ClaimsPerSec = float64(res.claims) / secs
-	rep.TxnsPerSec = float64(res.counters.Attempts) / secs
+	rep.ClaimsPerSec = perSec(float64(res.claims), secs)
+	rep.TxnsPerSec = perSec(float64(res.counters.Attempts), secs)
 	rep.CommitP50Ms, rep.CommitP99Ms = percentileMs(res.latencies, 0.50), percentileMs(res.latencies, 0.99)
 	rep.ConflictFraction = res.counters.ConflictFraction()
 	rep.ClaimsConflicted = res.counters.ClaimsConflicted
@@ -248,8 +282,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		bsecs := base.elapsed.Seconds()
-		rep.PebbleClaimsPerSec = float64(base.claims) / bsecs
-		rep.PebbleTxnsPerSec = float64(len(base.latencies)) / bsecs
+		rep.PebbleClaimsPerSec = perSec(float64(base.claims), bsecs)
+		rep.PebbleTxnsPerSec = perSec(float64(len(base.latencies)), bsecs)
 		rep.PebbleCommitP50Ms, rep.PebbleCommitP99Ms = percentileMs(base.latencies, 0.50), percentileMs(base.latencies, 0.99)
 		if rep.PebbleClaimsPerSec > 0 {
 			rep.RatioToPebble = rep.ClaimsPerSec / rep.PebbleClaimsPerSec
@@ -560,6 +594,15 @@ func (w *workload) viewCost(ctx context.Context) float64 {
 		}
 	}
 	return float64(time.Since(start).Microseconds()) / n
+}
+
+// perSec is n per second over secs, or 0 over no time (never an infinite
+// or NaN rate).
+func perSec(n, secs float64) float64 {
+	if !(secs > 0) {
+		return 0
+	}
+	return n / secs
 }
 
 func percentileMs(lat []time.Duration, q float64) float64 {

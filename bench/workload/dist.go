@@ -207,24 +207,28 @@ type LognormalPareto struct {
 	Max      float64 // above the tail's start; larger values are cut to Max (e.g. the trace's length)
 }
 
-// Validate checks the parameters.
+// Validate checks the parameters: a *FieldError naming the first one out
+// of range (workload.LognormalPareto.Sigma).
 func (d LognormalPareto) Validate() error {
-	bad := func(name string, v float64) error {
-		return fmt.Errorf("lognormal-pareto: %s %v out of range", name, v)
+	bad := func(field string, v float64, want string) error {
+		return &FieldError{In: "workload.LognormalPareto", Field: field, Value: v, Want: want}
 	}
+	finitePositive := func(v float64) bool { return v > 0 && !math.IsInf(v, 0) } // false for NaN
 	switch {
-	case !(d.Median > 0) || math.IsInf(d.Median, 0):
-		return bad("median", d.Median)
-	case !(d.Sigma > 0) || math.IsInf(d.Sigma, 0):
-		return bad("sigma", d.Sigma)
+	case !finitePositive(d.Median):
+		return bad("Median", d.Median, "a finite number greater than 0")
+	case !finitePositive(d.Sigma):
+		return bad("Sigma", d.Sigma, "a finite number greater than 0")
 	case !(d.TailFrom >= 0.5 && d.TailFrom < 1):
-		return bad("tail_from (want [0.5, 1))", d.TailFrom)
-	case !(d.Alpha > 0) || math.IsInf(d.Alpha, 0):
-		return bad("alpha", d.Alpha)
+		return bad("TailFrom", d.TailFrom, "a probability at least 0.5 and less than 1")
+	case !finitePositive(d.Alpha):
+		return bad("Alpha", d.Alpha, "a finite number greater than 0")
 	case !(d.Min >= 0 && d.Min <= d.Median):
-		return bad("min (want [0, median])", d.Min)
+		return bad("Min", d.Min, fmt.Sprintf("a number from 0 to Median (%v)", d.Median))
+	case math.IsInf(d.splice(), 0):
+		return bad("Sigma", d.Sigma, fmt.Sprintf("small enough that the tail starts at a finite value (Median×exp(Sigma×Φ⁻¹(TailFrom)) = %v)", d.splice()))
 	case !(d.Max > d.splice()) || math.IsInf(d.Max, 0):
-		return fmt.Errorf("lognormal-pareto: max %v must be finite and above the tail's start %v", d.Max, d.splice())
+		return bad("Max", d.Max, fmt.Sprintf("a finite number above the tail's start (%v)", d.splice()))
 	}
 	return nil
 }

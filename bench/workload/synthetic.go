@@ -70,7 +70,8 @@ type Config struct {
 	// requests). Default 0.6, the paper's; in the trace, service tasks hold
 	// 66% of the CPU requested by the tasks running when the window opens.
 	PrefillUtilization float64
-	// Days of arrivals. Default 7, the paper's runs.
+	// Days of arrivals, from MinDays (86.4 simulated seconds) to MaxDays.
+	// Default 7, the paper's runs.
 	Days float64
 	// BatchInterarrival and ServiceInterarrival are the means of the
 	// exponential time between arrivals of each class (Poisson arrivals).
@@ -132,38 +133,97 @@ func seconds(s float64) time.Duration { return time.Duration(math.Round(s * floa
 // ErrConfig is wrapped by every Validate error.
 var ErrConfig = errors.New("invalid workload config")
 
-// Validate reports the first field out of range, by name.
+// FieldError is the error of Config.Validate and LognormalPareto.Validate:
+// the field, by its Go name, its value and what it may be. It wraps
+// ErrConfig.
+type FieldError struct {
+	// In is what was validated: its Go type ("workload.Config"), or its
+	// path from an enclosing config that checked it ("sim.Config.Workload").
+	In string
+	// Field is the field's path within In: "Days", "BatchRuntime.Median".
+	Field string
+	Value any
+	Want  string
+}
+
+// Name is the field's full Go name: In.Field.
+func (e *FieldError) Name() string { return e.In + "." + e.Field }
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s = %v: want %s", ErrConfig, e.Name(), e.Value, e.Want)
+}
+
+func (e *FieldError) Unwrap() error { return ErrConfig }
+
+// The bounds Config.Validate checks. Each is far beyond what a simulated
+// cell needs; past them a run only exhausts memory or overflows a counter.
+const (
+	// MaxMachines: the store and the fleet hold every machine and its
+	// tasks in memory; a million is 80 times the trace's cell.
+	MaxMachines = 1_000_000
+	// MaxMachineCPUMillis and MaxMachineMemoryBytes bound a machine
+	// (about a million cores, 8 TiB): MaxMachines of them still total
+	// less than 2^63 of either.
+	MaxMachineCPUMillis   = 1 << 30
+	MaxMachineMemoryBytes = 1 << 43
+	// MinDays is 86.4 simulated seconds (the engine samples utilisation
+	// once a minute; a shorter run measures nothing); MaxDays is ten years.
+	MinDays, MaxDays = 0.001, 3650
+	// MinInterarrival and MaxInterarrival bound the mean time between two
+	// arrivals of a class: 10,000 jobs a second (more than any cell of
+	// MaxMachines places), and ten years (none in the longest run).
+	MinInterarrival = 100 * time.Microsecond
+	MaxInterarrival = MaxDays * 24 * time.Hour
+	// MaxMapTasksPerWorker: map tasks per requested worker.
+	MaxMapTasksPerWorker = 1000
+	// MaxRuntimeSeconds bounds LognormalPareto.Max where it models
+	// runtimes: ten years, the longest run.
+	MaxRuntimeSeconds = MaxDays * 86400
+)
+
+// Validate reports the first field out of range, as a *FieldError naming
+// it (workload.Config.Days): floats must be finite, counts and capacities
+// positive and every value within the bounds above.
 func (c Config) Validate() error {
 	bad := func(field string, v any, want string) error {
-		return fmt.Errorf("%w: %s = %v, want %s", ErrConfig, field, v, want)
+		return &FieldError{In: "workload.Config", Field: field, Value: v, Want: want}
 	}
 	switch {
-	case c.Machines <= 0:
-		return bad("machines", c.Machines, "> 0")
-	case c.MachineCPUMillis <= 0:
-		return bad("machine_cpu_millis", c.MachineCPUMillis, "> 0")
-	case c.MachineMemoryBytes < MinTaskMemoryBytes:
-		return bad("machine_memory_bytes", c.MachineMemoryBytes, fmt.Sprintf(">= %d", MinTaskMemoryBytes))
-	case c.MachinesPerFailureDomain <= 0:
-		return bad("machines_per_failure_domain", c.MachinesPerFailureDomain, "> 0")
-	case !(c.PrefillUtilization >= 0 && c.PrefillUtilization < 1):
-		return bad("prefill_utilization", c.PrefillUtilization, "in [0, 1)")
-	case !(c.Days >= 0) || c.Days > 3650:
-		return bad("days", c.Days, "in [0, 3650]")
-	case c.BatchInterarrival <= 0:
-		return bad("batch_interarrival", c.BatchInterarrival, "> 0")
-	case c.ServiceInterarrival <= 0:
-		return bad("service_interarrival", c.ServiceInterarrival, "> 0")
-	case !(c.MapReduceShare >= 0 && c.MapReduceShare <= 1):
-		return bad("mapreduce_share", c.MapReduceShare, "in [0, 1]")
-	case c.MapTasksPerWorker < 1:
-		return bad("map_tasks_per_worker", c.MapTasksPerWorker, ">= 1")
+	case c.Machines < 1 || c.Machines > MaxMachines:
+		return bad("Machines", c.Machines, fmt.Sprintf("a whole number of machines from 1 to %d", MaxMachines))
+	case c.MachineCPUMillis < MinTaskCPUMillis || c.MachineCPUMillis > MaxMachineCPUMillis:
+		return bad("MachineCPUMillis", c.MachineCPUMillis, fmt.Sprintf("a machine's CPU in millicores, from %d to %d", MinTaskCPUMillis, MaxMachineCPUMillis))
+	case c.MachineMemoryBytes < MinTaskMemoryBytes || c.MachineMemoryBytes > MaxMachineMemoryBytes:
+		return bad("MachineMemoryBytes", c.MachineMemoryBytes, fmt.Sprintf("a machine's memory in bytes, from %d to %d", MinTaskMemoryBytes, int64(MaxMachineMemoryBytes)))
+	case c.MachinesPerFailureDomain < 1 || c.MachinesPerFailureDomain > MaxMachines:
+		return bad("MachinesPerFailureDomain", c.MachinesPerFailureDomain, fmt.Sprintf("a whole number from 1 to %d", MaxMachines))
+	case !(c.PrefillUtilization >= 0 && c.PrefillUtilization < 1): // also NaN
+		return bad("PrefillUtilization", c.PrefillUtilization, "a share of the cell's CPU, at least 0 and less than 1")
+	case !(c.Days >= MinDays && c.Days <= MaxDays): // also NaN
+		return bad("Days", c.Days, fmt.Sprintf("a finite number of simulated days from %v to %v", MinDays, MaxDays))
+	case c.BatchInterarrival < MinInterarrival || c.BatchInterarrival > MaxInterarrival:
+		return bad("BatchInterarrival", c.BatchInterarrival, fmt.Sprintf("a mean time between arrivals from %v to %v", MinInterarrival, MaxInterarrival))
+	case c.ServiceInterarrival < MinInterarrival || c.ServiceInterarrival > MaxInterarrival:
+		return bad("ServiceInterarrival", c.ServiceInterarrival, fmt.Sprintf("a mean time between arrivals from %v to %v", MinInterarrival, MaxInterarrival))
+	case !(c.MapReduceShare >= 0 && c.MapReduceShare <= 1): // also NaN
+		return bad("MapReduceShare", c.MapReduceShare, "a share of batch arrivals from 0 to 1")
+	case c.MapTasksPerWorker < 1 || c.MapTasksPerWorker > MaxMapTasksPerWorker:
+		return bad("MapTasksPerWorker", c.MapTasksPerWorker, fmt.Sprintf("a whole number from 1 to %d", MaxMapTasksPerWorker))
 	}
-	if err := c.BatchRuntime.Validate(); err != nil {
-		return fmt.Errorf("%w: batch_runtime: %v", ErrConfig, err)
-	}
-	if err := c.ServiceRuntime.Validate(); err != nil {
-		return fmt.Errorf("%w: service_runtime: %v", ErrConfig, err)
+	for _, m := range []struct {
+		field string
+		d     LognormalPareto
+	}{{"BatchRuntime", c.BatchRuntime}, {"ServiceRuntime", c.ServiceRuntime}} {
+		err := m.d.Validate()
+		if err == nil && m.d.Max > MaxRuntimeSeconds {
+			err = &FieldError{Field: "Max", Value: m.d.Max, Want: fmt.Sprintf("a runtime in seconds up to %d (ten years)", MaxRuntimeSeconds)}
+		}
+		if fe, ok := err.(*FieldError); ok {
+			return &FieldError{In: "workload.Config", Field: m.field + "." + fe.Field, Value: fe.Value, Want: fe.Want}
+		}
+		if err != nil {
+			return fmt.Errorf("%w: workload.Config.%s: %v", ErrConfig, m.field, err)
+		}
 	}
 	return nil
 }
@@ -260,7 +320,14 @@ type arrivals struct {
 
 func (a *arrivals) advance() {
 	a.clock += a.gap.Sample(a.r)
-	a.next = time.Duration(a.clock * float64(time.Second))
+	// A draw far in the exponential's tail may pass the largest Duration
+	// (whose conversion from a float would then be undefined): it arrives
+	// never, after every run's end.
+	if ns := a.clock * float64(time.Second); ns < math.MaxInt64 {
+		a.next = time.Duration(ns)
+	} else {
+		a.next = math.MaxInt64
+	}
 }
 
 // New validates cfg and returns its generator.

@@ -3,6 +3,7 @@ package workload
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strconv"
 	"strings"
@@ -52,30 +53,137 @@ func TestDefaultConfig(t *testing.T) {
 	}
 }
 
+// TestValidateNamesTheField: every bad value of every field is refused by
+// a *FieldError naming the field by its Go name and quoting the value, and
+// New refuses it too.
 func TestValidateNamesTheField(t *testing.T) {
-	for field, mutate := range map[string]func(*Config){
-		"machines":                    func(c *Config) { c.Machines = 0 },
-		"machine_cpu_millis":          func(c *Config) { c.MachineCPUMillis = -1 },
-		"machine_memory_bytes":        func(c *Config) { c.MachineMemoryBytes = 1 },
-		"machines_per_failure_domain": func(c *Config) { c.MachinesPerFailureDomain = 0 },
-		"prefill_utilization":         func(c *Config) { c.PrefillUtilization = 1 },
-		"days":                        func(c *Config) { c.Days = math.NaN() },
-		"batch_interarrival":          func(c *Config) { c.BatchInterarrival = 0 },
-		"service_interarrival":        func(c *Config) { c.ServiceInterarrival = -time.Second },
-		"mapreduce_share":             func(c *Config) { c.MapReduceShare = 1.5 },
-		"map_tasks_per_worker":        func(c *Config) { c.MapTasksPerWorker = 0 },
-		"batch_runtime":               func(c *Config) { c.BatchRuntime.Sigma = 0 },
-		"service_runtime":             func(c *Config) { c.ServiceRuntime.Max = 1 },
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		field, value string
+		mutate       func(*Config)
+	}{
+		{"Machines", "0", func(c *Config) { c.Machines = 0 }},
+		{"Machines", "-1", func(c *Config) { c.Machines = -1 }},
+		{"Machines", "1000001", func(c *Config) { c.Machines = MaxMachines + 1 }},
+		{"MachineCPUMillis", "0", func(c *Config) { c.MachineCPUMillis = 0 }},
+		{"MachineCPUMillis", "-1", func(c *Config) { c.MachineCPUMillis = -1 }},
+		{"MachineCPUMillis", "1073741825", func(c *Config) { c.MachineCPUMillis = MaxMachineCPUMillis + 1 }},
+		{"MachineMemoryBytes", "0", func(c *Config) { c.MachineMemoryBytes = 0 }},
+		{"MachineMemoryBytes", "1", func(c *Config) { c.MachineMemoryBytes = 1 }},
+		{"MachineMemoryBytes", "-1", func(c *Config) { c.MachineMemoryBytes = -1 }},
+		{"MachineMemoryBytes", "8796093022209", func(c *Config) { c.MachineMemoryBytes = MaxMachineMemoryBytes + 1 }},
+		{"MachinesPerFailureDomain", "0", func(c *Config) { c.MachinesPerFailureDomain = 0 }},
+		{"MachinesPerFailureDomain", "-3", func(c *Config) { c.MachinesPerFailureDomain = -3 }},
+		{"MachinesPerFailureDomain", "1000001", func(c *Config) { c.MachinesPerFailureDomain = MaxMachines + 1 }},
+		{"PrefillUtilization", "NaN", func(c *Config) { c.PrefillUtilization = nan }},
+		{"PrefillUtilization", "+Inf", func(c *Config) { c.PrefillUtilization = inf }},
+		{"PrefillUtilization", "-Inf", func(c *Config) { c.PrefillUtilization = -inf }},
+		{"PrefillUtilization", "-0.1", func(c *Config) { c.PrefillUtilization = -0.1 }},
+		{"PrefillUtilization", "1", func(c *Config) { c.PrefillUtilization = 1 }},
+		{"Days", "NaN", func(c *Config) { c.Days = nan }},
+		{"Days", "+Inf", func(c *Config) { c.Days = inf }},
+		{"Days", "-Inf", func(c *Config) { c.Days = -inf }},
+		{"Days", "0", func(c *Config) { c.Days = 0 }},
+		{"Days", "-1", func(c *Config) { c.Days = -1 }},
+		{"Days", "1e-300", func(c *Config) { c.Days = 1e-300 }},
+		{"Days", "0.0009", func(c *Config) { c.Days = 0.0009 }},
+		{"Days", "3651", func(c *Config) { c.Days = 3651 }},
+		{"BatchInterarrival", "0s", func(c *Config) { c.BatchInterarrival = 0 }},
+		{"BatchInterarrival", "-1s", func(c *Config) { c.BatchInterarrival = -time.Second }},
+		{"BatchInterarrival", "1ns", func(c *Config) { c.BatchInterarrival = 1 }},
+		{"BatchInterarrival", "87601h0m0s", func(c *Config) { c.BatchInterarrival = MaxInterarrival + time.Hour }},
+		{"ServiceInterarrival", "0s", func(c *Config) { c.ServiceInterarrival = 0 }},
+		{"ServiceInterarrival", "-1s", func(c *Config) { c.ServiceInterarrival = -time.Second }},
+		{"ServiceInterarrival", "2562047h47m16.854775807s", func(c *Config) { c.ServiceInterarrival = math.MaxInt64 }},
+		{"MapReduceShare", "NaN", func(c *Config) { c.MapReduceShare = nan }},
+		{"MapReduceShare", "+Inf", func(c *Config) { c.MapReduceShare = inf }},
+		{"MapReduceShare", "-Inf", func(c *Config) { c.MapReduceShare = -inf }},
+		{"MapReduceShare", "-0.1", func(c *Config) { c.MapReduceShare = -0.1 }},
+		{"MapReduceShare", "1.5", func(c *Config) { c.MapReduceShare = 1.5 }},
+		{"MapTasksPerWorker", "0", func(c *Config) { c.MapTasksPerWorker = 0 }},
+		{"MapTasksPerWorker", "-1", func(c *Config) { c.MapTasksPerWorker = -1 }},
+		{"MapTasksPerWorker", "1001", func(c *Config) { c.MapTasksPerWorker = MaxMapTasksPerWorker + 1 }},
+		{"BatchRuntime.Median", "NaN", func(c *Config) { c.BatchRuntime.Median = nan }},
+		{"BatchRuntime.Median", "+Inf", func(c *Config) { c.BatchRuntime.Median = inf }},
+		{"BatchRuntime.Median", "0", func(c *Config) { c.BatchRuntime.Median = 0 }},
+		{"BatchRuntime.Median", "-1", func(c *Config) { c.BatchRuntime.Median = -1 }},
+		{"BatchRuntime.Sigma", "0", func(c *Config) { c.BatchRuntime.Sigma = 0 }},
+		{"BatchRuntime.Sigma", "NaN", func(c *Config) { c.BatchRuntime.Sigma = nan }},
+		{"BatchRuntime.Sigma", "-Inf", func(c *Config) { c.BatchRuntime.Sigma = -inf }},
+		{"BatchRuntime.Sigma", "1000", func(c *Config) { c.BatchRuntime.Sigma = 1000 }},
+		{"BatchRuntime.TailFrom", "NaN", func(c *Config) { c.BatchRuntime.TailFrom = nan }},
+		{"BatchRuntime.TailFrom", "0.4", func(c *Config) { c.BatchRuntime.TailFrom = 0.4 }},
+		{"BatchRuntime.TailFrom", "1", func(c *Config) { c.BatchRuntime.TailFrom = 1 }},
+		{"BatchRuntime.Alpha", "0", func(c *Config) { c.BatchRuntime.Alpha = 0 }},
+		{"BatchRuntime.Alpha", "+Inf", func(c *Config) { c.BatchRuntime.Alpha = inf }},
+		{"BatchRuntime.Alpha", "NaN", func(c *Config) { c.BatchRuntime.Alpha = nan }},
+		{"BatchRuntime.Min", "-1", func(c *Config) { c.BatchRuntime.Min = -1 }},
+		{"BatchRuntime.Min", "NaN", func(c *Config) { c.BatchRuntime.Min = nan }},
+		{"BatchRuntime.Min", "1000", func(c *Config) { c.BatchRuntime.Min = 1000 }},
+		{"ServiceRuntime.Max", "1", func(c *Config) { c.ServiceRuntime.Max = 1 }},
+		{"ServiceRuntime.Max", "NaN", func(c *Config) { c.ServiceRuntime.Max = nan }},
+		{"ServiceRuntime.Max", "+Inf", func(c *Config) { c.ServiceRuntime.Max = inf }},
+		{"ServiceRuntime.Max", "1e+09", func(c *Config) { c.ServiceRuntime.Max = 1e9 }},
+	} {
+		c := Default()
+		tc.mutate(&c)
+		err := c.Validate()
+		var fe *FieldError
+		want := "workload.Config." + tc.field + " = " + tc.value + ":"
+		if !errors.Is(err, ErrConfig) || !errors.As(err, &fe) || fe.Name() != "workload.Config."+tc.field || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s = %s: error %v, want a *FieldError containing %q", tc.field, tc.value, err, want)
+		}
+		if _, err := New(c); err == nil {
+			t.Errorf("%s = %s: New accepted an invalid config", tc.field, tc.value)
+		}
+	}
+}
+
+// TestValidateAcceptsBounds: the bounds themselves are valid.
+func TestValidateAcceptsBounds(t *testing.T) {
+	for name, mutate := range map[string]func(*Config){
+		"min days":          func(c *Config) { c.Days = MinDays },
+		"max days":          func(c *Config) { c.Days = MaxDays },
+		"one machine":       func(c *Config) { c.Machines, c.MachinesPerFailureDomain = 1, 1 },
+		"max machines":      func(c *Config) { c.Machines = MaxMachines },
+		"largest machine":   func(c *Config) { c.MachineCPUMillis, c.MachineMemoryBytes = MaxMachineCPUMillis, MaxMachineMemoryBytes },
+		"smallest machine":  func(c *Config) { c.MachineCPUMillis, c.MachineMemoryBytes = MinTaskCPUMillis, MinTaskMemoryBytes },
+		"no prefill":        func(c *Config) { c.PrefillUtilization = 0 },
+		"interarrival min":  func(c *Config) { c.BatchInterarrival, c.ServiceInterarrival = MinInterarrival, MinInterarrival },
+		"interarrival max":  func(c *Config) { c.BatchInterarrival, c.ServiceInterarrival = MaxInterarrival, MaxInterarrival },
+		"share 0":           func(c *Config) { c.MapReduceShare = 0 },
+		"share 1":           func(c *Config) { c.MapReduceShare = 1 },
+		"map tasks max":     func(c *Config) { c.MapTasksPerWorker = MaxMapTasksPerWorker },
+		"runtime max":       func(c *Config) { c.BatchRuntime.Max = MaxRuntimeSeconds },
+		"runtime min 0":     func(c *Config) { c.ServiceRuntime.Min = 0 },
+		"runtime tail half": func(c *Config) { c.ServiceRuntime.TailFrom = 0.5 },
 	} {
 		c := Default()
 		mutate(&c)
-		err := c.Validate()
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), field) {
-			t.Errorf("%s: error %v", field, err)
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
-		if _, err := New(c); err == nil {
-			t.Errorf("%s: New accepted an invalid config", field)
-		}
+	}
+}
+
+// TestLognormalParetoValidateNamesTheField: on its own, the model's
+// errors name its type.
+func TestLognormalParetoValidateNamesTheField(t *testing.T) {
+	d := DefaultBatchRuntime
+	d.Alpha = math.NaN()
+	var fe *FieldError
+	if err := d.Validate(); !errors.As(err, &fe) || fe.Name() != "workload.LognormalPareto.Alpha" || !strings.Contains(err.Error(), "Alpha = NaN") {
+		t.Errorf("err %v", err)
+	}
+}
+
+// TestArrivalPastTheLastDuration: a gap beyond the largest Duration
+// arrives never, instead of overflowing to a time before the start.
+func TestArrivalPastTheLastDuration(t *testing.T) {
+	a := arrivals{r: rand.New(rand.NewPCG(1, 1)), gap: Exponential{1e12}}
+	a.advance()
+	if a.next != math.MaxInt64 {
+		t.Errorf("next %v, want the largest Duration", a.next)
 	}
 }
 
@@ -269,8 +377,12 @@ func TestNextIsLazy(t *testing.T) {
 			t.Fatal("stream ended early")
 		}
 	}
-	if c.Days = 0; len(drain(t, mustNew(t, c))) != 0 {
-		t.Error("zero days gave arrivals")
+	c.Days = MinDays
+	g = mustNew(t, c)
+	for _, j := range drain(t, g) {
+		if j.Submit >= g.End() {
+			t.Fatalf("%s arrives at %v, after the end %v", j.Name, j.Submit, g.End())
+		}
 	}
 }
 
