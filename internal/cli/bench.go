@@ -65,7 +65,7 @@ the table (or, with --json, one JSON object) to stdout.`,
 			committers := p.count("--committers", cfg.Committers, 1, maxCommitters, "concurrent committing clients")
 			claims := p.count("--claims", cfg.Claims, 1, maxClaims, "claims per transaction")
 			p.duration("--duration", cfg.Duration.String(), cfg.Duration, minPhase, maxPhase, "the length of each measured phase")
-			p.duration("--warmup", cfg.Warmup.String(), cfg.Warmup, 0, maxPhase, "the warmup")
+			p.duration("--warmup", cfg.Warmup.String(), cfg.Warmup, minPhase, maxPhase, "the warmup (it records the write sets the baseline replays)")
 			if committers && claims {
 				p.count("--fill", cfg.Fill, cfg.Committers*cfg.Claims, maxFillPerMachine*max(cfg.Machines, 1),
 					fmt.Sprintf("placed tasks in steady state (at least --committers x --claims, at most %d per machine)", maxFillPerMachine))
@@ -120,7 +120,7 @@ the table (or, with --json, one JSON object) to stdout.`,
 	f.IntVar(&cfg.Committers, "committers", cfg.Committers, fmt.Sprintf("concurrent committing clients, 1 to %d", maxCommitters))
 	f.IntVar(&cfg.Claims, "claims", cfg.Claims, fmt.Sprintf("claims per transaction, 1 to %d", maxClaims))
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, fmt.Sprintf("length of each measured phase, %s to %s", fmtDuration(minPhase), fmtDuration(maxPhase)))
-	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, fmt.Sprintf("warmup before measuring (records the baseline's write sets), 0 to %s", fmtDuration(maxPhase)))
+	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, fmt.Sprintf("warmup before measuring (records the baseline's write sets), %s to %s", fmtDuration(minPhase), fmtDuration(maxPhase)))
 	f.IntVar(&cfg.Fill, "fill", cfg.Fill, fmt.Sprintf("placed tasks the cell holds in steady state, from --committers x --claims to %d per machine", maxFillPerMachine))
 	f.Float64Var(&cfg.Utilization, "utilization", cfg.Utilization, "share of the cell the placed tasks hold, greater than 0 and less than 1")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed (machine choice, uuids)")

@@ -290,6 +290,7 @@ func TestBenchStoreRefusesBadFlags(t *testing.T) {
 		{[]string{"--utilization", "Inf"}, "--utilization +Inf"},
 		{[]string{"--duration", "0s"}, "--duration 0s"},
 		{[]string{"--warmup", "-1s"}, "--warmup -1s"},
+		{[]string{"--warmup", "0s"}, "--warmup 0s"},
 		{[]string{"--machines", "0"}, "--machines 0"},
 		{[]string{"--committers", "0"}, "--committers 0"},
 		{[]string{"--claims", "0"}, "--claims 0"},
