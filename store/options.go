@@ -68,9 +68,10 @@ type Options struct {
 	// when zero) 200,000: about a thousand scheduler commits, tens of MB.
 	HistoryChanges int
 	// Retention is how long terminal tasks and finished jobs stay in the
-	// live state after they finish (by the clock of the transaction that
-	// finished them) before Expire deletes them. Default 15 minutes: long
-	// enough for every component to see the outcome.
+	// live state before Expire deletes them, on the store's clock: counted
+	// from the first Expire that saw them terminal, never from a
+	// committer's finish time. Default 15 minutes: long enough for every
+	// component to see the outcome.
 	Retention time.Duration
 	// MemTableSize is pebble's memtable size. Default 64 MiB: with pebble's
 	// 4 MiB default a commit-heavy cell stalls on memtable rotation.

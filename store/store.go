@@ -243,6 +243,10 @@ func (s *Store) commit(ctx context.Context, build func(head *txn.State) *txn.Txn
 	s.mu.Lock()
 	p.batch, p.ready = b, true
 	if encErr != nil {
+		// Unreachable from input: Evaluate validated everything the encoder
+		// checks (txn/validate.go), and FuzzCommit holds the store to never
+		// stopping. If it happens it is a bug, and the state installed
+		// above cannot be taken back from the committers evaluated on it.
 		s.failLocked(fmt.Errorf("%w: %v", ErrFailed, encErr))
 	}
 	s.mu.Unlock()
