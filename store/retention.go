@@ -24,6 +24,12 @@ import (
 // does nothing, and the change that made the new version terminal has an
 // entry of its own. A reopened store has no entry stamped: it sees every
 // terminal object at its first Expire and expires it one window later.
+//
+// The store's clock only moves forward, by the time that passed between two
+// Expires: a clock that jumps back (a wall clock set back, an NTP step)
+// stops it until time moves on again, and then it runs on from where it
+// was, so no jump back can hold retention up for the size of the jump; a
+// jump forward ages everything by the jump, as a store that slept would.
 
 // expiryQueue lists terminal tasks and finished jobs in the order the store
 // saw them: items[head:stamped] carry the time of the Expire that first saw
@@ -32,7 +38,9 @@ type expiryQueue struct {
 	items   []expiring
 	head    int
 	stamped int
-	last    int64 // the latest Expire time, Unix nanoseconds; stamps never go back
+	clock   int64 // the store's clock: Unix nanoseconds, monotone
+	prev    int64 // the time the last Expire was given
+	started bool  // an Expire has run
 }
 
 type expiring struct {
@@ -78,16 +86,35 @@ func (q *expiryQueue) rebuild(s *txn.State) {
 	})
 }
 
-// stamp gives every entry noted since the last Expire the time now (or the
-// last Expire's, if the store's clock went back) and returns that time.
+// tick advances the store's clock to an Expire given now: by the time that
+// passed since the last one, if any did.
+func (q *expiryQueue) tick(now int64) int64 {
+	switch {
+	case !q.started:
+		q.clock, q.started = now, true
+	case now > q.prev:
+		// In uint64, exactly (two's complement): the time passed, and the
+		// room left before the clock would pass math.MaxInt64.
+		d := uint64(now) - uint64(q.prev)
+		if room := uint64(math.MaxInt64) - uint64(q.clock); d > room {
+			q.clock = math.MaxInt64
+		} else {
+			q.clock = int64(uint64(q.clock) + d)
+		}
+	}
+	q.prev = now
+	return q.clock
+}
+
+// stamp advances the store's clock to now (tick) and gives every entry
+// noted since the last Expire that time, which it returns.
 func (q *expiryQueue) stamp(now int64) int64 {
-	now = max(now, q.last)
-	q.last = now
+	at := q.tick(now)
 	for i := q.stamped; i < len(q.items); i++ {
-		q.items[i].at = now
+		q.items[i].at = at
 	}
 	q.stamped = len(q.items)
-	return now
+	return at
 }
 
 // due pops up to max stamped entries seen at or before cutoff and returns
@@ -144,8 +171,8 @@ const RetentionComponent = "store/retention"
 // and committers are not stalled behind one large expiry). It returns how
 // many objects it deleted. The caller owns the schedule and the clock: a
 // server calls it from a ticker with the wall clock, the simulation at
-// virtual times. If now is before an earlier call's, the earlier time is
-// used (the store's clock never goes back).
+// virtual times. The store's clock advances by the time that passed between
+// calls and never goes back (see the top of retention.go).
 func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 	perTxn := 1_000
 	if m := s.opts.Limits.MaxOps; m > 0 && m < perTxn {
@@ -160,8 +187,8 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 	at := s.expiry.stamp(now.UnixNano())
 	s.mu.Unlock()
 	cutoff := at - int64(s.opts.Retention)
-	if int64(s.opts.Retention) > 0 && cutoff > at { // wrapped below math.MinInt64
-		cutoff = math.MinInt64
+	if cutoff > at { // the window reaches back before the start of int64 time
+		return 0, nil
 	}
 	deleted := 0
 	for {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -186,13 +187,42 @@ func TestRetentionIgnoresCommitterClocks(t *testing.T) {
 	expire(t, s, t0.Add(80*time.Second), 1)
 	present(t, s, false, behind)
 
-	// The store's clock never goes back: an Expire at an earlier time stamps
-	// with the latest time seen, so nothing expires before its window.
+	// The store's clock only moves forward, by the time that passes
+	// between Expires: a clock set back a year stops it, and it runs on from
+	// where it was, so nothing is held up for the year (nor expires early).
 	late := testUID(uidTask, 0, 3)
 	finish(late, 0)
-	expire(t, s, t0.Add(-year), 0) // stamped at t0+80s, not a year earlier
-	expire(t, s, t0.Add(139*time.Second), 0)
-	expire(t, s, t0.Add(140*time.Second), 1)
+	expire(t, s, t0.Add(-year), 0) // sees late, stamped t0+80s
+	expire(t, s, t0.Add(-year+59*time.Second), 0)
+	expire(t, s, t0.Add(-year+60*time.Second), 1)
+	present(t, s, false, late)
+	// A jump forward ages everything by the jump.
+	jumped := testUID(uidTask, 0, 4)
+	finish(jumped, 0)
+	expire(t, s, t0.Add(-year+61*time.Second), 0)
+	expire(t, s, t0.Add(year), 1)
+}
+
+// TestRetentionClockEdges: the store's clock saturates instead of wrapping
+// at the ends of int64 time (and then, at the year 2262, stays there).
+func TestRetentionClockEdges(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = time.Minute })
+	defer s.Close()
+	finish := func(u uuid.UUID) {
+		mustCommitAll(t, s, &txn.Txn{Ops: []txn.Op{
+			txn.CreateTask(taskProto(u, uuid.Nil, 1, 1)),
+			txn.SetStatus(u, omegav1.TaskState_TASK_STATE_FAILED, 0, ""),
+		}})
+	}
+	u, v := testUID(uidTask, 0, 0), testUID(uidTask, 0, 1)
+	finish(u)
+	expire(t, s, time.Unix(0, math.MinInt64), 0) // sees u at the earliest time there is
+	expire(t, s, time.Unix(0, math.MinInt64+59e9), 0)
+	expire(t, s, time.Unix(0, math.MaxInt64), 1) // the whole range later: no wrap-around
+	finish(v)
+	expire(t, s, time.Unix(0, math.MinInt64), 0) // back: the clock stays at the end of time
+	expire(t, s, time.Unix(0, math.MinInt64+3600e9), 0)
+	present(t, s, true, v)
 }
 
 // TestRetentionSkipsWhatChanged: an entry whose object was deleted by a
