@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/omega-cell/omega/internal/finite"
 	"github.com/omega-cell/omega/schedulers"
 )
 
@@ -240,59 +239,12 @@ func (e *Engine) WriteUtilizationCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// checkFinite reports the first float in v (a struct, slice or map of
-// them, walked through exported fields) that is NaN or infinite, by its
-// JSON path from root: schedulers[0].wait_mean_s.
+// checkFinite is finite.Check with the package's prefix.
 func checkFinite(root string, v any) error {
-	if path := nonFinite(reflect.ValueOf(v), root); path != "" {
-		return fmt.Errorf("sim: %s: not a finite number", path)
+	if err := finite.Check(root, v); err != nil {
+		return fmt.Errorf("sim: %w", err)
 	}
 	return nil
-}
-
-func nonFinite(v reflect.Value, path string) string {
-	switch v.Kind() {
-	case reflect.Float32, reflect.Float64:
-		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Sprintf("%s = %v", strings.TrimPrefix(path, "."), f)
-		}
-	case reflect.Pointer, reflect.Interface:
-		if !v.IsNil() {
-			return nonFinite(v.Elem(), path)
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			sf := v.Type().Field(i)
-			if !sf.IsExported() {
-				continue
-			}
-			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-			if name == "-" {
-				continue
-			}
-			if name == "" {
-				name = sf.Name
-			}
-			if p := nonFinite(v.Field(i), path+"."+name); p != "" {
-				return p
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			if p := nonFinite(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); p != "" {
-				return p
-			}
-		}
-	case reflect.Map:
-		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
-		for _, k := range keys {
-			if p := nonFinite(v.MapIndex(k), fmt.Sprintf("%s.%v", path, k)); p != "" {
-				return p
-			}
-		}
-	}
-	return ""
 }
 
 // Spread is one figure over several seeds.

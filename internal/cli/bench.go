@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,13 +18,11 @@ import (
 
 // Bounds of `omega bench store`'s flags (see also validate.go).
 const (
-	maxCommitters     = 1024    // goroutines, each with its own client
-	maxClaims         = 100_000 // claims in one transaction
-	maxFillPerMachine = 1000    // more, and each task's request rounds to almost nothing
-	maxMemTableMB     = 4095    // pebble's memtable must be under 4 GiB
-	// minPhase and maxPhase bound a measured phase: under a millisecond
-	// measures the clock, not the store.
-	minPhase, maxPhase = time.Millisecond, 24 * time.Hour
+	maxCommitters      = storebench.MaxCommitters
+	maxClaims          = storebench.MaxClaims
+	maxFillPerMachine  = storebench.MaxFillPerMachine
+	maxMemTableMB      = storebench.MaxMemTableMB
+	minPhase, maxPhase = storebench.MinPhase, storebench.MaxPhase
 )
 
 func newBenchCmd() *cobra.Command {

@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omega-cell/omega/bench/sim"
+	"github.com/omega-cell/omega/internal/finite"
 	"github.com/omega-cell/omega/schedulers"
 )
 
@@ -424,57 +424,11 @@ func writeFiles(dir string, files []outFile) (err error) {
 // marshalFinite is v as indented JSON with a final newline, or an error
 // naming the first figure that is NaN or infinite (which JSON cannot hold).
 func marshalFinite(v any) ([]byte, error) {
-	if path := nonFinite(reflect.ValueOf(v), ""); path != "" {
-		return nil, fmt.Errorf("%s: not a finite number", path)
+	if err := finite.Check("", v); err != nil {
+		return nil, err
 	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	return append(b, '\n'), err
-}
-
-// nonFinite is the JSON path of the first NaN or infinite float in v, or "".
-func nonFinite(v reflect.Value, path string) string {
-	switch v.Kind() {
-	case reflect.Float32, reflect.Float64:
-		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Sprintf("%s = %v", strings.TrimPrefix(path, "."), f)
-		}
-	case reflect.Pointer, reflect.Interface:
-		if !v.IsNil() {
-			return nonFinite(v.Elem(), path)
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			sf := v.Type().Field(i)
-			if !sf.IsExported() {
-				continue
-			}
-			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-			if name == "-" {
-				continue
-			}
-			if name == "" {
-				name = sf.Name
-			}
-			if p := nonFinite(v.Field(i), path+"."+name); p != "" {
-				return p
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			if p := nonFinite(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); p != "" {
-				return p
-			}
-		}
-	case reflect.Map:
-		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
-		for _, k := range keys {
-			if p := nonFinite(v.MapIndex(k), fmt.Sprintf("%s.%v", path, k)); p != "" {
-				return p
-			}
-		}
-	}
-	return ""
 }
 
 func printSummary(w io.Writer, s sim.Summary) {

@@ -10,40 +10,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/omega-cell/omega/bench/sim"
+	"github.com/omega-cell/omega/bench/workload"
 	"github.com/omega-cell/omega/schedulers"
 )
 
 // The bounds every command checks its settings against before it creates
-// anything. The flags' help texts quote them.
+// anything; the flags' help texts quote them. Where the library checks the
+// same setting, the bound is the library's, so the two cannot drift apart.
 const (
-	// maxMachines: the store and the fleet hold every machine (and its
-	// tasks) in memory; a million is 80 times the trace's cell.
-	maxMachines = 1_000_000
-	// minDays is 86.4 simulated seconds (the engine samples utilisation
-	// once a minute; a much shorter run measures nothing). maxDays is the
-	// workload generator's own limit, ten years.
-	minDays = 0.001
-	maxDays = 3650
+	maxMachines      = workload.MaxMachines
+	minDays, maxDays = workload.MinDays, workload.MaxDays
 	// minLoad and maxLoad bound the arrival rate relative to the fitted
 	// trace's. At 0.01 a batch job arrives every 10 minutes (a week still
 	// sees about a thousand); at 100, 16 a second, far past what any cell
 	// of maxMachines can place, so more only queues jobs.
-	minLoad, maxLoad = 0.01, 100
-	// maxPerKind: scheduler instances of one kind (the paper runs up to 32
-	// batch schedulers).
-	maxPerKind = 100
-	// maxTJob and maxTTask bound the modelled decision times (the paper
-	// sweeps t_job to 100 s and t_task to 1 s).
-	maxTJob  = time.Hour
-	maxTTask = time.Minute
-	// failuresPerMachineDay: a failed machine is repaired after an hour,
-	// so more than 24 failures per machine and day would keep the whole
-	// cell down.
-	failuresPerMachineDay = 24
-	// minFleetTick and maxFleetTick bound the fleet's reporting period:
-	// below a millisecond the ticks, not the schedulers, are the
-	// simulation; above an hour tasks finish an hour late.
-	minFleetTick, maxFleetTick = time.Millisecond, time.Hour
+	minLoad, maxLoad           = 0.01, 100
+	maxPerKind                 = sim.MaxSchedulersPerKind
+	maxTJob, maxTTask          = sim.MaxTJob, sim.MaxTTask
+	failuresPerMachineDay      = sim.FailuresPerMachineDay
+	minFleetTick, maxFleetTick = sim.MinFleetTick, sim.MaxFleetTick
 	// maxSeeds: runs of one configuration (one output directory each).
 	maxSeeds = 1000
 )
