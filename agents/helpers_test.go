@@ -20,6 +20,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -231,9 +232,9 @@ type harness struct {
 	fleet *SimFleet
 }
 
-func newHarness(t testing.TB, st *store.Store, cfg FleetConfig, opts ...client.InProcessOption) *harness {
+func newHarness(t testing.TB, st *store.Store, cfg FleetConfig, opts ...inproc.Option) *harness {
 	t.Helper()
-	rec, tr := record(client.InProcess(st, opts...))
+	rec, tr := record(inproc.New(st, opts...))
 	cl, err := client.New(context.Background(), tr, client.Config{
 		Component: "fleet",
 		Clock:     &vclock{now: t0},

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -43,7 +44,7 @@ func benchCell(b *testing.B, machines int) (*store.Store, *ids, []uuid.UUID) {
 
 func benchFleet(b *testing.B, st *store.Store) *SimFleet {
 	b.Helper()
-	cl, err := client.New(context.Background(), client.InProcess(st), client.Config{Component: "fleet", Clock: &vclock{now: t0}, Rand: rand.New(rand.NewPCG(1, 1))})
+	cl, err := client.New(context.Background(), inproc.New(st), client.Config{Component: "fleet", Clock: &vclock{now: t0}, Rand: rand.New(rand.NewPCG(1, 1))})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
-	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -45,9 +45,9 @@ func (w workload) run(t *testing.T) workloadRun {
 	cfg.FailuresPerDay = 24 * 6
 	cfg.RepairTime = 15 * time.Minute
 	cfg.Rand = rand.New(rand.NewPCG(w.fleetSeed, 1))
-	var opts []client.InProcessOption
+	var opts []inproc.Option
 	if w.watching {
-		opts = append(opts, client.WithoutSharing())
+		opts = append(opts, inproc.WithoutSharing())
 	}
 	h := newHarness(t, st, cfg, opts...)
 	h.rec.before = func(n int, tx *txn.Txn) {

@@ -13,6 +13,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -395,10 +396,10 @@ func TestClaimRacingAFailureIsLostNextTick(t *testing.T) {
 func TestRelistAfterCompaction(t *testing.T) {
 	for _, sharing := range []bool{true, false} {
 		name := "sharing"
-		var opts []client.InProcessOption
+		var opts []inproc.Option
 		if !sharing {
 			name = "watching"
-			opts = append(opts, client.WithoutSharing())
+			opts = append(opts, inproc.WithoutSharing())
 		}
 		t.Run(name, func(t *testing.T) {
 			st := openStore(t, 8)
@@ -429,7 +430,7 @@ func TestCommitErrorKeepsWork(t *testing.T) {
 	g := newIDs(8)
 	ms := makeMachines(t, st, g, 1)
 	fail := true
-	cl, err := client.New(context.Background(), failingTransport{client.InProcess(st), &fail}, client.Config{Component: "fleet", Clock: &vclock{now: t0}, Rand: rand.New(rand.NewPCG(1, 1))})
+	cl, err := client.New(context.Background(), failingTransport{inproc.New(st), &fail}, client.Config{Component: "fleet", Clock: &vclock{now: t0}, Rand: rand.New(rand.NewPCG(1, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +498,7 @@ func TestFleetConfigValidate(t *testing.T) {
 		})
 	}
 	st := openStore(t, 0)
-	cl, err := client.New(context.Background(), client.InProcess(st), client.Config{Component: "fleet", Clock: &vclock{now: t0}, Rand: r})
+	cl, err := client.New(context.Background(), inproc.New(st), client.Config{Component: "fleet", Clock: &vclock{now: t0}, Rand: r})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -50,7 +49,7 @@ const maxListTries = 10
 
 // list takes a snapshot and watches from its revision. Commits that land
 // between the two can push the snapshot's successors out of a small
-// history (the watch fails with store.ErrCompacted); then it lists again,
+// history (the watch fails with ErrCompacted); then it lists again,
 // within a bound, counting each retry as a re-list.
 func (c *Cell) list(ctx context.Context) error {
 	for try := 1; ; try++ {
@@ -59,7 +58,7 @@ func (c *Cell) list(ctx context.Context) error {
 			return fmt.Errorf("list cell: %w", err)
 		}
 		w, err := c.tr.Watch(ctx, st.Revision())
-		if errors.Is(err, store.ErrCompacted) && try < maxListTries {
+		if errors.Is(err, ErrCompacted) && try < maxListTries {
 			c.relist++
 			continue
 		}
@@ -93,7 +92,7 @@ func (c *Cell) Sync(ctx context.Context) error {
 	}
 	for {
 		sets, err := c.watch.Poll(0)
-		if errors.Is(err, store.ErrCompacted) {
+		if errors.Is(err, ErrCompacted) {
 			c.relist++
 			return c.list(ctx)
 		}
@@ -123,7 +122,7 @@ func (c *Cell) SyncTo(ctx context.Context, rev uint64) error {
 	}
 	for c.state.Revision() < rev {
 		sets, err := c.watch.Next(ctx, 0)
-		if errors.Is(err, store.ErrCompacted) {
+		if errors.Is(err, ErrCompacted) {
 			c.relist++
 			if err := c.list(ctx); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -80,8 +81,8 @@ func TestCellRelistsWhenBehind(t *testing.T) {
 			st := openStore(t, store.DurabilityNone, 8)
 			drv := newDriver(t, st, seed)
 			drv.step()
-			slow, _ := newClient(t, InProcess(st, WithoutSharing()), "slow", seed, DefaultRetryPolicy())
-			eager, _ := newClient(t, InProcess(st, WithoutSharing()), "eager", seed, DefaultRetryPolicy())
+			slow, _ := newClient(t, inproc.New(st, inproc.WithoutSharing()), "slow", seed, DefaultRetryPolicy())
+			eager, _ := newClient(t, inproc.New(st, inproc.WithoutSharing()), "eager", seed, DefaultRetryPolicy())
 			for round := range 20 {
 				var rev uint64
 				for range 10 {
@@ -139,7 +140,7 @@ func TestCellListSurvivesCompactionDuringList(t *testing.T) {
 	st := openStore(t, store.DurabilityNone, 1)
 	drv := newDriver(t, st, 1)
 	drv.step()
-	lr := &listRace{Transport: InProcess(st, WithoutSharing()), armed: 1, commit: func() { drv.step(); drv.step() }}
+	lr := &listRace{Transport: inproc.New(st, inproc.WithoutSharing()), armed: 1, commit: func() { drv.step(); drv.step() }}
 	c, _ := newClient(t, lr, "lister", 1, DefaultRetryPolicy())
 	if err := c.Sync(context.Background()); err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func TestCellConvergesUnderConcurrentCommits(t *testing.T) {
 			st := openStore(t, store.DurabilityNone, hist)
 			drv := newDriver(t, st, 42)
 			drv.step()
-			c, _ := newClient(t, InProcess(st, WithoutSharing()), "reader", 42, DefaultRetryPolicy())
+			c, _ := newClient(t, inproc.New(st, inproc.WithoutSharing()), "reader", 42, DefaultRetryPolicy())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			type outcome struct {
@@ -361,7 +362,7 @@ func TestSyncToRelistsWhenTheStreamFallsBehind(t *testing.T) {
 	st := openStore(t, store.DurabilityNone, 0)
 	drv := newDriver(t, st, 8)
 	drv.step()
-	lt := &laggyTransport{Transport: InProcess(st, WithoutSharing())}
+	lt := &laggyTransport{Transport: inproc.New(st, inproc.WithoutSharing())}
 	c, _ := newClient(t, lt, "laggy", 8, DefaultRetryPolicy())
 	rev := drv.step()
 	if err := c.SyncTo(context.Background(), rev); err != nil {

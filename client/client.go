@@ -160,7 +160,7 @@ func (c *Client) SyncTo(ctx context.Context, rev uint64) error { return c.cell.S
 // transport, for a component that follows changes itself (an agent noting
 // the tasks placed on its machines) rather than through the Cell. The
 // stream is the caller's: one goroutine owns it, and it must Close it. An
-// error wrapping store.ErrCompacted means fromRevision is no longer
+// error wrapping ErrCompacted means fromRevision is no longer
 // retained: take a fresh view and watch from its revision.
 func (c *Client) Watch(ctx context.Context, fromRevision uint64) (Watch, error) {
 	return c.tr.Watch(ctx, fromRevision)

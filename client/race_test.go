@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -90,9 +91,9 @@ func runRace(t *testing.T, s raceSetup) {
 
 	clients := make([]*raceClient, 2)
 	for i, name := range []string{"a", "b"} {
-		var tr Transport = InProcess(st)
+		var tr Transport = inproc.New(st)
 		if s.transport != "shared" {
-			tr = InProcess(st, WithoutSharing())
+			tr = inproc.New(st, inproc.WithoutSharing())
 		}
 		rec, rtr := record(tr)
 		// After every commit, wait for the other client's commit, so both

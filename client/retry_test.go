@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -223,7 +224,7 @@ func TestCounterConflictFraction(t *testing.T) {
 
 func TestNewValidatesConfig(t *testing.T) {
 	st := openStore(t, durabilities[0], 0)
-	tr := InProcess(st)
+	tr := inproc.New(st)
 	r := rand.New(rand.NewPCG(1, 1))
 	clk := newFakeClock()
 	cases := []struct {
@@ -255,7 +256,7 @@ func TestNewValidatesConfig(t *testing.T) {
 // TestClientObserveCountsGiveUp: the step API counts a loop giving up.
 func TestClientObserveCountsGiveUp(t *testing.T) {
 	st := openStore(t, durabilities[0], 0)
-	c, _ := newClient(t, InProcess(st), "x", 1, RetryPolicy{MaxAttempts: 2})
+	c, _ := newClient(t, inproc.New(st), "x", 1, RetryPolicy{MaxAttempts: 2})
 	l := c.NewLoop()
 	for i, want := range []bool{false, true} {
 		res := resNone

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -19,8 +20,8 @@ var transports = []struct {
 	name string
 	make func(*store.Store) Transport
 }{
-	{"shared", func(s *store.Store) Transport { return InProcess(s) }},
-	{"watch", func(s *store.Store) Transport { return InProcess(s, WithoutSharing()) }},
+	{"shared", func(s *store.Store) Transport { return inproc.New(s) }},
+	{"watch", func(s *store.Store) Transport { return inproc.New(s, inproc.WithoutSharing()) }},
 }
 
 // TestTransactPartialCommitResyncs: a competitor takes a slot on a machine
@@ -232,7 +233,7 @@ func TestTransactDecideEndsLoop(t *testing.T) {
 	st := openStore(t, store.DurabilityNone, 0)
 	g := newIDs(9)
 	cl := buildCluster(t, st, g, 1, 100_000, 640*gib, 4, 1000, "a")
-	rec, tr := record(InProcess(st))
+	rec, tr := record(inproc.New(st))
 	c, _ := newClient(t, tr, "a", 1, DefaultRetryPolicy())
 
 	for _, empty := range []*txn.Txn{nil, {}} {
@@ -279,7 +280,7 @@ func TestTransactErrorsPassThrough(t *testing.T) {
 	st := openStore(t, store.DurabilityNone, 0)
 	g := newIDs(11)
 	cl := buildCluster(t, st, g, 1, 100_000, 640*gib, 1, 1000, "a")
-	c, _ := newClient(t, InProcess(st), "a", 1, DefaultRetryPolicy())
+	c, _ := newClient(t, inproc.New(st), "a", 1, DefaultRetryPolicy())
 
 	_, err := c.Transact(context.Background(), func(View) (*txn.Txn, error) { return nil, errDecide })
 	if !errors.Is(err, errDecide) {
@@ -324,7 +325,7 @@ func TestCommitCountsAllOrNothing(t *testing.T) {
 	st := openStore(t, store.DurabilityNone, 0)
 	g := newIDs(13)
 	cl := buildCluster(t, st, g, 1, 1000, 64*gib, 2, 1000, "a")
-	c, err := New(context.Background(), InProcess(st), Config{Component: "a", Clock: newFakeClock(), Rand: newIDs(1).r, Commit: allOrNothing})
+	c, err := New(context.Background(), inproc.New(st), Config{Component: "a", Clock: newFakeClock(), Rand: newIDs(1).r, Commit: allOrNothing})
 	if err != nil {
 		t.Fatal(err)
 	}

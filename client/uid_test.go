@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/store"
 )
 
@@ -17,7 +18,7 @@ func uidClient(t *testing.T, st *store.Store, seed uint64, uuids *bytes.Reader) 
 	if uuids != nil {
 		cfg.UUIDs = uuids
 	}
-	c, err := New(context.Background(), InProcess(st), cfg)
+	c, err := New(context.Background(), inproc.New(st), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

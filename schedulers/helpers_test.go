@@ -23,6 +23,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -288,7 +289,7 @@ func (c *testCell) machine(uid uuid.UUID) *txn.Machine {
 // in-process transport (wrapped by wrap, if given).
 func (c *testCell) client(component string, seed uint64, clk *fakeClock, wrap func(client.Transport) client.Transport) *client.Client {
 	c.t.Helper()
-	tr := client.InProcess(c.st)
+	tr := inproc.New(c.st)
 	if wrap != nil {
 		tr = wrap(tr)
 	}

@@ -39,8 +39,9 @@ var (
 	// ErrFailed: a durable write failed; the store accepts no more commits.
 	ErrFailed = errors.New("store failed")
 	// ErrCompacted: a watch asked for revisions the store no longer retains;
-	// re-list with Snapshot and watch from its revision.
-	ErrCompacted = errors.New("revision compacted")
+	// re-list with Snapshot and watch from its revision. It is
+	// txn.ErrCompacted.
+	ErrCompacted = txn.ErrCompacted
 	// ErrCorrupt: the stored data cannot be decoded.
 	ErrCorrupt = errors.New("corrupt store")
 	// ErrRejected: the policy refused the transaction.

@@ -70,6 +70,13 @@ var (
 	ErrFutureRevision = errors.New("view revision ahead of the store")
 )
 
+// ErrCompacted is what a watch returns (wrapped) when it asks for
+// revisions its store no longer retains: re-list and watch from the
+// snapshot's revision. It is defined here, below the store, so that every
+// transport — in-process or remote — and every component that watches
+// checks the one value without linking the store.
+var ErrCompacted = errors.New("revision compacted")
+
 // OpError is the error for one bad operation.
 type OpError struct {
 	Index int    // the operation's position in Txn.Ops

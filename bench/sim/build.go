@@ -18,6 +18,7 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/bench/workload"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
@@ -289,7 +290,7 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	}()
 	seed := cfg.Workload.Seed
 	clock := &Clock{now: Epoch}
-	tr := client.InProcess(st)
+	tr := inproc.New(st)
 	stream := uint64(0)
 	newClient := func(name string) (*client.Client, error) {
 		stream++

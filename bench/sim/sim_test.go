@@ -14,6 +14,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
@@ -73,7 +74,7 @@ func newTestSim(t *testing.T, seed uint64, machines, jobs int, onCommit func(str
 	}
 	t.Cleanup(func() { st.Close() })
 	clock := &Clock{now: Epoch}
-	tr := client.InProcess(st)
+	tr := inproc.New(st)
 	mk := func(name string, stream uint64) *client.Client {
 		c, err := client.New(ctx, tr, client.Config{Component: name, Clock: clock, Rand: rand.New(rand.NewPCG(seed, stream))})
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/internal/hostinfo"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
@@ -337,7 +338,7 @@ func newWorkload(cfg Config, st *store.Store) *workload {
 
 func (w *workload) newClient(ctx context.Context, name string, seed uint64) (*client.Client, *rand.Rand, error) {
 	rng := rand.New(rand.NewPCG(w.cfg.Seed, seed))
-	c, err := client.New(ctx, client.InProcess(w.st), client.Config{
+	c, err := client.New(ctx, inproc.New(w.st), client.Config{
 		Component: name,
 		Clock:     client.RealClock{},
 		Rand:      rng,

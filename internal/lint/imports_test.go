@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,11 +18,37 @@ const module = "github.com/omega-cell/omega/"
 // nothing of storage, store nothing of schedulers, schedulers nothing of
 // the bench.
 var mayImport = map[string][]string{
-	"txn":        {"api/omega/v1", "internal/pmap"},
-	"store":      {"api/omega/v1", "txn"},
-	"client":     {"api/omega/v1", "txn", "store"},
-	"schedulers": {"api/omega/v1", "txn", "client"},
-	"agents":     {"api/omega/v1", "txn", "client"},
+	"txn":              {"api/omega/v1", "internal/pmap"},
+	"store":            {"api/omega/v1", "txn"},
+	"client/transport": {"api/omega/v1", "txn"},
+	"client/inproc":    {"api/omega/v1", "txn", "client/transport", "store"},
+	"client":           {"api/omega/v1", "txn", "client/transport"},
+	"schedulers":       {"api/omega/v1", "txn", "client", "client/transport"},
+	"agents":           {"api/omega/v1", "txn", "client", "client/transport"},
+}
+
+// remoteOnly are the packages a scheduler or agent binary that talks to a
+// remote store links: none of them may pull in the store or pebble, at any
+// depth (the in-process transport is client/inproc, of its own).
+var remoteOnly = []string{"client", "client/transport", "schedulers", "agents"}
+
+func TestRemoteComponentsDoNotLinkTheStore(t *testing.T) {
+	root := repoRoot(t)
+	args := []string{"list", "-deps", "-f", "{{.ImportPath}}"}
+	for _, p := range remoteOnly {
+		args = append(args, module+p)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == module+"store" || strings.HasPrefix(dep, "github.com/cockroachdb/pebble") {
+			t.Errorf("%v link %s: a remote scheduler or agent would carry the store", remoteOnly, dep)
+		}
+	}
 }
 
 func TestLayering(t *testing.T) {
