@@ -31,14 +31,13 @@ func restoreMeta(m *omegav1.ObjectMeta) (version, createRev uint64, created int6
 
 // Machine adds a stored machine (its status allocation is ignored).
 func (r *Restorer) Machine(p *omegav1.Machine) error {
-	m, err := newMachine(p)
+	m, err := machineFromWire(p, false)
 	if err != nil {
 		return err
 	}
 	if _, dup := r.machines[m.UID]; dup {
 		return fmt.Errorf("%w: machine %s", ErrAlreadyExists, m.UID)
 	}
-	m.Version, m.CreateRev, m.Created = restoreMeta(p.GetMeta())
 	m.Seq = r.rev
 	r.machines[m.UID] = m
 	r.order = append(r.order, m.UID)
@@ -47,43 +46,51 @@ func (r *Restorer) Machine(p *omegav1.Machine) error {
 
 // Job adds a stored job.
 func (r *Restorer) Job(p *omegav1.Job) error {
-	j, err := newJob(p)
+	j, err := jobFromWire(p)
 	if err != nil {
 		return err
 	}
-	j.Version, j.CreateRev, j.Created = restoreMeta(p.GetMeta())
 	r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_JOB, Job: j})
 	return nil
 }
 
 // Task adds a stored task with its status, at version.
 func (r *Restorer) Task(p *omegav1.Task, version uint64) error {
-	t, err := newTask(p)
+	t, err := restoreTask(p, version)
 	if err != nil {
 		return err
+	}
+	r.tasks = append(r.tasks, t)
+	return nil
+}
+
+// restoreTask rebuilds a task from its meta, spec and status, at version.
+func restoreTask(p *omegav1.Task, version uint64) (*Task, error) {
+	t, err := newTask(p)
+	if err != nil {
+		return nil, err
 	}
 	_, t.CreateRev, t.Created = restoreMeta(p.GetMeta())
 	t.Version = version
 	st := p.GetStatus()
 	t.State = st.GetState()
 	if _, ok := omegav1.TaskState_name[int32(t.State)]; !ok || t.State == omegav1.TaskState_TASK_STATE_UNSPECIFIED {
-		return fmt.Errorf("%w: task %s state %d", ErrInvalid, t.UID, t.State)
+		return nil, fmt.Errorf("%w: task %s state %d", ErrInvalid, t.UID, t.State)
 	}
 	if st.GetMachineUid() != "" {
 		if t.Machine, err = ParseUID(st.GetMachineUid(), "task machine"); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	t.Claimed = ResourcesFromProto(st.GetClaimed())
 	if err := t.Claimed.Validate(); err != nil {
-		return fmt.Errorf("%w: task %s claimed: %v", ErrInvalid, t.UID, err)
+		return nil, fmt.Errorf("%w: task %s claimed: %v", ErrInvalid, t.UID, err)
 	}
 	t.Scheduler = st.GetScheduler()
 	t.Assigned, t.Started, t.Finished = st.GetAssignUnixNanos(), st.GetStartUnixNanos(), st.GetFinishUnixNanos()
 	t.Evictions = st.GetEvictions()
 	t.Message = st.GetMessage()
-	r.tasks = append(r.tasks, t)
-	return nil
+	return t, nil
 }
 
 // Finish derives allocations and returns the state. It fails if a placed

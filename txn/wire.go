@@ -1,6 +1,9 @@
 package txn
 
 import (
+	"fmt"
+
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -172,4 +175,313 @@ func opSize(op *Op) (total, object int) {
 		body = sizeMessage(6, c)
 	}
 	return sizeMessage(6, body), object
+}
+
+// --- from the wire ------------------------------------------------------------
+
+// wireUID parses a uid field of an operation: empty is the nil uid (which
+// Evaluate reports as not found), anything else must be a uuid.
+func wireUID(s, what string) (uuid.UUID, error) {
+	if s == "" {
+		return uuid.Nil, nil
+	}
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("%w: %s %q is not a uuid", ErrInvalid, what, s)
+	}
+	return u, nil
+}
+
+// TxnFromProto converts a transaction received on the wire. It takes
+// ownership of p's objects. A uid that is not a uuid, or an operation with
+// nothing set, is an *OpError wrapping ErrInvalid, as Evaluate reports bad
+// input; everything else is left for Evaluate to judge, so a transaction
+// means the same on the wire as in process.
+func TxnFromProto(p *omegav1.Transaction) (*Txn, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil transaction", ErrInvalid)
+	}
+	tx := &Txn{
+		ViewRevision: p.GetViewRevision(),
+		Conflict:     p.GetConflict(),
+		Commit:       p.GetCommit(),
+		Component:    p.GetComponent(),
+		UnixNanos:    p.GetUnixNanos(),
+		Ops:          make([]Op, len(p.GetOps())),
+	}
+	for i, o := range p.GetOps() {
+		op, err := opFromProto(o)
+		if err != nil {
+			return nil, &OpError{Index: i, Kind: op.Kind, Err: err}
+		}
+		tx.Ops[i] = op
+	}
+	return tx, nil
+}
+
+func opFromProto(o *omegav1.Operation) (Op, error) {
+	var err error
+	switch x := o.GetOp().(type) {
+	case *omegav1.Operation_Create:
+		op := Op{Kind: OpCreate}
+		switch obj := x.Create.GetObject().(type) {
+		case *omegav1.CreateOp_Task:
+			op.NewTask = obj.Task
+		case *omegav1.CreateOp_Job:
+			op.NewJob = obj.Job
+		case *omegav1.CreateOp_Machine:
+			op.NewMachine = obj.Machine
+		}
+		return op, nil
+	case *omegav1.Operation_Claim:
+		c := x.Claim
+		op := Op{Kind: OpClaim, Resources: ResourcesFromProto(c.GetResources()), ExpectVersion: c.GetExpectVersion()}
+		if op.Task, err = wireUID(c.GetTaskUid(), "task_uid"); err != nil {
+			return op, err
+		}
+		op.Machine, err = wireUID(c.GetMachineUid(), "machine_uid")
+		return op, err
+	case *omegav1.Operation_Evict:
+		e := x.Evict
+		op := Op{Kind: OpEvict, ExpectVersion: e.GetExpectVersion(), ForPriority: e.GetForPriority(), Force: e.GetForce(), Message: e.GetReason()}
+		op.Task, err = wireUID(e.GetTaskUid(), "task_uid")
+		return op, err
+	case *omegav1.Operation_SetStatus:
+		s := x.SetStatus
+		op := Op{Kind: OpSetStatus, State: s.GetState(), ExpectVersion: s.GetExpectVersion(), Message: s.GetMessage()}
+		op.Task, err = wireUID(s.GetTaskUid(), "task_uid")
+		return op, err
+	case *omegav1.Operation_Put:
+		op := Op{Kind: OpPut, ExpectVersion: x.Put.GetExpectVersion()}
+		switch obj := x.Put.GetObject().(type) {
+		case *omegav1.PutOp_Job:
+			op.NewJob = obj.Job
+		case *omegav1.PutOp_Machine:
+			op.NewMachine = obj.Machine
+		}
+		return op, nil
+	case *omegav1.Operation_Delete:
+		d := x.Delete
+		op := Op{Kind: OpDelete, DeleteKind: d.GetKind(), ExpectVersion: d.GetExpectVersion()}
+		op.DeleteUID, err = wireUID(d.GetUid(), "uid")
+		return op, err
+	}
+	return Op{}, fmt.Errorf("%w: an operation with none of its kinds set", ErrInvalid)
+}
+
+// Proto returns the wire form of the result.
+func (r *Result) Proto() *omegav1.TransactionResult {
+	p := &omegav1.TransactionResult{
+		Revision: r.Revision, Base: r.Base,
+		Committed: int32(r.Committed), Conflicts: int32(r.Conflicts), ClaimsConflicted: int32(r.ClaimsConflicted),
+		Outcomes: make([]*omegav1.Outcome, len(r.Outcomes)),
+	}
+	for i, o := range r.Outcomes {
+		p.Outcomes[i] = &omegav1.Outcome{Code: o.Code, Detail: o.Detail}
+	}
+	return p
+}
+
+// ResultFromProto converts a result received on the wire.
+func ResultFromProto(p *omegav1.TransactionResult) Result {
+	r := Result{
+		Revision: p.GetRevision(), Base: p.GetBase(),
+		Committed: int(p.GetCommitted()), Conflicts: int(p.GetConflicts()), ClaimsConflicted: int(p.GetClaimsConflicted()),
+	}
+	if n := len(p.GetOutcomes()); n > 0 {
+		r.Outcomes = make([]Outcome, n)
+		for i, o := range p.GetOutcomes() {
+			r.Outcomes[i] = Outcome{Code: o.GetCode(), Detail: o.GetDetail()}
+		}
+	}
+	return r
+}
+
+// Proto returns the wire form of the write set: every change whole (a
+// machine's derived allocation, task count and sequence number included),
+// as watchers receive it. It shares the objects' immutable messages.
+func (ws *WriteSet) Proto() *omegav1.RevisionChanges {
+	p := &omegav1.RevisionChanges{Revision: ws.Revision, UnixNanos: ws.UnixNanos, Changes: make([]*omegav1.Change, 0, len(ws.Changes))}
+	for i := range ws.Changes {
+		c := &ws.Changes[i]
+		if c.Deleted && c.Created {
+			continue // created and deleted by the same transaction: nobody saw it
+		}
+		w := &omegav1.Change{Deleted: c.Deleted, Created: c.Created}
+		switch {
+		case c.Task != nil:
+			w.Object = &omegav1.Change_Task{Task: c.Task.Proto()}
+		case c.Job != nil:
+			w.Object = &omegav1.Change_Job{Job: c.Job.Proto()}
+		case c.Machine != nil:
+			w.Object = &omegav1.Change_Machine{Machine: c.Machine.Proto()}
+		}
+		p.Changes = append(p.Changes, w)
+	}
+	return p
+}
+
+// WriteSetFromProto converts a revision received from a watch, so that a
+// remote client applies it to its copy as an in-process one applies the
+// store's own write set.
+func WriteSetFromProto(p *omegav1.RevisionChanges) (*WriteSet, error) {
+	ws := &WriteSet{Revision: p.GetRevision(), UnixNanos: p.GetUnixNanos(), Changes: make([]Change, len(p.GetChanges()))}
+	for i, w := range p.GetChanges() {
+		c := Change{Deleted: w.GetDeleted(), Created: w.GetCreated()}
+		var err error
+		switch obj := w.GetObject().(type) {
+		case *omegav1.Change_Task:
+			c.Kind = omegav1.ObjectKind_OBJECT_KIND_TASK
+			c.Task, err = taskFromWire(obj.Task)
+		case *omegav1.Change_Job:
+			c.Kind = omegav1.ObjectKind_OBJECT_KIND_JOB
+			c.Job, err = jobFromWire(obj.Job)
+		case *omegav1.Change_Machine:
+			c.Kind = omegav1.ObjectKind_OBJECT_KIND_MACHINE
+			c.Machine, err = machineFromWire(obj.Machine, true)
+		default:
+			err = fmt.Errorf("%w: a change with no object", ErrInvalid)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("revision %d, change %d: %w", ws.Revision, i, err)
+		}
+		ws.Changes[i] = c
+	}
+	return ws, nil
+}
+
+// taskFromWire rebuilds a task from its full wire form (Task.Proto()).
+func taskFromWire(p *omegav1.Task) (*Task, error) {
+	return restoreTask(p, p.GetMeta().GetVersion())
+}
+
+func jobFromWire(p *omegav1.Job) (*Job, error) {
+	j, err := newJob(p)
+	if err != nil {
+		return nil, err
+	}
+	j.Version, j.CreateRev, j.Created = restoreMeta(p.GetMeta())
+	return j, nil
+}
+
+// machineFromWire rebuilds a machine from its wire form; with derived, the
+// allocation, task count and sequence number come from its status (a
+// watched change), else they are left for a Restorer to derive.
+func machineFromWire(p *omegav1.Machine, derived bool) (*Machine, error) {
+	m, err := newMachine(p)
+	if err != nil {
+		return nil, err
+	}
+	m.Version, m.CreateRev, m.Created = restoreMeta(p.GetMeta())
+	if derived {
+		st := p.GetStatus()
+		m.Allocated = ResourcesFromProto(st.GetAllocated())
+		if err := m.Allocated.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: machine %s allocated: %v", ErrInvalid, m.UID, err)
+		}
+		m.Tasks, m.Seq = st.GetTasks(), st.GetSeq()
+	}
+	return m, nil
+}
+
+// DefaultSnapshotChunkBytes is the size a snapshot chunk aims at: well
+// below MaxWireBytes, and large enough that a million-task cell lists in a
+// few hundred messages.
+const DefaultSnapshotChunkBytes = 1 << 20
+
+// SnapshotChunks lists st for the wire: machines, then jobs, then tasks, in
+// chunks of about maxBytes of wire encoding each (an object larger than
+// that has a chunk of its own), the last one marked. It calls send for
+// each chunk in order and stops at the first error.
+func SnapshotChunks(st *State, maxBytes int, send func(*omegav1.SnapshotChunk) error) error {
+	if maxBytes <= 0 {
+		maxBytes = DefaultSnapshotChunkBytes
+	}
+	// A chunk's size: the revision and the last flag, then each object as
+	// a repeated field (one-byte tag, length, bytes).
+	header := sizeVarint(1, st.Revision()) + protowire.SizeTag(5) + 1
+	chunk := &omegav1.SnapshotChunk{Revision: st.Revision()}
+	size, objects := header, 0
+	var err error
+	add := func(m proto.Message) {
+		n := 1 + protowire.SizeBytes(proto.Size(m))
+		if objects > 0 && size+n > maxBytes {
+			if err == nil {
+				err = send(chunk)
+			}
+			chunk, size, objects = &omegav1.SnapshotChunk{Revision: st.Revision()}, header, 0
+		}
+		size += n
+		objects++
+	}
+	st.RangeMachines(func(m *Machine) bool {
+		p := m.Proto()
+		add(p)
+		chunk.Machines = append(chunk.Machines, p)
+		return err == nil
+	})
+	st.RangeJobs(func(j *Job) bool {
+		p := j.Proto()
+		add(p)
+		chunk.Jobs = append(chunk.Jobs, p)
+		return err == nil
+	})
+	st.RangeTasks(func(t *Task) bool {
+		p := t.Proto()
+		add(p)
+		chunk.Tasks = append(chunk.Tasks, p)
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	chunk.Last = true
+	return send(chunk)
+}
+
+// SnapshotReader rebuilds a state from the chunks of SnapshotChunks, in
+// order. The machines' allocations and task counts are derived from the
+// tasks, as a reopened store derives them, and their sequence numbers are
+// the listing's revision (conservative for coarse conflict detection).
+type SnapshotReader struct {
+	r    *Restorer
+	rev  uint64
+	done bool
+}
+
+// Add takes the next chunk.
+func (s *SnapshotReader) Add(c *omegav1.SnapshotChunk) error {
+	switch {
+	case s.done:
+		return fmt.Errorf("%w: snapshot chunk after the last one", ErrInvalid)
+	case s.r == nil:
+		s.r, s.rev = NewRestorer(c.GetRevision()), c.GetRevision()
+	case c.GetRevision() != s.rev:
+		return fmt.Errorf("%w: snapshot chunk of revision %d in a listing of revision %d", ErrInvalid, c.GetRevision(), s.rev)
+	}
+	for _, m := range c.GetMachines() {
+		if err := s.r.Machine(m); err != nil {
+			return err
+		}
+	}
+	for _, j := range c.GetJobs() {
+		if err := s.r.Job(j); err != nil {
+			return err
+		}
+	}
+	for _, t := range c.GetTasks() {
+		if err := s.r.Task(t, t.GetMeta().GetVersion()); err != nil {
+			return err
+		}
+	}
+	s.done = c.GetLast()
+	return nil
+}
+
+// Finish returns the state, once the last chunk was added.
+func (s *SnapshotReader) Finish() (*State, error) {
+	if !s.done {
+		return nil, fmt.Errorf("%w: snapshot ended before its last chunk", ErrInvalid)
+	}
+	return s.r.Finish()
 }

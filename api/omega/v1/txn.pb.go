@@ -1017,9 +1017,18 @@ type TransactionResult struct {
 	// The revision the transaction committed at; 0 if nothing was committed.
 	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	// One per operation, in order.
-	Outcomes      []*Outcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Outcomes []*Outcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	// The revision of the state the transaction was evaluated against:
+	// everything it conflicted with is at or before it, so a client that
+	// re-syncs to max(revision, base) before retrying has seen the cause.
+	Base uint64 `protobuf:"varint,3,opt,name=base,proto3" json:"base,omitempty"`
+	// Operations committed, and conflicting (ABORTED ones are neither), and
+	// the conflicting claims among the latter.
+	Committed        int32 `protobuf:"varint,4,opt,name=committed,proto3" json:"committed,omitempty"`
+	Conflicts        int32 `protobuf:"varint,5,opt,name=conflicts,proto3" json:"conflicts,omitempty"`
+	ClaimsConflicted int32 `protobuf:"varint,6,opt,name=claims_conflicted,json=claimsConflicted,proto3" json:"claims_conflicted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TransactionResult) Reset() {
@@ -1066,6 +1075,34 @@ func (x *TransactionResult) GetOutcomes() []*Outcome {
 	return nil
 }
 
+func (x *TransactionResult) GetBase() uint64 {
+	if x != nil {
+		return x.Base
+	}
+	return 0
+}
+
+func (x *TransactionResult) GetCommitted() int32 {
+	if x != nil {
+		return x.Committed
+	}
+	return 0
+}
+
+func (x *TransactionResult) GetConflicts() int32 {
+	if x != nil {
+		return x.Conflicts
+	}
+	return 0
+}
+
+func (x *TransactionResult) GetClaimsConflicted() int32 {
+	if x != nil {
+		return x.ClaimsConflicted
+	}
+	return 0
+}
+
 // Change is one object's new value at a revision (or its deletion), as
 // delivered to watchers.
 type Change struct {
@@ -1075,8 +1112,11 @@ type Change struct {
 	//	*Change_Task
 	//	*Change_Job
 	//	*Change_Machine
-	Object        isChange_Object `protobuf_oneof:"object"`
-	Deleted       bool            `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Object  isChange_Object `protobuf_oneof:"object"`
+	Deleted bool            `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// The object is new at this revision (a PENDING task that is created,
+	// not one evicted back to PENDING).
+	Created       bool `protobuf:"varint,5,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1152,6 +1192,13 @@ func (x *Change) GetDeleted() bool {
 	return false
 }
 
+func (x *Change) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
 type isChange_Object interface {
 	isChange_Object()
 }
@@ -1176,9 +1223,11 @@ func (*Change_Machine) isChange_Object() {}
 
 // RevisionChanges is everything one revision changed.
 type RevisionChanges struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Revision      uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
-	Changes       []*Change              `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Revision uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Changes  []*Change              `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
+	// The committer's clock, as stamped on the transaction.
+	UnixNanos     int64 `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1225,6 +1274,93 @@ func (x *RevisionChanges) GetChanges() []*Change {
 		return x.Changes
 	}
 	return nil
+}
+
+func (x *RevisionChanges) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+// SnapshotChunk is one piece of a listing of the whole cell at one
+// revision: machines first, then jobs, then tasks, each object whole in one
+// chunk; the last chunk says so. A cell of a million tasks lists as many
+// chunks of bounded size, never one giant message.
+type SnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revision      uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Machines      []*Machine             `protobuf:"bytes,2,rep,name=machines,proto3" json:"machines,omitempty"`
+	Jobs          []*Job                 `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Tasks         []*Task                `protobuf:"bytes,4,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Last          bool                   `protobuf:"varint,5,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_omega_v1_txn_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_txn_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SnapshotChunk) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetMachines() []*Machine {
+	if x != nil {
+		return x.Machines
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetTasks() []*Task {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
 }
 
 var File_omega_v1_txn_proto protoreflect.FileDescriptor
@@ -1282,19 +1418,32 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x03ops\x18\x06 \x03(\v2\x13.omega.v1.OperationR\x03ops\"L\n" +
 	"\aOutcome\x12)\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x15.omega.v1.OutcomeCodeR\x04code\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail\"^\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"\xdb\x01\n" +
 	"\x11TransactionResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12-\n" +
-	"\boutcomes\x18\x02 \x03(\v2\x11.omega.v1.OutcomeR\boutcomes\"\xa4\x01\n" +
+	"\boutcomes\x18\x02 \x03(\v2\x11.omega.v1.OutcomeR\boutcomes\x12\x12\n" +
+	"\x04base\x18\x03 \x01(\x04R\x04base\x12\x1c\n" +
+	"\tcommitted\x18\x04 \x01(\x05R\tcommitted\x12\x1c\n" +
+	"\tconflicts\x18\x05 \x01(\x05R\tconflicts\x12+\n" +
+	"\x11claims_conflicted\x18\x06 \x01(\x05R\x10claimsConflicted\"\xbe\x01\n" +
 	"\x06Change\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x02 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
 	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12\x18\n" +
-	"\adeleted\x18\x04 \x01(\bR\adeletedB\b\n" +
-	"\x06object\"Y\n" +
+	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x18\n" +
+	"\acreated\x18\x05 \x01(\bR\acreatedB\b\n" +
+	"\x06object\"x\n" +
 	"\x0fRevisionChanges\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12*\n" +
-	"\achanges\x18\x02 \x03(\v2\x10.omega.v1.ChangeR\achanges*@\n" +
+	"\achanges\x18\x02 \x03(\v2\x10.omega.v1.ChangeR\achanges\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\xb7\x01\n" +
+	"\rSnapshotChunk\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12-\n" +
+	"\bmachines\x18\x02 \x03(\v2\x11.omega.v1.MachineR\bmachines\x12!\n" +
+	"\x04jobs\x18\x03 \x03(\v2\r.omega.v1.JobR\x04jobs\x12$\n" +
+	"\x05tasks\x18\x04 \x03(\v2\x0e.omega.v1.TaskR\x05tasks\x12\x12\n" +
+	"\x04last\x18\x05 \x01(\bR\x04last*@\n" +
 	"\fConflictMode\x12\x16\n" +
 	"\x12CONFLICT_MODE_FINE\x10\x00\x12\x18\n" +
 	"\x14CONFLICT_MODE_COARSE\x10\x01*I\n" +
@@ -1332,7 +1481,7 @@ func file_omega_v1_txn_proto_rawDescGZIP() []byte {
 }
 
 var file_omega_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_omega_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_omega_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_omega_v1_txn_proto_goTypes = []any{
 	(ConflictMode)(0),         // 0: omega.v1.ConflictMode
 	(CommitMode)(0),           // 1: omega.v1.CommitMode
@@ -1350,20 +1499,21 @@ var file_omega_v1_txn_proto_goTypes = []any{
 	(*TransactionResult)(nil), // 13: omega.v1.TransactionResult
 	(*Change)(nil),            // 14: omega.v1.Change
 	(*RevisionChanges)(nil),   // 15: omega.v1.RevisionChanges
-	(*Task)(nil),              // 16: omega.v1.Task
-	(*Job)(nil),               // 17: omega.v1.Job
-	(*Machine)(nil),           // 18: omega.v1.Machine
-	(*Resources)(nil),         // 19: omega.v1.Resources
-	(TaskState)(0),            // 20: omega.v1.TaskState
+	(*SnapshotChunk)(nil),     // 16: omega.v1.SnapshotChunk
+	(*Task)(nil),              // 17: omega.v1.Task
+	(*Job)(nil),               // 18: omega.v1.Job
+	(*Machine)(nil),           // 19: omega.v1.Machine
+	(*Resources)(nil),         // 20: omega.v1.Resources
+	(TaskState)(0),            // 21: omega.v1.TaskState
 }
 var file_omega_v1_txn_proto_depIdxs = []int32{
-	16, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
-	17, // 1: omega.v1.CreateOp.job:type_name -> omega.v1.Job
-	18, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
-	19, // 3: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
-	20, // 4: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
-	17, // 5: omega.v1.PutOp.job:type_name -> omega.v1.Job
-	18, // 6: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
+	17, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
+	18, // 1: omega.v1.CreateOp.job:type_name -> omega.v1.Job
+	19, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
+	20, // 3: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
+	21, // 4: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
+	18, // 5: omega.v1.PutOp.job:type_name -> omega.v1.Job
+	19, // 6: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
 	2,  // 7: omega.v1.DeleteOp.kind:type_name -> omega.v1.ObjectKind
 	4,  // 8: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
 	5,  // 9: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
@@ -1376,15 +1526,18 @@ var file_omega_v1_txn_proto_depIdxs = []int32{
 	10, // 16: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
 	3,  // 17: omega.v1.Outcome.code:type_name -> omega.v1.OutcomeCode
 	12, // 18: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
-	16, // 19: omega.v1.Change.task:type_name -> omega.v1.Task
-	17, // 20: omega.v1.Change.job:type_name -> omega.v1.Job
-	18, // 21: omega.v1.Change.machine:type_name -> omega.v1.Machine
+	17, // 19: omega.v1.Change.task:type_name -> omega.v1.Task
+	18, // 20: omega.v1.Change.job:type_name -> omega.v1.Job
+	19, // 21: omega.v1.Change.machine:type_name -> omega.v1.Machine
 	14, // 22: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	19, // 23: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
+	18, // 24: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
+	17, // 25: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_txn_proto_init() }
@@ -1421,7 +1574,7 @@ func file_omega_v1_txn_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_txn_proto_rawDesc), len(file_omega_v1_txn_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
