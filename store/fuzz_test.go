@@ -43,10 +43,7 @@ func TestCommitRandomPrograms(t *testing.T) {
 		n = 30
 	}
 	for i := range n {
-		data := make([]byte, rng.IntN(300))
-		for j := range data {
-			data[j] = byte(rng.Uint32())
-		}
+		data := txnfuzz.RandomProgram(rng.Uint32, rng.IntN(300))
 		t.Run("", func(t *testing.T) {
 			defer func() {
 				if t.Failed() {

@@ -40,10 +40,7 @@ func TestEvaluateRandomPrograms(t *testing.T) {
 		n = 200
 	}
 	for i := range n {
-		data := make([]byte, rng.IntN(400))
-		for j := range data {
-			data[j] = byte(rng.Uint32())
-		}
+		data := txnfuzz.RandomProgram(rng.Uint32, rng.IntN(400))
 		t.Run("", func(t *testing.T) {
 			defer func() {
 				if t.Failed() {

@@ -138,8 +138,28 @@ func (d *Decoder) Byte() byte {
 
 func (d *Decoder) choice(n int) int { return int(d.Byte()) % n }
 
-// Special string lengths (the length byte).
+// Edge splits every choice that has bad or extreme options: a byte below it
+// picks among the good ones, a byte from it among the others. Short random
+// programs of small bytes (RandomProgram) are therefore mostly good work,
+// and the fuzzer reaches every edge with one byte.
+const Edge = 200
+
+// pick reads a choice among good ordinary options (0..good-1) and bad edge
+// ones (good..good+bad-1).
+func (d *Decoder) pick(good, bad int) int {
+	b := int(d.Byte())
+	if b < Edge || bad == 0 {
+		return b % good
+	}
+	return good + (b-Edge)%bad
+}
+
+// The length byte of a string: below StrRaw, a printable ASCII string of
+// (length%32) bytes, each read as one byte; from StrRaw to StrMax-1, that
+// many raw bytes minus StrRaw (anything, invalid UTF-8 included); from
+// StrMax, the special strings.
 const (
+	StrRaw       = 128
 	StrMax       = 240 // MaxStringBytes bytes
 	StrOver      = 241 // MaxStringBytes+1 bytes
 	StrBadByte   = 242 // "\xff"
@@ -172,6 +192,15 @@ func (d *Decoder) Str() string {
 	if n > StrMax {
 		return ""
 	}
+	if n < StrRaw {
+		// Printable ASCII: most strings a program uses should be good ones.
+		b := make([]byte, n%32)
+		for i := range b {
+			b[i] = ' ' + d.Byte()%95
+		}
+		return string(b)
+	}
+	n -= StrRaw
 	end := min(d.pos+n, len(d.data))
 	s := ""
 	if d.pos < end {
@@ -181,45 +210,45 @@ func (d *Decoder) Str() string {
 	return s
 }
 
-// Integer selectors.
+// Integer selectors: below Edge, the byte times 25 (IntSmall0+k reads as
+// k*25); from Edge, the edges.
 const (
+	IntSmall0 = 0
 	IntZero   = 0
-	IntOne    = 1
-	IntMinus  = 2
-	IntMax64  = 3
-	IntMin64  = 4
-	IntMax32  = 5
-	IntBig    = 6 // 1 << 40
-	IntRaw    = 7 // eight bytes follow, big endian
-	IntSmall0 = 8 // IntSmall0+k reads as k*25
+	IntMinus  = Edge + iota - 2
+	IntMax64
+	IntMin64
+	IntMax32
+	IntBig // 1 << 40
+	IntRaw // eight bytes follow, big endian
+	IntOne
 )
 
 // Int reads an integer.
 func (d *Decoder) Int() int64 {
-	switch s := d.Byte(); s {
-	case IntZero:
-		return 0
-	case IntOne:
-		return 1
-	case IntMinus:
+	switch s := d.Byte(); {
+	case s < Edge:
+		return int64(s) * 25
+	case s == IntMinus:
 		return -1
-	case IntMax64:
+	case s == IntMax64:
 		return math.MaxInt64
-	case IntMin64:
+	case s == IntMin64:
 		return math.MinInt64
-	case IntMax32:
+	case s == IntMax32:
 		return math.MaxInt32
-	case IntBig:
+	case s == IntBig:
 		return 1 << 40
-	case IntRaw:
+	case s == IntRaw:
 		var b [8]byte
 		for i := range b {
 			b[i] = d.Byte()
 		}
 		return int64(binary.BigEndian.Uint64(b[:]))
-	default:
-		return int64(s-IntSmall0) * 25
+	case s == IntOne:
+		return 1
 	}
+	return 0
 }
 
 func (d *Decoder) int32() int32 { return int32(d.Int()) }
@@ -291,11 +320,11 @@ func (d *Decoder) resources() *omegav1.Resources {
 }
 
 func (d *Decoder) meta(kind byte, n int) *omegav1.ObjectMeta {
-	if d.choice(16) == 15 {
+	if d.pick(1, 1) == 1 {
 		return nil
 	}
 	m := &omegav1.ObjectMeta{Uid: d.uidString(kind, n), Name: d.Str(), Labels: d.strMap(), Annotations: d.strMap()}
-	switch d.choice(6) {
+	switch d.pick(5, 1) {
 	case 1:
 		m.OwnerReferences = []*omegav1.OwnerReference{{Kind: "Job", Uid: d.uidString('J', NumJobs), Controller: true, Name: d.Str()}}
 	case 2:
@@ -338,10 +367,10 @@ func (d *Decoder) constraints() []*omegav1.Constraint {
 // TaskObj reads a task.
 func (d *Decoder) TaskObj() *omegav1.Task {
 	t := &omegav1.Task{Meta: d.meta('T', NumTasks)}
-	if d.choice(8) != 7 {
+	if d.pick(1, 1) == 0 {
 		t.Spec = &omegav1.TaskSpec{Resources: d.resources(), Command: d.command(), Constraints: d.constraints(),
 			Priority: d.int32(), DurationMillis: d.Int()}
-		if d.choice(4) == 3 {
+		if d.pick(1, 1) == 1 {
 			t.Spec.ProtoReflect().SetUnknown(protoreflect.RawFields(d.Str())) // stored as they are
 		}
 	}
@@ -355,7 +384,7 @@ func (d *Decoder) TaskObj() *omegav1.Task {
 // JobObj reads a job.
 func (d *Decoder) JobObj() *omegav1.Job {
 	j := &omegav1.Job{Meta: d.meta('J', NumJobs)}
-	if d.choice(8) != 7 {
+	if d.pick(1, 1) == 0 {
 		j.Spec = &omegav1.JobSpec{Kind: omegav1.JobKind(d.int32()), Scheduler: d.Str(), Priority: d.int32(), Replicas: d.int32(),
 			Gang: d.choice(2) == 1, SubmitUnixNanos: d.Int()}
 		if d.choice(2) == 1 {
@@ -376,11 +405,11 @@ func (d *Decoder) JobObj() *omegav1.Job {
 // MachineObj reads a machine.
 func (d *Decoder) MachineObj() *omegav1.Machine {
 	m := &omegav1.Machine{Meta: d.meta('M', NumMachines)}
-	if d.choice(8) != 7 {
+	if d.pick(1, 1) == 0 {
 		m.Spec = &omegav1.MachineSpec{Capacity: d.resources(), FailureDomain: d.Str(), Attributes: d.strMap()}
 	}
 	if d.choice(2) == 1 {
-		st := omegav1.MachineState(d.choice(5))
+		st := omegav1.MachineState(d.pick(4, 1))
 		if st == 4 {
 			st = 42
 		}
@@ -441,6 +470,22 @@ const (
 	numOps
 )
 
+// State selectors of a SetStatus: the states a report may set, then at the
+// edge those it may not (and one that is no state at all).
+const (
+	SetRunning = iota
+	SetSucceeded
+	SetFailed
+	SetLost
+	SetKilled
+)
+
+var setStates = []omegav1.TaskState{
+	omegav1.TaskState_TASK_STATE_RUNNING, omegav1.TaskState_TASK_STATE_SUCCEEDED, omegav1.TaskState_TASK_STATE_FAILED,
+	omegav1.TaskState_TASK_STATE_LOST, omegav1.TaskState_TASK_STATE_KILLED,
+	omegav1.TaskState_TASK_STATE_UNSPECIFIED, omegav1.TaskState_TASK_STATE_PENDING, omegav1.TaskState_TASK_STATE_ASSIGNED, 42,
+}
+
 // Object selectors of a Create.
 const (
 	ObjTask = iota
@@ -452,9 +497,9 @@ const (
 )
 
 func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
-	switch d.choice(numOps) {
+	switch d.pick(numOps-1, 1) {
 	case OpCreate:
-		switch d.choice(numObjs) {
+		switch d.pick(ObjNone, numObjs-ObjNone) {
 		case ObjTask:
 			return append(ops, txn.CreateTask(d.TaskObj()))
 		case ObjJob:
@@ -479,13 +524,10 @@ func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
 		return append(ops, txn.Evict(task, v, d.int32(), d.Str()))
 	case OpSetStatus:
 		task := d.uid('T', NumTasks)
-		st := omegav1.TaskState(d.choice(9))
-		if st == 8 {
-			st = 42
-		}
+		st := setStates[d.pick(SetKilled+1, len(setStates)-SetKilled-1)]
 		return append(ops, txn.SetStatus(task, st, d.version(taskVersion(view, task)), d.Str()))
 	case OpPut:
-		switch d.choice(3) {
+		switch d.pick(2, 1) {
 		case 0:
 			j := d.JobObj()
 			var cur uint64
@@ -510,7 +552,7 @@ func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
 		var kind omegav1.ObjectKind
 		var u uuid.UUID
 		var cur uint64
-		switch d.choice(6) {
+		switch d.pick(3, 2) {
 		case 0:
 			kind, u = omegav1.ObjectKind_OBJECT_KIND_TASK, d.uid('T', NumTasks)
 			cur = taskVersion(view, u)
@@ -548,33 +590,43 @@ const (
 	ViewHead2
 	ViewZero
 	ViewBehind
-	ViewAhead
-	numViews
+	ViewAhead // an edge: a view ahead of the store
 )
 
 // Txn reads a transaction built against view.
 func (d *Decoder) Txn(view *txn.State) *txn.Txn {
 	tx := &txn.Txn{}
-	switch d.choice(numViews) {
-	case ViewHead, ViewHead2:
-		tx.ViewRevision = view.Revision()
+	switch d.pick(ViewAhead, 1) {
+	case ViewZero:
 	case ViewBehind:
 		if r := view.Revision(); r > 0 {
 			tx.ViewRevision = r - 1
 		}
 	case ViewAhead:
 		tx.ViewRevision = view.Revision() + 1
+	default:
+		tx.ViewRevision = view.Revision()
 	}
+	// Fine or coarse, incremental or all-or-nothing; at the edge, a mode
+	// that does not exist.
 	modes := []int32{0, 1, 5}
-	tx.Conflict = omegav1.ConflictMode(modes[d.choice(3)])
-	tx.Commit = omegav1.CommitMode(modes[d.choice(3)])
+	tx.Conflict = omegav1.ConflictMode(modes[d.pick(2, 1)])
+	tx.Commit = omegav1.CommitMode(modes[d.pick(2, 1)])
 	tx.Component = d.Str()
 	tx.UnixNanos = d.Int()
 	maxOps := d.lim.MaxOps
 	if maxOps <= 0 {
 		maxOps = 16
 	}
-	n := d.choice(maxOps + 2)
+	// The count: below 128, one to four operations (one bad operation is
+	// bad input for the whole transaction, so short ones commit more);
+	// from 128, none to two more than the limit.
+	n := int(d.Byte())
+	if n < 128 {
+		n = max(n%5, 1)
+	} else {
+		n = (n - 128) % (maxOps + 2)
+	}
 	for len(tx.Ops) < n {
 		tx.Ops = d.op(view, tx.Ops)
 	}
@@ -602,13 +654,12 @@ func (s *Seed) Bytes() []byte { return s.b }
 // B appends choice bytes.
 func (s *Seed) B(bs ...byte) *Seed { s.b = append(s.b, bs...); return s }
 
-// Str appends a string (at most 239 bytes) or, with special, one of the
-// special lengths.
+// Str appends a string of raw bytes (at most StrMax-StrRaw-1 of them).
 func (s *Seed) Str(v string) *Seed {
-	if len(v) >= StrMax {
+	if len(v) >= StrMax-StrRaw {
 		panic("txnfuzz: seed string too long")
 	}
-	s.b = append(s.b, byte(len(v)))
+	s.b = append(s.b, byte(StrRaw+len(v)))
 	s.b = append(s.b, v...)
 	return s
 }
@@ -620,55 +671,103 @@ func (s *Seed) Raw(v int64) *Seed {
 	return s
 }
 
-// Seeds returns the inputs both fuzz targets start from: each bad input
-// that was once found to stop the store or make it unopenable, the edges of
-// every limit, and a few ordinary programs.
-func Seeds() [][]byte {
-	txnHead := func(component string) *Seed {
+// SeedProgram is a seed with what its first transaction does on the Setup
+// cell: Want is empty if every operation commits, "conflict" if it
+// evaluates with a conflict, else a substring of its error.
+type SeedProgram struct {
+	Name, Want string
+	Program    []byte
+}
+
+// SeedPrograms returns the inputs both fuzz targets start from: each bad
+// input that was once found to stop the store or make it unopenable, the
+// edges of every limit, and a few ordinary programs. A test holds each to
+// its Want, so a change of the layout cannot quietly turn them into noise.
+func SeedPrograms() []SeedProgram {
+	head := func(component string) *Seed {
 		return new(Seed).B(ActTxn, ViewHead, 0, 0).Str(component).B(IntZero)
 	}
-	seeds := []*Seed{
-		// A task whose name is not UTF-8 (it used to pass validation and
-		// stop the store when the revision failed to encode).
-		txnHead("").B(1, OpCreate, ObjTask, 0, 8).Str("\xff"),
-		// ... or a label value.
-		txnHead("").B(1, OpCreate, ObjTask, 0, 8).Str("ok").B(1).Str("k").Str("\xff"),
-		// A machine whose failure domain is not UTF-8.
-		txnHead("").B(1, OpCreate, ObjMachine, 0, 3).Str("m3").B(0, 0, 0, 0, 1, IntSmall0+40, IntSmall0+40, 0).Str("\xff"),
-		// A status message, an evict reason, a component that is not
-		// UTF-8 (they used to be acknowledged, then refused on reopen).
-		txnHead("").B(1, OpSetStatus, 1, 4, 0).Str("\xff"),
-		txnHead("").B(1, OpEvict, 0, 0, 1).Str("\xc3"),
-		txnHead("\xff").B(1, OpSetStatus, 1, 4, 0).Str("ok"),
-		txnHead("").B(1, OpSetStatus, 2, 5, 0).B(StrSurrogate),
-		// A claim whose extended resource name is not UTF-8.
-		txnHead("").B(1, OpClaim, 4, 0, 2, IntSmall0+4, IntSmall0+4, 1).Str("\xff").B(IntZero, 0),
+	const year = 365 * 24 * 3600e9
+	seeds := []struct {
+		name, want string
+		s          *Seed
+	}{
+		// Strings the encoder refuses: they used to pass validation and
+		// stop the store (objects), or be acknowledged and make it
+		// unopenable (messages, reasons, the component).
+		{"task name not UTF-8", "meta.name is not valid UTF-8", head("").B(1, OpCreate, ObjTask, 0, 8).Str("\xff")},
+		{"task label not UTF-8", `meta.labels["k"] is not valid UTF-8`, head("").B(1, OpCreate, ObjTask, 0, 8).Str("ok").B(1).Str("k").Str("\xff")},
+		{"failure domain not UTF-8", "spec.failure_domain is not valid UTF-8",
+			head("").B(1, OpCreate, ObjMachine, 0, 3).Str("m3").B(0, 0, 0, 0, 1, IntSmall0+40, IntSmall0+40, 0).Str("\xff")},
+		{"status message not UTF-8", "set-status message", head("").B(1, OpSetStatus, 1, SetFailed, 0).Str("\xff")},
+		{"status message with a surrogate", "set-status message", head("").B(1, OpSetStatus, 2, SetFailed, 0, StrSurrogate)},
+		{"evict reason not UTF-8", "evict reason", head("").B(1, OpEvict, 0, 0, 1).Str("\xc3")},
+		{"component not UTF-8", "component is not valid UTF-8", head("\xff").B(1, OpSetStatus, 1, SetSucceeded, 0).Str("ok")},
+		{"claim resource name not UTF-8", "resources.extended key",
+			head("").B(1, OpClaim, 4, 0, 2, IntSmall0+4, IntSmall0+4, 1).Str("\xff").B(IntZero, 0)},
+		{"task spec with unknown bytes that are no wire format", "unknown fields do not decode",
+			head("").B(1, OpCreate, ObjTask, 0, 8).Str("t8").B(0, 0, 0, 0, 0, 0, 0, IntZero, IntZero, Edge).Str("\x0a\x01\xff")},
 		// A committer a year ahead finishes a task, then one on time: with
 		// expiries between, the second must not wait for the first.
-		new(Seed).B(ActTxn, ViewHead, 0, 0).Str("").Raw(SetupNanos+365*24*3600e9).B(1, OpSetStatus, 0, 4, 0).Str("").
+		{"a committer a year ahead", "", new(Seed).B(ActTxn, ViewHead, 0, 0).Str("").Raw(SetupNanos+year).B(1, OpSetStatus, 0, SetSucceeded, 0).Str("").
 			B(ActExpire, IntSmall0+1).
-			B(ActTxn, ViewHead, 0, 0).Str("").B(IntZero, 1, OpSetStatus, 2, 4, 0).Str("").
-			B(ActExpire).Raw(1e12).B(ActExpire).Raw(2e12),
-		// Delete a machine that holds tasks, from a stale view and a
-		// current one.
-		new(Seed).B(ActTxn, ViewZero, 0, 0).Str("").B(IntZero, 1, OpDelete, 2, 0, 0),
-		txnHead("").B(1, OpDelete, 2, 0, 0),
+			B(ActTxn, ViewHead, 0, 0).Str("").B(IntZero, 1, OpSetStatus, 2, SetSucceeded, 0).Str("").
+			B(ActExpire).Raw(1e12).B(ActExpire).Raw(-2e12).B(ActExpire).Raw(year)},
+		// Delete a machine that holds tasks, from a stale view (a
+		// conflict) and from a current one (in use).
+		{"delete of a machine from a stale view", "conflict", new(Seed).B(ActTxn, ViewZero, 0, 0).Str("").B(IntZero, 1, OpDelete, 2, 0, 0)},
+		{"delete of a machine in use", "in use", head("").B(1, OpDelete, 2, 0, 0)},
 		// Strings at and over the limit; more operations than allowed.
-		new(Seed).B(ActTxn, ViewHead, 0, 0, StrMax, IntZero, 1, OpSetStatus, 1, 4, 0, StrMax),
-		new(Seed).B(ActTxn, ViewHead, 0, 0, StrOver, IntZero, 1, OpSetStatus, 1, 4, 0, StrCutRune),
-		txnHead("").B(25),
+		{"strings at the limit", "", new(Seed).B(ActTxn, ViewHead, 0, 0, StrMax, IntZero, 1, OpSetStatus, 1, SetSucceeded, 0, StrMax)},
+		{"component over the limit", "component is 65 bytes", new(Seed).B(ActTxn, ViewHead, 0, 0, StrOver, IntZero, 1, OpSetStatus, 1, SetSucceeded, 0, StrCutRune)},
+		{"message cut in a rune", "set-status message", head("").B(1, OpSetStatus, 1, SetSucceeded, 0, StrCutRune)},
+		{"too many operations", "25 operations", head("").B(128 + 25)},
 		// Machines of math.MaxInt64 cpu (the cell's totals must not wrap).
-		txnHead("").B(2, OpCreate, ObjMachine, 0, 3).Str("big").B(0, 0, 0, 0, 1, IntMax64, IntMax64, 0).Str("fd").
-			B(0, 0, OpDelete, 2, 3, 0),
-		// Ordinary work: create and claim, run, finish, evict, put, delete.
-		txnHead("batch").B(3, OpCreateClaim, 0, 9).Str("t9").B(0, 0, 0, 0, 1, IntSmall0+4, IntSmall0+4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
-			OpClaim, 4, 1, 0, 0, OpSetStatus, 1, 3, 0).Str("running"),
-		txnHead("service").B(2, OpEvict, 0, 0, 0, IntSmall0+4).Str("preempted").B(OpPut, 0, 0, 0).Str("j0").
-			B(ActTxn, ViewBehind, 1, 1).Str("").B(IntOne, 2, OpClaim, 6, 1, 0, 0, OpDelete, 0, 3, 0),
+		{"a machine of MaxInt64", "", head("").B(2, OpCreate, ObjMachine, 0, 3).Str("big").B(0, 0, 0, 0, 1, IntMax64, IntMax64, 0).Str("fd").
+			B(0, 0, OpDelete, 2, 3, 0)},
+		// Ordinary work: create and claim, claim, finish; evict, put.
+		{"create and claim, claim, finish", "", head("batch").B(3,
+			OpCreateClaim, 0, 9).Str("t9").B(0, 0, 0, 0, 1, IntSmall0+4, IntSmall0+4, 0, 0, 0, IntZero, IntZero, 0, 0, 0,
+			OpClaim, 4, 1, 0, 0,
+			OpSetStatus, 1, SetSucceeded, 0).Str("done")},
+		{"evict, put a job", "", head("service").B(2, OpEvict, 0, 0, 0, IntSmall0+4).Str("preempted").
+			B(OpPut, 0, 0, 0).Str("j0").B(0, 0, 0, 0, IntSmall0+1).Str("batch").B(IntZero, IntSmall0+1, 0, IntZero, 0, 0, 0, 0).
+			B(ActTxn, ViewBehind, 1, 1).Str("").B(IntOne, 2, OpClaim, 6, 1, 0, 0, OpDelete, 0, 3, 0)},
 	}
-	out := make([][]byte, len(seeds))
+	out := make([]SeedProgram, len(seeds))
 	for i, s := range seeds {
-		out[i] = s.Bytes()
+		out[i] = SeedProgram{Name: s.name, Want: s.want, Program: s.s.Bytes()}
 	}
 	return out
+}
+
+// Seeds returns the seed programs' bytes.
+func Seeds() [][]byte {
+	var out [][]byte
+	for _, s := range SeedPrograms() {
+		out = append(out, s.Program)
+	}
+	return out
+}
+
+// RandomProgram returns n bytes of a program for the short random runs that
+// stand in for the fuzzer in the test suite. Uniform bytes would make
+// nearly every string invalid UTF-8 (and so nearly every transaction bad
+// input); here fifteen bytes in sixteen are small, so most choices pick
+// the first options, strings are short and valid, integers small and uids
+// from the pool, and many transactions do something.
+func RandomProgram(next func() uint32, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = ProgramByte(next())
+	}
+	return b
+}
+
+// ProgramByte maps a uniform random r to a byte as RandomProgram draws them.
+func ProgramByte(r uint32) byte {
+	if r%16 != 0 {
+		return byte((r >> 8) % 21)
+	}
+	return byte(r >> 8)
 }
