@@ -44,8 +44,9 @@ var (
 	ErrCompacted = txn.ErrCompacted
 	// ErrCorrupt: the stored data cannot be decoded.
 	ErrCorrupt = errors.New("corrupt store")
-	// ErrRejected: the policy refused the transaction.
-	ErrRejected = errors.New("rejected by policy")
+	// ErrRejected: the policy refused the transaction. It is
+	// txn.ErrRejected.
+	ErrRejected = txn.ErrRejected
 )
 
 // Store is the cell-state store. All methods are safe for concurrent use.

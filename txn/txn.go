@@ -70,6 +70,12 @@ var (
 	ErrFutureRevision = errors.New("view revision ahead of the store")
 )
 
+// ErrRejected is what a store's policy returns (wrapped) when it refuses a
+// transaction or an operation: the rules of a mediating store, not the
+// transaction semantics. Defined here so that it crosses the wire like the
+// other sentinels.
+var ErrRejected = errors.New("rejected by policy")
+
 // ErrCompacted is what a watch returns (wrapped) when it asks for
 // revisions its store no longer retains: re-list and watch from the
 // snapshot's revision. It is defined here, below the store, so that every

@@ -254,6 +254,85 @@ func (OutcomeCode) EnumDescriptor() ([]byte, []int) {
 	return file_omega_v1_txn_proto_rawDescGZIP(), []int{3}
 }
 
+// ErrorCode names the typed error a request got, so that it crosses the
+// wire as a gRPC status and the far side can check it with errors.Is
+// against the same sentinel (txn.ErrInvalid and the others).
+type ErrorCode int32
+
+const (
+	ErrorCode_ERROR_CODE_UNSPECIFIED     ErrorCode = 0
+	ErrorCode_ERROR_CODE_INVALID         ErrorCode = 1  // malformed input (txn.ErrInvalid)
+	ErrorCode_ERROR_CODE_NOT_FOUND       ErrorCode = 2  // an unknown object (txn.ErrNotFound)
+	ErrorCode_ERROR_CODE_ALREADY_EXISTS  ErrorCode = 3  // txn.ErrAlreadyExists
+	ErrorCode_ERROR_CODE_TOO_LARGE       ErrorCode = 4  // over a limit (txn.ErrTooLarge)
+	ErrorCode_ERROR_CODE_NOT_PENDING     ErrorCode = 5  // a claim of a task seen placed (txn.ErrNotPending)
+	ErrorCode_ERROR_CODE_ILLEGAL_STATE   ErrorCode = 6  // txn.ErrIllegalState
+	ErrorCode_ERROR_CODE_IN_USE          ErrorCode = 7  // txn.ErrInUse
+	ErrorCode_ERROR_CODE_FUTURE_REVISION ErrorCode = 8  // a view ahead of the store (txn.ErrFutureRevision)
+	ErrorCode_ERROR_CODE_COMPACTED       ErrorCode = 9  // revisions no longer retained (txn.ErrCompacted)
+	ErrorCode_ERROR_CODE_REJECTED        ErrorCode = 10 // refused by the store's policy (txn.ErrRejected)
+	ErrorCode_ERROR_CODE_UNAVAILABLE     ErrorCode = 11 // the store stopped or is closing (transport.ErrUnavailable)
+)
+
+// Enum value maps for ErrorCode.
+var (
+	ErrorCode_name = map[int32]string{
+		0:  "ERROR_CODE_UNSPECIFIED",
+		1:  "ERROR_CODE_INVALID",
+		2:  "ERROR_CODE_NOT_FOUND",
+		3:  "ERROR_CODE_ALREADY_EXISTS",
+		4:  "ERROR_CODE_TOO_LARGE",
+		5:  "ERROR_CODE_NOT_PENDING",
+		6:  "ERROR_CODE_ILLEGAL_STATE",
+		7:  "ERROR_CODE_IN_USE",
+		8:  "ERROR_CODE_FUTURE_REVISION",
+		9:  "ERROR_CODE_COMPACTED",
+		10: "ERROR_CODE_REJECTED",
+		11: "ERROR_CODE_UNAVAILABLE",
+	}
+	ErrorCode_value = map[string]int32{
+		"ERROR_CODE_UNSPECIFIED":     0,
+		"ERROR_CODE_INVALID":         1,
+		"ERROR_CODE_NOT_FOUND":       2,
+		"ERROR_CODE_ALREADY_EXISTS":  3,
+		"ERROR_CODE_TOO_LARGE":       4,
+		"ERROR_CODE_NOT_PENDING":     5,
+		"ERROR_CODE_ILLEGAL_STATE":   6,
+		"ERROR_CODE_IN_USE":          7,
+		"ERROR_CODE_FUTURE_REVISION": 8,
+		"ERROR_CODE_COMPACTED":       9,
+		"ERROR_CODE_REJECTED":        10,
+		"ERROR_CODE_UNAVAILABLE":     11,
+	}
+)
+
+func (x ErrorCode) Enum() *ErrorCode {
+	p := new(ErrorCode)
+	*p = x
+	return p
+}
+
+func (x ErrorCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_omega_v1_txn_proto_enumTypes[4].Descriptor()
+}
+
+func (ErrorCode) Type() protoreflect.EnumType {
+	return &file_omega_v1_txn_proto_enumTypes[4]
+}
+
+func (x ErrorCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorCode.Descriptor instead.
+func (ErrorCode) EnumDescriptor() ([]byte, []int) {
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{4}
+}
+
 // Create adds new objects. A task is created PENDING; its status is ignored.
 type CreateOp struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1363,6 +1442,79 @@ func (x *SnapshotChunk) GetLast() bool {
 	return false
 }
 
+// ErrorDetail rides in the details of a gRPC status: which typed error,
+// and which operation of the transaction was at fault.
+type ErrorDetail struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Code  ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=omega.v1.ErrorCode" json:"code,omitempty"`
+	// The operation's index in the transaction, or -1 for the whole of it.
+	OpIndex int32 `protobuf:"varint,2,opt,name=op_index,json=opIndex,proto3" json:"op_index,omitempty"`
+	// Its kind, as txn.OpKind numbers it (1 create ... 6 delete).
+	OpKind int32 `protobuf:"varint,3,opt,name=op_kind,json=opKind,proto3" json:"op_kind,omitempty"`
+	// The error's own words, for people.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErrorDetail) Reset() {
+	*x = ErrorDetail{}
+	mi := &file_omega_v1_txn_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErrorDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErrorDetail) ProtoMessage() {}
+
+func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_txn_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
+func (*ErrorDetail) Descriptor() ([]byte, []int) {
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ErrorDetail) GetCode() ErrorCode {
+	if x != nil {
+		return x.Code
+	}
+	return ErrorCode_ERROR_CODE_UNSPECIFIED
+}
+
+func (x *ErrorDetail) GetOpIndex() int32 {
+	if x != nil {
+		return x.OpIndex
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetOpKind() int32 {
+	if x != nil {
+		return x.OpKind
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_omega_v1_txn_proto protoreflect.FileDescriptor
 
 const file_omega_v1_txn_proto_rawDesc = "" +
@@ -1443,7 +1595,12 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\bmachines\x18\x02 \x03(\v2\x11.omega.v1.MachineR\bmachines\x12!\n" +
 	"\x04jobs\x18\x03 \x03(\v2\r.omega.v1.JobR\x04jobs\x12$\n" +
 	"\x05tasks\x18\x04 \x03(\v2\x0e.omega.v1.TaskR\x05tasks\x12\x12\n" +
-	"\x04last\x18\x05 \x01(\bR\x04last*@\n" +
+	"\x04last\x18\x05 \x01(\bR\x04last\"\x84\x01\n" +
+	"\vErrorDetail\x12'\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x13.omega.v1.ErrorCodeR\x04code\x12\x19\n" +
+	"\bop_index\x18\x02 \x01(\x05R\aopIndex\x12\x17\n" +
+	"\aop_kind\x18\x03 \x01(\x05R\x06opKind\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage*@\n" +
 	"\fConflictMode\x12\x16\n" +
 	"\x12CONFLICT_MODE_FINE\x10\x00\x12\x18\n" +
 	"\x14CONFLICT_MODE_COARSE\x10\x01*I\n" +
@@ -1466,7 +1623,21 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x1cOUTCOME_CODE_MACHINE_CHANGED\x10\x05\x12\x19\n" +
 	"\x15OUTCOME_CODE_PRIORITY\x10\x06\x12!\n" +
 	"\x1dOUTCOME_CODE_VERSION_MISMATCH\x10\a\x12\x1a\n" +
-	"\x16OUTCOME_CODE_NOT_FOUND\x10\bB2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
+	"\x16OUTCOME_CODE_NOT_FOUND\x10\b*\xd2\x02\n" +
+	"\tErrorCode\x12\x1a\n" +
+	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12ERROR_CODE_INVALID\x10\x01\x12\x18\n" +
+	"\x14ERROR_CODE_NOT_FOUND\x10\x02\x12\x1d\n" +
+	"\x19ERROR_CODE_ALREADY_EXISTS\x10\x03\x12\x18\n" +
+	"\x14ERROR_CODE_TOO_LARGE\x10\x04\x12\x1a\n" +
+	"\x16ERROR_CODE_NOT_PENDING\x10\x05\x12\x1c\n" +
+	"\x18ERROR_CODE_ILLEGAL_STATE\x10\x06\x12\x15\n" +
+	"\x11ERROR_CODE_IN_USE\x10\a\x12\x1e\n" +
+	"\x1aERROR_CODE_FUTURE_REVISION\x10\b\x12\x18\n" +
+	"\x14ERROR_CODE_COMPACTED\x10\t\x12\x17\n" +
+	"\x13ERROR_CODE_REJECTED\x10\n" +
+	"\x12\x1a\n" +
+	"\x16ERROR_CODE_UNAVAILABLE\x10\vB2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
 
 var (
 	file_omega_v1_txn_proto_rawDescOnce sync.Once
@@ -1480,64 +1651,67 @@ func file_omega_v1_txn_proto_rawDescGZIP() []byte {
 	return file_omega_v1_txn_proto_rawDescData
 }
 
-var file_omega_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_omega_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_omega_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_omega_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_omega_v1_txn_proto_goTypes = []any{
 	(ConflictMode)(0),         // 0: omega.v1.ConflictMode
 	(CommitMode)(0),           // 1: omega.v1.CommitMode
 	(ObjectKind)(0),           // 2: omega.v1.ObjectKind
 	(OutcomeCode)(0),          // 3: omega.v1.OutcomeCode
-	(*CreateOp)(nil),          // 4: omega.v1.CreateOp
-	(*ClaimOp)(nil),           // 5: omega.v1.ClaimOp
-	(*EvictOp)(nil),           // 6: omega.v1.EvictOp
-	(*SetStatusOp)(nil),       // 7: omega.v1.SetStatusOp
-	(*PutOp)(nil),             // 8: omega.v1.PutOp
-	(*DeleteOp)(nil),          // 9: omega.v1.DeleteOp
-	(*Operation)(nil),         // 10: omega.v1.Operation
-	(*Transaction)(nil),       // 11: omega.v1.Transaction
-	(*Outcome)(nil),           // 12: omega.v1.Outcome
-	(*TransactionResult)(nil), // 13: omega.v1.TransactionResult
-	(*Change)(nil),            // 14: omega.v1.Change
-	(*RevisionChanges)(nil),   // 15: omega.v1.RevisionChanges
-	(*SnapshotChunk)(nil),     // 16: omega.v1.SnapshotChunk
-	(*Task)(nil),              // 17: omega.v1.Task
-	(*Job)(nil),               // 18: omega.v1.Job
-	(*Machine)(nil),           // 19: omega.v1.Machine
-	(*Resources)(nil),         // 20: omega.v1.Resources
-	(TaskState)(0),            // 21: omega.v1.TaskState
+	(ErrorCode)(0),            // 4: omega.v1.ErrorCode
+	(*CreateOp)(nil),          // 5: omega.v1.CreateOp
+	(*ClaimOp)(nil),           // 6: omega.v1.ClaimOp
+	(*EvictOp)(nil),           // 7: omega.v1.EvictOp
+	(*SetStatusOp)(nil),       // 8: omega.v1.SetStatusOp
+	(*PutOp)(nil),             // 9: omega.v1.PutOp
+	(*DeleteOp)(nil),          // 10: omega.v1.DeleteOp
+	(*Operation)(nil),         // 11: omega.v1.Operation
+	(*Transaction)(nil),       // 12: omega.v1.Transaction
+	(*Outcome)(nil),           // 13: omega.v1.Outcome
+	(*TransactionResult)(nil), // 14: omega.v1.TransactionResult
+	(*Change)(nil),            // 15: omega.v1.Change
+	(*RevisionChanges)(nil),   // 16: omega.v1.RevisionChanges
+	(*SnapshotChunk)(nil),     // 17: omega.v1.SnapshotChunk
+	(*ErrorDetail)(nil),       // 18: omega.v1.ErrorDetail
+	(*Task)(nil),              // 19: omega.v1.Task
+	(*Job)(nil),               // 20: omega.v1.Job
+	(*Machine)(nil),           // 21: omega.v1.Machine
+	(*Resources)(nil),         // 22: omega.v1.Resources
+	(TaskState)(0),            // 23: omega.v1.TaskState
 }
 var file_omega_v1_txn_proto_depIdxs = []int32{
-	17, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
-	18, // 1: omega.v1.CreateOp.job:type_name -> omega.v1.Job
-	19, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
-	20, // 3: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
-	21, // 4: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
-	18, // 5: omega.v1.PutOp.job:type_name -> omega.v1.Job
-	19, // 6: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
+	19, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
+	20, // 1: omega.v1.CreateOp.job:type_name -> omega.v1.Job
+	21, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
+	22, // 3: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
+	23, // 4: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
+	20, // 5: omega.v1.PutOp.job:type_name -> omega.v1.Job
+	21, // 6: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
 	2,  // 7: omega.v1.DeleteOp.kind:type_name -> omega.v1.ObjectKind
-	4,  // 8: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
-	5,  // 9: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
-	6,  // 10: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
-	7,  // 11: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
-	8,  // 12: omega.v1.Operation.put:type_name -> omega.v1.PutOp
-	9,  // 13: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
+	5,  // 8: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
+	6,  // 9: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
+	7,  // 10: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
+	8,  // 11: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
+	9,  // 12: omega.v1.Operation.put:type_name -> omega.v1.PutOp
+	10, // 13: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
 	0,  // 14: omega.v1.Transaction.conflict:type_name -> omega.v1.ConflictMode
 	1,  // 15: omega.v1.Transaction.commit:type_name -> omega.v1.CommitMode
-	10, // 16: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
+	11, // 16: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
 	3,  // 17: omega.v1.Outcome.code:type_name -> omega.v1.OutcomeCode
-	12, // 18: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
-	17, // 19: omega.v1.Change.task:type_name -> omega.v1.Task
-	18, // 20: omega.v1.Change.job:type_name -> omega.v1.Job
-	19, // 21: omega.v1.Change.machine:type_name -> omega.v1.Machine
-	14, // 22: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
-	19, // 23: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
-	18, // 24: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
-	17, // 25: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	13, // 18: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
+	19, // 19: omega.v1.Change.task:type_name -> omega.v1.Task
+	20, // 20: omega.v1.Change.job:type_name -> omega.v1.Job
+	21, // 21: omega.v1.Change.machine:type_name -> omega.v1.Machine
+	15, // 22: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
+	21, // 23: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
+	20, // 24: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
+	19, // 25: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
+	4,  // 26: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_txn_proto_init() }
@@ -1573,8 +1747,8 @@ func file_omega_v1_txn_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_txn_proto_rawDesc), len(file_omega_v1_txn_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   13,
+			NumEnums:      5,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

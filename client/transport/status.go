@@ -1,0 +1,133 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
+)
+
+// ErrUnavailable: the store cannot take requests now — it stopped after a
+// failed write, or is closing. Nothing the request asked for happened, or
+// (for a commit in flight when the store failed) it is unknown until the
+// store reopens; a client may try again later.
+var ErrUnavailable = errors.New("store unavailable")
+
+// The typed errors and how each crosses the wire: its code in the status's
+// ErrorDetail, and the gRPC code that a client that knows nothing of omega
+// sees.
+var wireErrors = []struct {
+	code omegav1.ErrorCode
+	err  error
+	grpc codes.Code
+}{
+	{omegav1.ErrorCode_ERROR_CODE_INVALID, txn.ErrInvalid, codes.InvalidArgument},
+	{omegav1.ErrorCode_ERROR_CODE_NOT_FOUND, txn.ErrNotFound, codes.NotFound},
+	{omegav1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, txn.ErrAlreadyExists, codes.AlreadyExists},
+	{omegav1.ErrorCode_ERROR_CODE_TOO_LARGE, txn.ErrTooLarge, codes.ResourceExhausted},
+	{omegav1.ErrorCode_ERROR_CODE_NOT_PENDING, txn.ErrNotPending, codes.FailedPrecondition},
+	{omegav1.ErrorCode_ERROR_CODE_ILLEGAL_STATE, txn.ErrIllegalState, codes.FailedPrecondition},
+	{omegav1.ErrorCode_ERROR_CODE_IN_USE, txn.ErrInUse, codes.FailedPrecondition},
+	{omegav1.ErrorCode_ERROR_CODE_FUTURE_REVISION, txn.ErrFutureRevision, codes.OutOfRange},
+	{omegav1.ErrorCode_ERROR_CODE_COMPACTED, txn.ErrCompacted, codes.OutOfRange},
+	{omegav1.ErrorCode_ERROR_CODE_REJECTED, txn.ErrRejected, codes.PermissionDenied},
+	{omegav1.ErrorCode_ERROR_CODE_UNAVAILABLE, ErrUnavailable, codes.Unavailable},
+}
+
+// Status returns the gRPC status for an error the store returned, for a
+// server to send: the typed error in an ErrorDetail (with the index and
+// kind of the operation at fault, if one was), under the gRPC code that
+// fits. Errors that wrap one of unavailable (the server passes the store's
+// ErrFailed and ErrClosed) are ErrUnavailable; a context's errors are
+// Canceled and DeadlineExceeded; anything else is Unknown. A nil error is
+// the OK status.
+func Status(err error, unavailable ...error) *status.Status {
+	if err == nil {
+		return status.New(codes.OK, "")
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.New(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.New(codes.DeadlineExceeded, err.Error())
+	}
+	detail := &omegav1.ErrorDetail{OpIndex: -1, Message: err.Error()}
+	var oe *txn.OpError
+	if errors.As(err, &oe) {
+		detail.OpIndex, detail.OpKind, detail.Message = int32(oe.Index), int32(oe.Kind), oe.Err.Error()
+	}
+	code := codes.Unknown
+	for _, u := range unavailable {
+		if errors.Is(err, u) {
+			detail.Code, code = omegav1.ErrorCode_ERROR_CODE_UNAVAILABLE, codes.Unavailable
+		}
+	}
+	if detail.Code == 0 {
+		for _, w := range wireErrors {
+			if errors.Is(err, w.err) {
+				detail.Code, code = w.code, w.grpc
+				break
+			}
+		}
+	}
+	if detail.Code == 0 {
+		return status.New(codes.Unknown, err.Error())
+	}
+	st, derr := status.New(code, err.Error()).WithDetails(detail)
+	if derr != nil { // only if the detail cannot be marshalled
+		return status.New(code, err.Error())
+	}
+	return st
+}
+
+// Error turns a status received from the server back into the error the
+// store returned: errors.Is matches the same sentinel, errors.As finds an
+// *txn.OpError with the operation's index and kind, and the message reads
+// as it did on the server. A status without a detail maps by its code
+// (Canceled and DeadlineExceeded to the context's errors, Unavailable to
+// ErrUnavailable); any other stays the status's own error. OK is nil.
+func Error(st *status.Status) error {
+	if st == nil || st.Code() == codes.OK {
+		return nil
+	}
+	for _, d := range st.Details() {
+		detail, ok := d.(*omegav1.ErrorDetail)
+		if !ok {
+			continue
+		}
+		for _, w := range wireErrors {
+			if w.code != detail.GetCode() {
+				continue
+			}
+			err := error(&remoteError{sentinel: w.err, msg: detail.GetMessage()})
+			if detail.GetOpIndex() >= 0 {
+				err = &txn.OpError{Index: int(detail.GetOpIndex()), Kind: txn.OpKind(detail.GetOpKind()), Err: err}
+			}
+			return err
+		}
+	}
+	switch st.Code() {
+	case codes.Canceled:
+		return fmt.Errorf("%w: %s", context.Canceled, st.Message())
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%w: %s", context.DeadlineExceeded, st.Message())
+	case codes.Unavailable:
+		return fmt.Errorf("%w: %s", ErrUnavailable, st.Message())
+	}
+	return st.Err()
+}
+
+// remoteError is a typed error received from the server: its message as
+// the server wrote it, matching its sentinel.
+type remoteError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.sentinel }
