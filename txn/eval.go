@@ -366,7 +366,7 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 			"machine %s cannot hold %v: %s", m.UID, op.Resources, dim), nil
 	}
 	nm := e.mutableMachine(m)
-	claimed := op.Resources.normalized()
+	claimed := op.Resources.owned()
 	nm.Allocated = m.Allocated.Add(claimed)
 	nm.Tasks++
 	nm.Seq = e.rev

@@ -47,24 +47,21 @@ func (r Resources) Proto() *omegav1.Resources {
 	return p
 }
 
-// normalized returns r without zero extended entries (what a reopened store
-// reads back: the stored form keeps no zero amount).
-func (r Resources) normalized() Resources {
-	for _, v := range r.Ext {
-		if v == 0 {
-			out := Resources{CPU: r.CPU, Memory: r.Memory}
-			for k, v := range r.Ext {
-				if v != 0 {
-					if out.Ext == nil {
-						out.Ext = make(map[string]int64, len(r.Ext))
-					}
-					out.Ext[k] = v
-				}
+// owned returns r with an extended map of its own, without zero entries
+// (what a reopened store reads back: the stored form keeps no zero
+// amount). A claim's Resources come from the caller, who may change its map
+// after Commit returns; the state must not share it.
+func (r Resources) owned() Resources {
+	out := Resources{CPU: r.CPU, Memory: r.Memory}
+	for k, v := range r.Ext {
+		if v != 0 {
+			if out.Ext == nil {
+				out.Ext = make(map[string]int64, len(r.Ext))
 			}
-			return out
+			out.Ext[k] = v
 		}
 	}
-	return r
+	return out
 }
 
 // IsZero reports whether every dimension is zero.
@@ -161,7 +158,8 @@ func Fits(capacity, used, req Resources) (bool, string) {
 	return false, "" // unreachable
 }
 
-// LessEq reports whether r ≤ o in every dimension.
+// LessEq reports whether r ≤ o in every dimension, an absent extended
+// dimension being zero (so a negative amount in o is below r's zero).
 func (r Resources) LessEq(o Resources) bool {
 	if r.CPU > o.CPU || r.Memory > o.Memory {
 		return false
@@ -171,11 +169,32 @@ func (r Resources) LessEq(o Resources) bool {
 			return false
 		}
 	}
+	for k, v := range o.Ext {
+		if _, ok := r.Ext[k]; !ok && v < 0 {
+			return false
+		}
+	}
 	return true
 }
 
-// Equal reports whether r and o are equal in every dimension.
-func (r Resources) Equal(o Resources) bool { return r.LessEq(o) && o.LessEq(r) }
+// Equal reports whether r and o are equal in every dimension, an absent
+// extended dimension being zero.
+func (r Resources) Equal(o Resources) bool {
+	if r.CPU != o.CPU || r.Memory != o.Memory {
+		return false
+	}
+	for k, v := range r.Ext {
+		if o.Ext[k] != v {
+			return false
+		}
+	}
+	for k, v := range o.Ext {
+		if r.Ext[k] != v {
+			return false
+		}
+	}
+	return true
+}
 
 func (r Resources) String() string {
 	s := fmt.Sprintf("cpu=%dm mem=%d", r.CPU, r.Memory)

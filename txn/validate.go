@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 )
@@ -84,20 +85,30 @@ func (c *checker) why(s string) (string, bool) {
 }
 
 // msg counts a nested message that is set: its field's overhead and the
-// bytes of fields it does not know. Those are kept from the wire and stored
-// as they are, so they must decode as the message would decode them on
-// reopen: a client that set them by hand (ProtoReflect().SetUnknown) could
-// otherwise store bytes that are no wire format, or a known string field
-// that is not UTF-8.
+// bytes of fields it does not know. Those are kept as they are and stored
+// after the known fields, and a reopen decodes the two together, so what
+// they hold must stay unknown: bytes that are no wire format would make
+// the store unopenable, and bytes that encode a known field (set by hand
+// with ProtoReflect().SetUnknown; bytes from the wire are decoded as known
+// fields) would overwrite a checked value with an unchecked one — a
+// negative capacity, a string over the limit, a job finished behind the
+// store's back. Only fields of numbers the schema does not have pass.
 func (c *checker) msg(m proto.Message) {
 	r := m.ProtoReflect()
 	u := r.GetUnknown()
 	c.n += boundMsg + len(u)
-	if len(u) > 0 && c.err == nil {
-		if err := proto.Unmarshal(u, r.New().Interface()); err != nil {
-			c.fail(string(r.Descriptor().Name()), "unknown fields", "do not decode: "+err.Error(), false)
-		}
+	if len(u) == 0 || c.err != nil {
+		return
 	}
+	fresh := r.New()
+	if err := proto.Unmarshal(u, fresh.Interface()); err != nil {
+		c.fail(string(r.Descriptor().Name()), "unknown fields", "do not decode: "+err.Error(), false)
+		return
+	}
+	fresh.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		c.fail(string(r.Descriptor().Name()), "unknown fields", fmt.Sprintf("encode its known field %s (%d)", fd.Name(), fd.Number()), false)
+		return false
+	})
 }
 
 // str checks one string field.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -31,7 +32,7 @@ func TestWireRoundTrip(t *testing.T) {
 		t.Logf("%d transactions, %d committed something, %d claims committed", wireStats.txns, wireStats.committed, wireStats.claims)
 		// The generator must reach the interesting paths, or the property
 		// proves little.
-		if !t.Failed() && (wireStats.committed < wireStats.txns/20 || wireStats.claims == 0) {
+		if !t.Failed() && (wireStats.committed < wireStats.txns/10 || wireStats.claims < 3) {
 			t.Errorf("too few transactions did anything: %+v", wireStats)
 		}
 	}()
@@ -139,6 +140,13 @@ func wireStep(rt *rapid.T, st *txn.State, tx *txn.Txn, lim txn.Limits) *txn.Stat
 		if e1 == nil {
 			rt.Fatalf("the transaction does not decode (%v), but Evaluate says %v", err, e1)
 		}
+		return st
+	}
+	if e1 != nil && strings.Contains(e1.Error(), "unknown fields encode its known field") {
+		// Unknown bytes set by hand that encode a known field: in process
+		// the store refuses them (they would overwrite a checked value on
+		// reopen); on the wire they are decoded as that known field, and
+		// the transaction is another one.
 		return st
 	}
 	tx2, err := txn.TxnFromProto(p)

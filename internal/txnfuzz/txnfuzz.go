@@ -266,6 +266,52 @@ func (d *Decoder) uid(kind byte, n int) uuid.UUID {
 	return poolUID(kind, 200+s)
 }
 
+// taskWhere reads a task uid: below Edge, one of the view's tasks for which
+// ok holds (the byte modulo their number, in the view's own order), so that
+// claims name pending tasks and evictions placed ones; from Edge, as uid
+// reads a byte (the pool, the nil uid, a uid nobody uses).
+func (d *Decoder) taskWhere(view *txn.State, ok func(*txn.Task) bool) uuid.UUID {
+	s := int(d.Byte())
+	if s >= Edge {
+		switch {
+		case s < 250:
+			return poolUID('T', (s-Edge)%NumTasks)
+		case s == 250:
+			return uuid.Nil
+		}
+		return poolUID('T', 200+s)
+	}
+	n := 0
+	view.RangeTasks(func(t *txn.Task) bool {
+		if ok(t) {
+			n++
+		}
+		return true
+	})
+	if n == 0 {
+		return poolUID('T', s%NumTasks)
+	}
+	k, u := s%n, uuid.Nil
+	view.RangeTasks(func(t *txn.Task) bool {
+		if ok(t) {
+			if k == 0 {
+				u = t.UID
+				return false
+			}
+			k--
+		}
+		return true
+	})
+	return u
+}
+
+// PoolTask is the byte with which taskWhere names pool task i.
+func PoolTask(i int) byte { return byte(Edge + i) }
+
+func pendingTask(t *txn.Task) bool { return t.State == omegav1.TaskState_TASK_STATE_PENDING }
+func placedTask(t *txn.Task) bool  { return t.Placed() }
+func liveTask(t *txn.Task) bool    { return !t.Terminal() }
+
 // UID selectors in a uid string (after the pool indices).
 const (
 	UIDNil      = 250 // the nil uuid
@@ -421,7 +467,7 @@ func (d *Decoder) MachineObj() *omegav1.Machine {
 // version reads an expected version of the object the view holds at version
 // cur (0 if absent).
 func (d *Decoder) version(cur uint64) uint64 {
-	switch d.choice(4) {
+	switch d.pick(1, 3) {
 	case 0:
 		return cur
 	case 1:
@@ -512,18 +558,18 @@ func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
 			return append(ops, txn.Op{Kind: txn.OpCreate, NewTask: d.TaskObj(), NewJob: d.JobObj()})
 		}
 	case OpClaim:
-		task, machine := d.uid('T', NumTasks), d.uid('M', NumMachines)
+		task, machine := d.taskWhere(view, pendingTask), d.uid('M', NumMachines-1)
 		r := d.claimResources(view, task)
 		return append(ops, txn.Claim(task, machine, r, d.version(taskVersion(view, task))))
 	case OpEvict:
-		task := d.uid('T', NumTasks)
+		task := d.taskWhere(view, placedTask)
 		v := d.version(taskVersion(view, task))
 		if d.choice(2) == 1 {
 			return append(ops, txn.ForceEvict(task, v, d.Str()))
 		}
 		return append(ops, txn.Evict(task, v, d.int32(), d.Str()))
 	case OpSetStatus:
-		task := d.uid('T', NumTasks)
+		task := d.taskWhere(view, liveTask)
 		st := setStates[d.pick(SetKilled+1, len(setStates)-SetKilled-1)]
 		return append(ops, txn.SetStatus(task, st, d.version(taskVersion(view, task)), d.Str()))
 	case OpPut:
@@ -579,7 +625,7 @@ func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
 			u = uuid.Nil
 		}
 		ops = append(ops, txn.CreateTask(t))
-		return append(ops, txn.Claim(u, d.uid('M', NumMachines), txn.ResourcesFromProto(t.GetSpec().GetResources()), 0))
+		return append(ops, txn.Claim(u, d.uid('M', NumMachines-1), txn.ResourcesFromProto(t.GetSpec().GetResources()), 0))
 	}
 	return append(ops, txn.Op{Kind: txn.OpKind(d.Byte() | 0x80)})
 }
