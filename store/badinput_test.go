@@ -34,7 +34,7 @@ func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	const maxOps, maxString = 8, 100
 	mod := func(o *Options) {
-		o.Limits = txn.Limits{MaxOps: maxOps, MaxStringBytes: maxString, MaxObjectBytes: 600, MaxTxnBytes: 1000}
+		o.Limits = txn.Limits{MaxOps: maxOps, MaxStringBytes: maxString, MaxObjectBytes: 1024, MaxTxnBytes: 1100}
 		o.Policy = rejectPolicy{component: "intruder"}
 	}
 	s := openTest(t, dir, mod)
@@ -166,7 +166,7 @@ func TestBadInput(t *testing.T) {
 		{"string over the limit", txn.Txn{Ops: []txn.Op{txn.SetStatus(placed, omegav1.TaskState_TASK_STATE_FAILED, at.Version, strings.Repeat("x", maxString+1))}}, txn.ErrTooLarge, 0},
 		{"object over the limit", txn.Txn{Ops: []txn.Op{txn.CreateTask(badTask(func(p *omegav1.Task) {
 			p.Meta.Annotations = map[string]string{}
-			for _, k := range "abcdefg" {
+			for _, k := range "abcdefghijk" {
 				p.Meta.Annotations[string(k)] = strings.Repeat("x", maxString)
 			}
 		}))}}, txn.ErrTooLarge, 0},

@@ -99,6 +99,9 @@ func runStoreProgram(t *testing.T, data []byte) {
 		if d.Action() == txnfuzz.ActExpire {
 			now := time.Unix(0, txnfuzz.SetupNanos).Add(time.Duration(d.Int()))
 			n, err := s.Expire(ctx, now)
+			if errors.Is(err, txn.ErrInvalid) && !time.Unix(0, now.UnixNano()).Equal(now) {
+				continue // a time int64 nanoseconds cannot hold: refused, nothing changed
+			}
 			if err != nil {
 				t.Fatalf("step %d: Expire(%v): %v", step, now, err)
 			}

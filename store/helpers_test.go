@@ -252,7 +252,9 @@ func diffStates(a, b *txn.State, ignoreSeq bool) string {
 		}
 		px, py := x.Proto(), y.Proto()
 		if ignoreSeq {
+			// A reopen sets both to the revision it reopened at.
 			px.Status.Seq, py.Status.Seq = 0, 0
+			px.Status.LastClaim, py.Status.LastClaim = 0, 0
 		}
 		if !proto.Equal(px, py) || !x.Capacity.Equal(y.Capacity) || !x.Allocated.Equal(y.Allocated) || x.Tasks != y.Tasks || x.Version != y.Version {
 			diff = fmt.Sprintf("machine %s:\n  %v\nvs\n  %v", x.UID, px, py)

@@ -70,8 +70,9 @@ type Options struct {
 	// Retention is how long terminal tasks and finished jobs stay in the
 	// live state before Expire deletes them, on the store's clock: counted
 	// from the first Expire that saw them terminal, never from a
-	// committer's finish time. Default 15 minutes: long enough for every
-	// component to see the outcome.
+	// committer's finish time. DefaultOptions sets 15 minutes: long enough
+	// for every component to see the outcome. Zero (an Options built by
+	// hand) deletes them at the first Expire that sees them.
 	Retention time.Duration
 	// MemTableSize is pebble's memtable size. Default 64 MiB: with pebble's
 	// 4 MiB default a commit-heavy cell stalls on memtable rotation.
@@ -112,6 +113,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Retention < 0 {
 		return fmt.Errorf("store options: Retention %v is negative", o.Retention)
+	}
+	if o.MemTableSize >= 4<<30 {
+		return fmt.Errorf("store options: MemTableSize %d: pebble takes less than 4 GiB", o.MemTableSize)
 	}
 	if err := o.Limits.Validate(); err != nil {
 		return fmt.Errorf("store options: %w", err)

@@ -315,6 +315,15 @@ func TestOptionsValidate(t *testing.T) {
 		{func(o *Options) { o.HistoryChanges = -1 }, false},
 		{func(o *Options) { o.Retention = -1 }, false},
 		{func(o *Options) { o.Limits.MaxOps = -1 }, false},
+		{func(o *Options) { o.MemTableSize = 4 << 30 }, false},
+		{func(o *Options) { o.MemTableSize = 4<<30 - 1 }, true},
+		{func(o *Options) { o.Limits.MaxStringBytes = 35 }, false}, // no uid would fit
+		{func(o *Options) { o.Limits.MaxTxnBytes = 1 }, false},
+		{func(o *Options) { o.Limits.MaxTxnBytes = o.Limits.MaxObjectBytes - 1 }, false},
+		{func(o *Options) { o.Limits.MaxTxnBytes = txn.MaxWireBytes + 1 }, false},
+		{func(o *Options) {
+			o.Limits = txn.Limits{MaxStringBytes: 64, MaxObjectBytes: 1024, MaxTxnBytes: 1024, MaxOps: 1}
+		}, true},
 	} {
 		o := DefaultOptions("dir")
 		tc.mod(&o)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -26,10 +27,15 @@ import (
 // terminal object at its first Expire and expires it one window later.
 //
 // The store's clock only moves forward, by the time that passed between two
-// Expires: a clock that jumps back (a wall clock set back, an NTP step)
-// stops it until time moves on again, and then it runs on from where it
-// was, so no jump back can hold retention up for the size of the jump; a
-// jump forward ages everything by the jump, as a store that slept would.
+// Expires (time.Time.Sub: by the monotonic clock when both times carry a
+// reading of it, as time.Now()'s do, so a live server's retention does not
+// see the wall clock stepped at all). Between times without one (the
+// simulation's virtual times, a caller's own), a step back stops the clock
+// until time moves on again, and it then runs on from where it was, so no
+// step back holds retention up for the size of the step; a step forward
+// ages everything by the step, as a store that slept would. A time that
+// int64 nanoseconds cannot hold (before 1678, after 2262; the zero
+// time.Time) is refused.
 
 // expiryQueue lists terminal tasks and finished jobs in the order the store
 // saw them: items[head:stamped] carry the time of the Expire that first saw
@@ -38,9 +44,9 @@ type expiryQueue struct {
 	items   []expiring
 	head    int
 	stamped int
-	clock   int64 // the store's clock: Unix nanoseconds, monotone
-	prev    int64 // the time the last Expire was given
-	started bool  // an Expire has run
+	clock   int64     // the store's clock: Unix nanoseconds, monotone
+	prev    time.Time // the time the last Expire was given
+	started bool      // an Expire has run
 }
 
 type expiring struct {
@@ -88,18 +94,17 @@ func (q *expiryQueue) rebuild(s *txn.State) {
 
 // tick advances the store's clock to an Expire given now: by the time that
 // passed since the last one, if any did.
-func (q *expiryQueue) tick(now int64) int64 {
+func (q *expiryQueue) tick(now time.Time) int64 {
 	switch {
 	case !q.started:
-		q.clock, q.started = now, true
-	case now > q.prev:
-		// In uint64, exactly (two's complement): the time passed, and the
-		// room left before the clock would pass math.MaxInt64.
-		d := uint64(now) - uint64(q.prev)
-		if room := uint64(math.MaxInt64) - uint64(q.clock); d > room {
-			q.clock = math.MaxInt64
-		} else {
-			q.clock = int64(uint64(q.clock) + d)
+		q.clock, q.started = now.UnixNano(), true
+	default:
+		if d := now.Sub(q.prev); d > 0 {
+			if room := math.MaxInt64 - q.clock; int64(d) > room && q.clock >= 0 {
+				q.clock = math.MaxInt64
+			} else {
+				q.clock += int64(d)
+			}
 		}
 	}
 	q.prev = now
@@ -108,7 +113,7 @@ func (q *expiryQueue) tick(now int64) int64 {
 
 // stamp advances the store's clock to now (tick) and gives every entry
 // noted since the last Expire that time, which it returns.
-func (q *expiryQueue) stamp(now int64) int64 {
+func (q *expiryQueue) stamp(now time.Time) int64 {
 	at := q.tick(now)
 	for i := q.stamped; i < len(q.items); i++ {
 		q.items[i].at = at
@@ -117,12 +122,14 @@ func (q *expiryQueue) stamp(now int64) int64 {
 	return at
 }
 
-// due pops up to max stamped entries seen at or before cutoff and returns
-// the deletions of those that still match their object.
-func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) []txn.Op {
-	var ops []txn.Op
-	for q.head < q.stamped && len(ops) < max {
-		e := q.items[q.head]
+// due returns the deletions of up to max stamped entries seen at or before
+// cutoff that still match their object, and the position in the queue
+// after the entries it looked at. It pops nothing: popTo does, once the
+// deletions are committed, so a commit that fails loses no entry.
+func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) (ops []txn.Op, next int) {
+	next = q.head
+	for next < q.stamped && len(ops) < max {
+		e := &q.items[next]
 		if e.at > cutoff {
 			break
 		}
@@ -130,13 +137,12 @@ func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) []txn.Op {
 			// Room for what is due: count it first (the stamped part is in
 			// time order).
 			n := 0
-			for k := q.head; k < q.stamped && n < max && q.items[k].at <= cutoff; k++ {
+			for k := next; k < q.stamped && n < max && q.items[k].at <= cutoff; k++ {
 				n++
 			}
 			ops = make([]txn.Op, 0, n)
 		}
-		q.items[q.head] = expiring{}
-		q.head++
+		next++
 		switch e.kind {
 		case omegav1.ObjectKind_OBJECT_KIND_TASK:
 			if t, ok := s.Task(e.uid); ok && t.Terminal() && t.Version == e.version {
@@ -148,12 +154,18 @@ func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) []txn.Op {
 			}
 		}
 	}
+	return ops, next
+}
+
+// popTo drops the entries before next (a position due returned).
+func (q *expiryQueue) popTo(next int) {
+	clear(q.items[q.head:next])
+	q.head = next
 	if q.head > 4096 && q.head*2 > len(q.items) {
 		q.items = append([]expiring(nil), q.items[q.head:]...)
 		q.stamped -= q.head
 		q.head = 0
 	}
-	return ops
 }
 
 // len returns the number of entries queued (for tests).
@@ -174,9 +186,21 @@ const RetentionComponent = "store/retention"
 // virtual times. The store's clock advances by the time that passed between
 // calls and never goes back (see the top of retention.go).
 func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
+	if !time.Unix(0, now.UnixNano()).Equal(now) {
+		return 0, fmt.Errorf("%w: expire at %v: outside the times int64 nanoseconds hold (1678 to 2262)", txn.ErrInvalid, now)
+	}
+	s.expireMu.Lock() // one Expire at a time: due and popTo pair up
+	defer s.expireMu.Unlock()
+	// Transactions within the limits: at most 1,000 deletions (each holds
+	// the commit lock while it is evaluated, so a large expiry must not
+	// stall the committers behind it), MaxOps, and MaxTxnBytes at the most
+	// a deletion takes on the wire.
 	perTxn := 1_000
 	if m := s.opts.Limits.MaxOps; m > 0 && m < perTxn {
-		perTxn = m // due pops what it returns: a transaction over the limit would lose them
+		perTxn = m
+	}
+	if m := s.opts.Limits.MaxTxnBytes; m > 0 {
+		perTxn = max(1, min(perTxn, (m-retentionHeaderBytes)/maxDeleteBytes))
 	}
 	s.mu.Lock()
 	if s.err != nil {
@@ -184,7 +208,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 		s.mu.Unlock()
 		return 0, err
 	}
-	at := s.expiry.stamp(now.UnixNano())
+	at := s.expiry.stamp(now)
 	s.mu.Unlock()
 	cutoff := at - int64(s.opts.Retention)
 	if cutoff > at { // the window reaches back before the start of int64 time
@@ -192,19 +216,34 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 	}
 	deleted := 0
 	for {
+		next := -1
 		res, err := s.commit(ctx, func(head *txn.State) *txn.Txn {
-			ops := s.expiry.due(head, cutoff, perTxn)
+			var ops []txn.Op
+			ops, next = s.expiry.due(head, cutoff, perTxn)
 			if len(ops) == 0 {
 				return nil
 			}
 			return &txn.Txn{ViewRevision: head.Revision(), Component: RetentionComponent, UnixNanos: at, Ops: ops}
 		})
 		if err != nil {
-			return deleted, err
+			return deleted, fmt.Errorf("expire: %w", err) // the entries stay queued
 		}
-		if res.Committed == 0 {
+		s.mu.Lock()
+		advanced := next > s.expiry.head
+		if advanced {
+			s.expiry.popTo(next)
+		}
+		s.mu.Unlock()
+		deleted += res.Committed
+		if !advanced {
 			return deleted, nil
 		}
-		deleted += res.Committed
 	}
 }
+
+// The wire size of a retention transaction's header (its component and
+// clock) and, at the most, of one of its deletions.
+const (
+	retentionHeaderBytes = 64
+	maxDeleteBytes       = 64
+)

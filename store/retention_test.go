@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -203,8 +205,11 @@ func TestRetentionIgnoresCommitterClocks(t *testing.T) {
 	expire(t, s, t0.Add(year), 1)
 }
 
-// TestRetentionClockEdges: the store's clock saturates instead of wrapping
-// at the ends of int64 time (and then, at the year 2262, stays there).
+// TestRetentionClockEdges: at the ends of int64 time the store's clock
+// neither wraps nor sticks, and a time it cannot hold (the zero time.Time,
+// whose UnixNano is far outside int64's range) is refused, changing
+// nothing — it used to read as the year 1754 and age everything by 270
+// years on the way back.
 func TestRetentionClockEdges(t *testing.T) {
 	s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = time.Minute })
 	defer s.Close()
@@ -214,15 +219,79 @@ func TestRetentionClockEdges(t *testing.T) {
 			txn.SetStatus(u, omegav1.TaskState_TASK_STATE_FAILED, 0, ""),
 		}})
 	}
-	u, v := testUID(uidTask, 0, 0), testUID(uidTask, 0, 1)
+	u, v, w := testUID(uidTask, 0, 0), testUID(uidTask, 0, 1), testUID(uidTask, 0, 2)
 	finish(u)
 	expire(t, s, time.Unix(0, math.MinInt64), 0) // sees u at the earliest time there is
 	expire(t, s, time.Unix(0, math.MinInt64+59e9), 0)
 	expire(t, s, time.Unix(0, math.MaxInt64), 1) // the whole range later: no wrap-around
 	finish(v)
-	expire(t, s, time.Unix(0, math.MinInt64), 0) // back: the clock stays at the end of time
-	expire(t, s, time.Unix(0, math.MinInt64+3600e9), 0)
-	present(t, s, true, v)
+	expire(t, s, time.Unix(0, math.MinInt64), 0) // back: the clock stays
+	expire(t, s, time.Unix(0, math.MinInt64+59e9), 0)
+	expire(t, s, time.Unix(0, math.MinInt64+60e9), 1) // and runs on from there
+	finish(w)
+	for _, bad := range []time.Time{{}, time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if n, err := s.Expire(context.Background(), bad); !errors.Is(err, txn.ErrInvalid) || n != 0 {
+			t.Fatalf("Expire(%v): %d, %v; want ErrInvalid", bad, n, err)
+		}
+	}
+	expire(t, s, time.Unix(0, math.MinInt64+61e9), 0) // sees w: the refused times did not count
+	expire(t, s, time.Unix(0, math.MinInt64+120e9), 0)
+	expire(t, s, time.Unix(0, math.MinInt64+121e9), 1)
+}
+
+// TestRetentionKeepsEntriesOnFailedCommit: an Expire whose deletion
+// commit fails (a policy refuses it once) loses nothing: the next Expire
+// deletes what was due. Its transactions also stay within MaxTxnBytes,
+// however many deletions are due.
+func TestRetentionKeepsEntriesOnFailedCommit(t *testing.T) {
+	refuse := &refuseOnce{}
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.Retention = time.Minute
+		o.Policy = refuse
+		o.Limits = txn.Limits{MaxObjectBytes: 1024, MaxTxnBytes: 1024}
+	})
+	defer s.Close()
+	var uids []uuid.UUID
+	for i := range 40 {
+		u := testUID(uidTask, 0, uint32(i))
+		uids = append(uids, u)
+		mustCommitAll(t, s, &txn.Txn{Ops: []txn.Op{
+			txn.CreateTask(taskProto(u, uuid.Nil, 1, 1)),
+			txn.SetStatus(u, omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, ""),
+		}})
+	}
+	expire(t, s, t0, 0)
+	refuse.armed = true
+	if n, err := s.Expire(context.Background(), t0.Add(time.Minute)); !errors.Is(err, ErrRejected) || n != 0 {
+		t.Fatalf("Expire with a refusing policy: %d, %v", n, err)
+	}
+	present(t, s, true, uids...)
+	expire(t, s, t0.Add(time.Minute), 40) // in transactions of at most 1 KiB
+	present(t, s, false, uids...)
+	if refuse.biggest > 1024 || refuse.txns < 2 {
+		t.Errorf("retention sent %d transactions, the biggest %d bytes (the limit is 1024)", refuse.txns, refuse.biggest)
+	}
+}
+
+// refuseOnce refuses the store's retention transaction once, when armed,
+// and records the sizes of those it admits.
+type refuseOnce struct {
+	armed         bool
+	txns, biggest int
+}
+
+func (*refuseOnce) Name() string { return "refuse-once" }
+func (p *refuseOnce) Admit(_ *txn.State, tx *txn.Txn) error {
+	if tx.Component != RetentionComponent {
+		return nil
+	}
+	if p.armed {
+		p.armed = false
+		return fmt.Errorf("%w: not now", ErrRejected)
+	}
+	p.txns++
+	p.biggest = max(p.biggest, tx.WireSize())
+	return nil
 }
 
 // TestRetentionSkipsWhatChanged: an entry whose object was deleted by a

@@ -68,7 +68,8 @@ type Store struct {
 	err       error // sticky: ErrFailed or ErrClosed
 	writerWG  sync.WaitGroup
 	closing   bool
-	closeOnce sync.Once // a second Close waits for the first and returns its error
+	expireMu  sync.Mutex // serializes Expire
+	closeOnce sync.Once  // a second Close waits for the first and returns its error
 	closeErr  error
 	closed    bool // Close finished publishing: nothing more will be published
 }

@@ -369,7 +369,7 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 	claimed := op.Resources.owned()
 	nm.Allocated = m.Allocated.Add(claimed)
 	nm.Tasks++
-	nm.Seq = e.rev
+	nm.Seq, nm.LastClaim = e.rev, e.rev
 	e.setMachine(nm, false, true)
 	nt := e.mutableTask(t)
 	nt.State = omegav1.TaskState_TASK_STATE_ASSIGNED
@@ -496,7 +496,7 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
 				"machine %s: new capacity %v below its allocation %v", m.UID, nm.Capacity, m.Allocated), nil
 		}
-		nm.Allocated, nm.Tasks = m.Allocated, m.Tasks
+		nm.Allocated, nm.Tasks, nm.LastClaim = m.Allocated, m.Tasks, m.LastClaim
 		nm.Version, nm.CreateRev, nm.Created, nm.Seq = e.rev, m.CreateRev, m.Created, e.rev
 		e.setMachine(nm, false, false)
 	}
@@ -545,9 +545,9 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 			// Tasks placed on it after the view (and not by this
 			// transaction) make the view stale, not the request wrong: a
 			// conflict; the retry sees the tasks and gets ErrInUse.
-			if mBase != nil && mBase.Tasks > 0 && mBase.Seq > e.tx.ViewRevision {
+			if mBase != nil && mBase.LastClaim > e.tx.ViewRevision {
 				return conflict(omegav1.OutcomeCode_OUTCOME_CODE_MACHINE_CHANGED,
-					"machine %s holds %d tasks; it changed at revision %d, after the view's %d", uid, m.Tasks, mBase.Seq, e.tx.ViewRevision), nil
+					"machine %s holds %d tasks; one was placed at revision %d, after the view's %d", uid, m.Tasks, mBase.LastClaim, e.tx.ViewRevision), nil
 			}
 			return Outcome{}, fmt.Errorf("%w: machine %s holds %d tasks; mark them terminal first", ErrInUse, uid, m.Tasks)
 		}

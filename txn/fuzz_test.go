@@ -196,6 +196,7 @@ func checkRestores(t *testing.T, st *txn.State) {
 		}
 		px, py := x.Proto(), y.Proto()
 		px.Status.Seq, py.Status.Seq = 0, 0
+		px.Status.LastClaim, py.Status.LastClaim = 0, 0
 		if !proto.Equal(px, py) {
 			t.Fatalf("machine %s restores as %v, was %v", x.UID, py, px)
 		}

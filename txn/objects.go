@@ -29,6 +29,10 @@ type Machine struct {
 	Allocated Resources
 	Tasks     int32  // non-terminal tasks placed on the machine
 	Seq       uint64 // coarse conflict sequence: revision of the last change of anything on the machine
+	// LastClaim is the revision of the last claim on the machine (on
+	// reopen, the revision reopened at): a delete from a view older than it
+	// may not have seen the tasks it holds.
+	LastClaim uint64
 }
 
 // Free returns Capacity - Allocated.
@@ -129,6 +133,7 @@ func (m *Machine) Proto() *omegav1.Machine {
 			AgentAddress: m.Agent,
 			Tasks:        m.Tasks,
 			Seq:          m.Seq,
+			LastClaim:    m.LastClaim,
 		},
 	}
 }

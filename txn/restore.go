@@ -38,7 +38,7 @@ func (r *Restorer) Machine(p *omegav1.Machine) error {
 	if _, dup := r.machines[m.UID]; dup {
 		return fmt.Errorf("%w: machine %s", ErrAlreadyExists, m.UID)
 	}
-	m.Seq = r.rev
+	m.Seq, m.LastClaim = r.rev, r.rev
 	r.machines[m.UID] = m
 	r.order = append(r.order, m.UID)
 	return nil

@@ -302,16 +302,32 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// Validate reports the first negative field, or a MaxTxnBytes above
-// MaxWireBytes.
+// The smallest limits that leave a store usable: a string must hold a
+// uid's 36 characters and a Kubernetes-sized label (63), an object a small
+// task, a transaction the largest object.
+const (
+	MinStringBytes = 64
+	MinObjectBytes = 1 << 10
+)
+
+// Validate reports the first field that is negative, or set below its
+// minimum (MinStringBytes, MinObjectBytes; MaxTxnBytes below MaxObjectBytes
+// when both are set), or a MaxTxnBytes above MaxWireBytes. Zero fields are
+// no bound and pass.
 func (l Limits) Validate() error {
 	for _, f := range []struct {
-		name string
-		v    int
-	}{{"MaxOps", l.MaxOps}, {"MaxStringBytes", l.MaxStringBytes}, {"MaxObjectBytes", l.MaxObjectBytes}, {"MaxTxnBytes", l.MaxTxnBytes}} {
-		if f.v < 0 {
+		name   string
+		v, min int
+	}{{"MaxOps", l.MaxOps, 1}, {"MaxStringBytes", l.MaxStringBytes, MinStringBytes}, {"MaxObjectBytes", l.MaxObjectBytes, MinObjectBytes}, {"MaxTxnBytes", l.MaxTxnBytes, MinObjectBytes}} {
+		switch {
+		case f.v < 0:
 			return fmt.Errorf("limits: %s %d is negative", f.name, f.v)
+		case f.v > 0 && f.v < f.min:
+			return fmt.Errorf("limits: %s %d is below %d, the least a usable store takes", f.name, f.v, f.min)
 		}
+	}
+	if l.MaxTxnBytes > 0 && l.MaxObjectBytes > l.MaxTxnBytes {
+		return fmt.Errorf("limits: MaxTxnBytes %d is below MaxObjectBytes %d: the largest object would fit no transaction", l.MaxTxnBytes, l.MaxObjectBytes)
 	}
 	if l.MaxTxnBytes > MaxWireBytes {
 		return fmt.Errorf("limits: MaxTxnBytes %d is above the wire's message limit %d", l.MaxTxnBytes, MaxWireBytes)

@@ -304,6 +304,18 @@ func TestDeleteMachineStaleView(t *testing.T) {
 	wantCodes(t, r, cMachChanged)
 	c.mustErr(c.tx(txn.Delete(kindMachine, m2, 0)), txn.ErrInUse, 0) // the current view sees the task
 	c.mustErr(c.tx(txn.Claim(t2, m1, res(1, 1), c.ver(t2)), txn.Delete(kindMachine, m1, 0)), txn.ErrInUse, 1)
+
+	// A view that saw the task: other changes to the machine since (its
+	// agent moved, another task on it finished) do not make it stale.
+	c.place(m2, res(1, 1), t3)
+	view = c.s.Revision()
+	moved := machineP(m2, res(2000, 2000))
+	moved.Status = &omegav1.MachineStatus{AgentAddress: "127.0.0.2:7946"}
+	c.commit(c.tx(txn.PutMachine(moved, 0)))
+	c.commit(c.tx(txn.SetStatus(t3, succeeded, 0, "")))
+	tx = c.tx(txn.Delete(kindMachine, m2, 0))
+	tx.ViewRevision = view
+	c.mustErr(tx, txn.ErrInUse, 0)
 }
 
 // TestTotalsDoNotOverflow: the cell's total capacity is exact however large

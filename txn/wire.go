@@ -379,7 +379,7 @@ func machineFromWire(p *omegav1.Machine, derived bool) (*Machine, error) {
 		if err := m.Allocated.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: machine %s allocated: %v", ErrInvalid, m.UID, err)
 		}
-		m.Tasks, m.Seq = st.GetTasks(), st.GetSeq()
+		m.Tasks, m.Seq, m.LastClaim = st.GetTasks(), st.GetSeq(), st.GetLastClaim()
 	}
 	return m, nil
 }

@@ -84,11 +84,11 @@ func TestWireRoundTrip(t *testing.T) {
 	})
 }
 
-var seqRE = regexp.MustCompile(`seq[: ]\d+`)
+var seqRE = regexp.MustCompile(` ?(seq|last_claim)[: ]\d+`)
 
 // noSeq drops the machines' coarse sequence numbers, which a listing sets
 // to its revision.
-func noSeq(s string) string { return seqRE.ReplaceAllString(s, "seq") }
+func noSeq(s string) string { return seqRE.ReplaceAllString(s, "") }
 
 // firstSentinel names the sentinel err wraps, for comparing errors.
 func firstSentinel(err error) error {

@@ -642,7 +642,11 @@ type MachineStatus struct {
 	// change to the machine or to anything placed on it (claim, eviction,
 	// release, state change). Output only; after a store restart it is the
 	// revision the store reopened at.
-	Seq           uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The revision of the last claim on the machine. Output only; after a
+	// store restart, the revision the store reopened at. A delete from a view
+	// older than it is a conflict, not "in use".
+	LastClaim     uint64 `protobuf:"varint,6,opt,name=last_claim,json=lastClaim,proto3" json:"last_claim,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -708,6 +712,13 @@ func (x *MachineStatus) GetTasks() int32 {
 func (x *MachineStatus) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
+	}
+	return 0
+}
+
+func (x *MachineStatus) GetLastClaim() uint64 {
+	if x != nil {
+		return x.LastClaim
 	}
 	return 0
 }
@@ -1587,13 +1598,15 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"attributes\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbd\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdc\x01\n" +
 	"\rMachineStatus\x12,\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x16.omega.v1.MachineStateR\x05state\x121\n" +
 	"\tallocated\x18\x02 \x01(\v2\x13.omega.v1.ResourcesR\tallocated\x12#\n" +
 	"\ragent_address\x18\x03 \x01(\tR\fagentAddress\x12\x14\n" +
 	"\x05tasks\x18\x04 \x01(\x05R\x05tasks\x12\x10\n" +
-	"\x03seq\x18\x05 \x01(\x04R\x03seq\"\x8f\x01\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12\x1d\n" +
+	"\n" +
+	"last_claim\x18\x06 \x01(\x04R\tlastClaim\"\x8f\x01\n" +
 	"\aMachine\x12(\n" +
 	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12)\n" +
 	"\x04spec\x18\x02 \x01(\v2\x15.omega.v1.MachineSpecR\x04spec\x12/\n" +
