@@ -22,9 +22,11 @@ var mayImport = map[string][]string{
 	"store":            {"api/omega/v1", "txn"},
 	"client/transport": {"api/omega/v1", "txn"},
 	"client/inproc":    {"api/omega/v1", "txn", "client/transport", "store"},
-	"client":           {"api/omega/v1", "txn", "client/transport"},
-	"schedulers":       {"api/omega/v1", "txn", "client", "client/transport"},
-	"agents":           {"api/omega/v1", "txn", "client", "client/transport"},
+	// The conformance suite opens stores for the backends it tests.
+	"client/transport/transporttest": {"api/omega/v1", "txn", "client/transport", "store"},
+	"client":                         {"api/omega/v1", "txn", "client/transport"},
+	"schedulers":                     {"api/omega/v1", "txn", "client", "client/transport"},
+	"agents":                         {"api/omega/v1", "txn", "client", "client/transport"},
 }
 
 // remoteOnly are the packages a scheduler or agent binary that talks to a
