@@ -29,6 +29,55 @@ var (
 
 const ms = time.Millisecond
 
+// TestLoopWork: the loop as a scheduler's runner drives it — progress is a
+// placement, tasks no machine could take are work left (a wait, then a
+// retry on a view synced to what the attempt saw), the total is bounded
+// too, and Restart begins the count without progress afresh.
+func TestLoopWork(t *testing.T) {
+	type step struct {
+		res  txn.Result
+		work Work
+		want Decision
+	}
+	left := Work{Left: 2}
+	placed := Work{Progress: true}
+	for _, tc := range []struct {
+		name    string
+		policy  RetryPolicy
+		steps   []step
+		restart int // Restart before this step (0: never)
+	}{
+		{"work left waits and syncs", RetryPolicy{MaxAttempts: 5, WaitLeft: time.Second},
+			[]step{{resEmpty, left, Decision{Backoff: time.Second}}, {resOK, Work{Left: 1, Progress: true}, Decision{SyncTo: 5, Backoff: time.Second}}, {resOK, placed, Decision{Done: true, SyncTo: 5}}}, 0},
+		{"a commit that placed nothing is no progress", RetryPolicy{MaxAttempts: 2},
+			[]step{{resPartial, Work{}, Decision{SyncTo: 9}}, {resPartial, Work{}, Decision{GiveUp: true, SyncTo: 9}}}, 0},
+		{"placements reset the count", RetryPolicy{MaxAttempts: 2},
+			[]step{{resNone, Work{}, Decision{SyncTo: 7}}, {resPartial, placed, Decision{SyncTo: 9}}, {resNone, Work{}, Decision{SyncTo: 7}}, {resNone, Work{}, Decision{GiveUp: true, SyncTo: 7}}}, 0},
+		{"MaxTotal bounds progress too", RetryPolicy{MaxAttempts: 10, MaxTotal: 3},
+			[]step{{resPartial, placed, Decision{SyncTo: 9}}, {resPartial, placed, Decision{SyncTo: 9}}, {resPartial, placed, Decision{GiveUp: true, SyncTo: 9}}}, 0},
+		// Without the Restart the third attempt would give up; the fourth
+		// does, at the total.
+		{"Restart keeps the total", RetryPolicy{MaxAttempts: 3, MaxTotal: 4},
+			[]step{{resNone, Work{}, Decision{SyncTo: 7}}, {resNone, Work{}, Decision{SyncTo: 7}}, {resNone, Work{}, Decision{SyncTo: 7}}, {resNone, Work{}, Decision{GiveUp: true, SyncTo: 7}}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.policy.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			l := NewLoop(tc.policy, nil)
+			for i, s := range tc.steps {
+				if tc.restart > 0 && i == tc.restart {
+					l.Restart()
+				}
+				res := s.res
+				if got := l.ObserveWork(&res, s.work); got != s.want {
+					t.Fatalf("step %d: ObserveWork(%+v, %+v) = %+v, want %+v", i, s.res, s.work, got, s.want)
+				}
+			}
+		})
+	}
+}
+
 func TestLoopDecisions(t *testing.T) {
 	type step struct {
 		res  txn.Result
@@ -40,7 +89,7 @@ func TestLoopDecisions(t *testing.T) {
 		steps  []step
 	}{
 		{"done when nothing conflicted", RetryPolicy{MaxAttempts: 3},
-			[]step{{resOK, Decision{Done: true}}}},
+			[]step{{resOK, Decision{Done: true, SyncTo: 5}}}},
 		{"done when nothing committed and nothing conflicted", RetryPolicy{MaxAttempts: 3},
 			[]step{{resEmpty, Decision{Done: true}}}},
 		{"full conflict syncs to the base", RetryPolicy{MaxAttempts: 3},
@@ -50,20 +99,20 @@ func TestLoopDecisions(t *testing.T) {
 		{"SyncTo is the max of revision and base", RetryPolicy{MaxAttempts: 3},
 			[]step{{resOdd, Decision{SyncTo: 10}}}},
 		{"aborted all-or-nothing is no progress", RetryPolicy{MaxAttempts: 2},
-			[]step{{resAborted, Decision{SyncTo: 11}}, {resAborted, Decision{GiveUp: true}}}},
+			[]step{{resAborted, Decision{SyncTo: 11}}, {resAborted, Decision{GiveUp: true, SyncTo: 11}}}},
 		{"MaxAttempts 1 gives up on the first conflict", RetryPolicy{MaxAttempts: 1},
-			[]step{{resNone, Decision{GiveUp: true}}}},
+			[]step{{resNone, Decision{GiveUp: true, SyncTo: 7}}}},
 		{"gives up after exactly MaxAttempts without progress", RetryPolicy{MaxAttempts: 3},
-			[]step{{resNone, Decision{SyncTo: 7}}, {resNone, Decision{SyncTo: 7}}, {resNone, Decision{GiveUp: true}}}},
+			[]step{{resNone, Decision{SyncTo: 7}}, {resNone, Decision{SyncTo: 7}}, {resNone, Decision{GiveUp: true, SyncTo: 7}}}},
 		{"partial commit resets the bound", RetryPolicy{MaxAttempts: 3},
 			[]step{
 				{resNone, Decision{SyncTo: 7}}, {resNone, Decision{SyncTo: 7}},
 				{resPartial, Decision{SyncTo: 9}},
 				{resNone, Decision{SyncTo: 7}}, {resNone, Decision{SyncTo: 7}},
-				{resNone, Decision{GiveUp: true}},
+				{resNone, Decision{GiveUp: true, SyncTo: 7}},
 			}},
 		{"partial commits alone never give up", RetryPolicy{MaxAttempts: 1},
-			[]step{{resPartial, Decision{SyncTo: 9}}, {resPartial, Decision{SyncTo: 9}}, {resPartial, Decision{SyncTo: 9}}, {resOK, Decision{Done: true}}}},
+			[]step{{resPartial, Decision{SyncTo: 9}}, {resPartial, Decision{SyncTo: 9}}, {resPartial, Decision{SyncTo: 9}}, {resOK, Decision{Done: true, SyncTo: 5}}}},
 		{"zero backoff retries at once", RetryPolicy{MaxAttempts: 5, MaxBackoff: time.Second, Jitter: 0.5},
 			[]step{{resNone, Decision{SyncTo: 7}}, {resNone, Decision{SyncTo: 7}}, {resNone, Decision{SyncTo: 7}}}},
 		{"backoff doubles up to MaxBackoff", RetryPolicy{MaxAttempts: 10, Backoff: 10 * ms, MaxBackoff: 80 * ms},
@@ -95,7 +144,7 @@ func TestLoopDecisions(t *testing.T) {
 				{resNone, Decision{SyncTo: 7, Backoff: 10 * ms}},
 			}},
 		{"give up carries no pause", RetryPolicy{MaxAttempts: 2, Backoff: 10 * ms, MaxBackoff: time.Second},
-			[]step{{resNone, Decision{SyncTo: 7, Backoff: 10 * ms}}, {resNone, Decision{GiveUp: true}}}},
+			[]step{{resNone, Decision{SyncTo: 7, Backoff: 10 * ms}}, {resNone, Decision{GiveUp: true, SyncTo: 7}}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -116,13 +116,15 @@ type Runner struct {
 
 type jobState struct {
 	JobRecord
-	readyAt     time.Time
-	seq         uint64
-	queued      bool
-	done        bool
-	noPlacement int
-	placed      map[uuid.UUID]struct{}
-	queueIndex  int
+	readyAt time.Time
+	seq     uint64
+	queued  bool
+	done    bool
+	// loop is the job's retry state in the client library's one optimistic
+	// loop: progress is a placement, tasks no machine took are work left.
+	loop       *client.Loop
+	placed     map[uuid.UUID]struct{}
+	queueIndex int
 	// lost holds tasks of the job lost with their machine, waiting for a
 	// replacement (created by the job's next attempt).
 	lost []*txn.Task
@@ -135,6 +137,14 @@ func NewRunner(sched Scheduler, c *client.Client, rng *rand.Rand, cfg RunnerConf
 		return nil, err
 	}
 	return &Runner{cfg: cfg, sched: sched, c: c, rng: rng, jobs: map[uuid.UUID]*jobState{}}, nil
+}
+
+// retryPolicy is the paper's per-job bounds as the client's retry policy:
+// MaxAttemptsNoPlacement attempts without a placement, MaxAttempts in all,
+// conflicts retried at once (the decision time is the pause), and
+// RetryDelay before retrying tasks that found no machine.
+func (c RunnerConfig) retryPolicy() client.RetryPolicy {
+	return client.RetryPolicy{MaxAttempts: c.MaxAttemptsNoPlacement, MaxTotal: c.MaxAttempts, WaitLeft: c.RetryDelay}
 }
 
 // Name is the runner's component name (its client's).
@@ -155,15 +165,17 @@ func (r *Runner) Busy() time.Duration { return r.busy }
 func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 	j, ok := r.jobs[job]
 	if !ok {
-		j = &jobState{JobRecord: JobRecord{UID: job, Submitted: now}, placed: map[uuid.UUID]struct{}{}}
+		j = &jobState{JobRecord: JobRecord{UID: job, Submitted: now}, placed: map[uuid.UUID]struct{}{}, loop: client.NewLoop(r.cfg.retryPolicy(), nil)}
 		r.jobs[job] = j
 	}
 	if j.queued {
 		return
 	}
 	// Submitted again (its tasks need placing again): a fresh start for the
-	// bounds, even if it was abandoned before.
-	j.done, j.Abandoned, j.noPlacement = false, false, 0
+	// bound without placements, even if it was abandoned before (the total
+	// stays).
+	j.done, j.Abandoned = false, false
+	j.loop.Restart()
 	r.push(j, now)
 }
 
@@ -347,34 +359,35 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 				placedNow++
 			}
 		}
-		if err := r.c.SyncTo(ctx, res.Revision); err != nil {
-			return OutcomeRetry, err
-		}
 	}
 	j.TasksPlaced += placedNow
 	if res.Conflicted() {
 		j.Conflicted++
 	}
-	if placedNow > 0 {
-		j.noPlacement = 0
-	} else {
-		j.noPlacement++
+	// The client's loop decides: done when nothing conflicted and no task
+	// was left without a machine; abandoned at the paper's bounds;
+	// otherwise retried — at once after a conflict, after RetryDelay when
+	// tasks found no machine — on a view synced to what the attempt saw.
+	left := a.Decision.Unplaceable
+	if len(a.Txn.Ops) == 0 && left == 0 {
+		left = 1 // the scheduler asked for nothing: try again later
 	}
-	// Done when nothing conflicted and no task was left without a machine.
-	if !res.Conflicted() && a.Decision.Unplaceable == 0 && len(a.Txn.Ops) > 0 {
+	d := j.loop.ObserveWork(&res, client.Work{Left: left, Progress: placedNow > 0})
+	if d.SyncTo != 0 {
+		if err := r.c.SyncTo(ctx, d.SyncTo); err != nil {
+			return OutcomeRetry, err
+		}
+	}
+	switch {
+	case d.Done:
 		r.markPlaced(j, now)
 		return OutcomePlaced, nil
-	}
-	if j.Attempts >= r.cfg.MaxAttempts || j.noPlacement >= r.cfg.MaxAttemptsNoPlacement {
+	case d.GiveUp:
 		j.Abandoned, j.done = true, true
 		return OutcomeAbandoned, nil
 	}
-	at := now
-	if !res.Conflicted() {
-		at = now.Add(r.cfg.RetryDelay) // nothing fits now: wait for the cell to change
-	}
 	if !j.queued { // Submit may have queued it again during the attempt
-		r.push(j, at)
+		r.push(j, now.Add(d.Backoff))
 	}
 	return OutcomeRetry, nil
 }

@@ -560,3 +560,60 @@ func TestPickSpreadsJobsEvenlyAndStably(t *testing.T) {
 		t.Fatalf("unstable")
 	}
 }
+
+// laggingTransport is a remote-like transport whose non-blocking poll has
+// not yet received anything (its stream lags the commits): only a blocking
+// Next delivers. It hides the in-process transport's snapshot sharing, so
+// the client keeps its own copy.
+type laggingTransport struct{ client.Transport }
+
+func (t laggingTransport) Watch(ctx context.Context, from uint64) (client.Watch, error) {
+	w, err := t.Transport.Watch(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	return laggingWatch{w}, nil
+}
+
+type laggingWatch struct{ client.Watch }
+
+func (laggingWatch) Poll(int) ([]*txn.WriteSet, error) { return nil, nil }
+
+// TestRunnerSyncsToWhatItConflictedWith: after an attempt whose every
+// claim conflicted, the runner re-syncs to the result's Base before its
+// next decision, through the client's loop. With a transport whose
+// non-blocking sync lags, the runner used to decide again on the very
+// state that conflicted — here, a view without the machine added since —
+// until it abandoned the job; now its second attempt places it.
+func TestRunnerSyncsToWhatItConflictedWith(t *testing.T) {
+	c := newCell(t, 1)
+	m1 := c.addMachines(machineSpec{cpu: 1000, mem: gib})[0]
+	job, tasks := c.addJob("b", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1, cpu: 500, mem: gib / 2})
+	r := c.runner(NewBatch(), "batch-0", 1, testConfig(), func(tr client.Transport) client.Transport { return laggingTransport{tr} })
+	// After the runner listed the cell: a second machine, and m1 filled.
+	m2 := c.addMachines(machineSpec{cpu: 1000, mem: gib})[0]
+	c.fill(1000, gib, m1)
+
+	r.Submit(job, t0)
+	a := begin(t, r, t0)
+	if a.Txn.ViewRevision >= c.state().Revision() {
+		t.Fatalf("the view is at %d, the store at %d: the transport does not lag", a.Txn.ViewRevision, c.state().Revision())
+	}
+	o, end := finish(t, r, a, t0)
+	if o != OutcomeRetry || !a.Result.Conflicted() || a.Result.Base != c.state().Revision() {
+		t.Fatalf("first attempt: %v, result %+v; want a conflict on m1 evaluated at %d", o, a.Result, c.state().Revision())
+	}
+	if got := r.Client().View().Revision(); got < a.Result.Base {
+		t.Fatalf("after the conflict the view is at %d, below the result's base %d", got, a.Result.Base)
+	}
+	a = begin(t, r, end)
+	if o, _ := finish(t, r, a, end); o != OutcomePlaced {
+		t.Fatalf("second attempt: %v, result %+v; want placed on the machine the re-sync showed", o, a.Result)
+	}
+	if tk := c.task(tasks[0]); tk.Machine != m2 {
+		t.Fatalf("task on %s, want m2 %s", tk.Machine, m2)
+	}
+	if rec := record(t, r, job); rec.Attempts != 2 || rec.Abandoned {
+		t.Fatalf("record %+v", rec)
+	}
+}
