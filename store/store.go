@@ -56,6 +56,7 @@ type Store struct {
 	log  *slog.Logger
 
 	mu        sync.Mutex
+	rules     txn.Rules     // the policy's per-operation rules; nil for raw
 	head      *txn.State    // newest state, maybe not yet durable
 	scratch   txn.Scratch   // evaluation buffers, reused under mu
 	published *txn.State    // newest durable state
@@ -101,6 +102,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		opts:  opts,
+		rules: policyRules(opts.Policy),
 		log:   opts.Logger,
 		wake:  make(chan struct{}, 1),
 		pubCh: make(chan struct{}),
@@ -216,7 +218,7 @@ func (s *Store) commit(ctx context.Context, build func(head *txn.State) *txn.Txn
 		s.mu.Unlock()
 		return txn.Result{}, err
 	}
-	res, ws, err := s.scratch.Evaluate(s.head, tx, s.head.Revision()+1, s.opts.Limits)
+	res, ws, err := s.scratch.EvaluateRules(s.head, tx, s.head.Revision()+1, s.opts.Limits, s.rules)
 	if err != nil || ws == nil {
 		s.mu.Unlock()
 		return res, err

@@ -15,7 +15,19 @@ import (
 // shape of a batch scheduler's commit. It reports ns per claim. Evaluate is
 // pure, so the same base state serves every iteration; the transactions
 // rotate over different tasks and machines.
-func BenchmarkEvaluateClaims(b *testing.B) {
+func BenchmarkEvaluateClaims(b *testing.B) { benchmarkClaims(b, nil) }
+
+// noRules is a policy whose rules pass everything: the cost of the rules
+// hook itself (a copy of each operation and an interface call).
+type noRules struct{}
+
+func (noRules) Check(txn.Overlay, int, *txn.Op) *txn.Rejection { return nil }
+
+// BenchmarkEvaluateClaimsRules is BenchmarkEvaluateClaims through the
+// per-operation rules hook with rules that pass everything.
+func BenchmarkEvaluateClaimsRules(b *testing.B) { benchmarkClaims(b, noRules{}) }
+
+func benchmarkClaims(b *testing.B, rules txn.Rules) {
 	const (
 		machines     = 10_000
 		claimsPerTxn = 100
@@ -80,11 +92,12 @@ func BenchmarkEvaluateClaims(b *testing.B) {
 		}
 	}
 	lim := txn.DefaultLimits()
+	var scratch txn.Scratch
 	b.ReportAllocs()
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
-		if _, _, err := txn.Evaluate(s, batch[i%txns], rev, lim); err != nil {
+		if _, _, err := scratch.EvaluateRules(s, batch[i%txns], rev, lim, rules); err != nil {
 			b.Fatal(err)
 		}
 		i++

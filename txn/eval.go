@@ -45,6 +45,12 @@ type Scratch struct {
 
 // Evaluate is the package's Evaluate, reusing s.
 func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, error) {
+	return s.EvaluateRules(base, tx, rev, lim, nil)
+}
+
+// EvaluateRules is Evaluate with a store policy's rules checking each
+// operation (nil: none, at no cost).
+func (s *Scratch) EvaluateRules(base *State, tx *Txn, rev uint64, lim Limits, rules Rules) (Result, *WriteSet, error) {
 	if tx == nil {
 		return Result{}, nil, fmt.Errorf("%w: nil transaction", ErrInvalid)
 	}
@@ -91,8 +97,18 @@ func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result
 			clear(e.touched)
 		}
 	}()
+	var cp Op // the copy of an operation the rules may rewrite
 	for i := range tx.Ops {
 		op := &tx.Ops[i]
+		if rules != nil {
+			cp = *op
+			if rej := rules.Check(Overlay{e}, i, &cp); rej != nil {
+				e.res.Outcomes[i] = rejected(rej)
+				e.res.Rejected++
+				continue
+			}
+			op = &cp
+		}
 		out, err := e.op(op)
 		if err != nil {
 			return Result{}, nil, &OpError{Index: i, Kind: op.Kind, Err: err}
@@ -107,7 +123,7 @@ func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result
 			}
 		}
 	}
-	if e.res.Conflicts > 0 && tx.Commit == omegav1.CommitMode_COMMIT_MODE_ALL_OR_NOTHING {
+	if (e.res.Conflicts > 0 || e.res.Rejected > 0) && tx.Commit == omegav1.CommitMode_COMMIT_MODE_ALL_OR_NOTHING {
 		for i := range e.res.Outcomes {
 			if e.res.Outcomes[i].Committed() {
 				e.res.Outcomes[i] = Outcome{Code: omegav1.OutcomeCode_OUTCOME_CODE_ABORTED, Detail: "another operation conflicted"}

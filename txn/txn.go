@@ -218,6 +218,8 @@ type Txn struct {
 type Outcome struct {
 	Code   omegav1.OutcomeCode
 	Detail string // for people; empty when committed
+	// Reason says which rule refused it (with OUTCOME_CODE_REJECTED).
+	Reason omegav1.RejectReason
 }
 
 // Committed reports whether the operation took effect.
@@ -236,8 +238,10 @@ type Result struct {
 	Outcomes []Outcome
 	// Committed and Conflicts count operations committed and conflicting
 	// (ABORTED operations are neither). ClaimsConflicted counts the
-	// conflicting claims among them.
-	Committed, Conflicts, ClaimsConflicted int
+	// conflicting claims among them. Rejected counts the operations the
+	// store's rules refused (neither committed nor conflicting: retrying
+	// them on a fresh view does not help).
+	Committed, Conflicts, ClaimsConflicted, Rejected int
 }
 
 // Conflicted reports whether any operation conflicted: the attempt counts

@@ -274,10 +274,10 @@ func (r *Result) Proto() *omegav1.TransactionResult {
 	p := &omegav1.TransactionResult{
 		Revision: r.Revision, Base: r.Base,
 		Committed: int32(r.Committed), Conflicts: int32(r.Conflicts), ClaimsConflicted: int32(r.ClaimsConflicted),
-		Outcomes: make([]*omegav1.Outcome, len(r.Outcomes)),
+		Rejected: int32(r.Rejected), Outcomes: make([]*omegav1.Outcome, len(r.Outcomes)),
 	}
 	for i, o := range r.Outcomes {
-		p.Outcomes[i] = &omegav1.Outcome{Code: o.Code, Detail: o.Detail}
+		p.Outcomes[i] = &omegav1.Outcome{Code: o.Code, Detail: o.Detail, Reason: o.Reason}
 	}
 	return p
 }
@@ -287,11 +287,12 @@ func ResultFromProto(p *omegav1.TransactionResult) Result {
 	r := Result{
 		Revision: p.GetRevision(), Base: p.GetBase(),
 		Committed: int(p.GetCommitted()), Conflicts: int(p.GetConflicts()), ClaimsConflicted: int(p.GetClaimsConflicted()),
+		Rejected: int(p.GetRejected()),
 	}
 	if n := len(p.GetOutcomes()); n > 0 {
 		r.Outcomes = make([]Outcome, n)
 		for i, o := range p.GetOutcomes() {
-			r.Outcomes[i] = Outcome{Code: o.GetCode(), Detail: o.GetDetail()}
+			r.Outcomes[i] = Outcome{Code: o.GetCode(), Detail: o.GetDetail(), Reason: o.GetReason()}
 		}
 	}
 	return r

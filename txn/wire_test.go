@@ -238,7 +238,7 @@ func wireStep(rt *rapid.T, st *txn.State, tx *txn.Txn, lim txn.Limits) *txn.Stat
 
 func resultsEqual(a, b txn.Result) bool {
 	if a.Revision != b.Revision || a.Base != b.Base || a.Committed != b.Committed || a.Conflicts != b.Conflicts ||
-		a.ClaimsConflicted != b.ClaimsConflicted || len(a.Outcomes) != len(b.Outcomes) {
+		a.ClaimsConflicted != b.ClaimsConflicted || a.Rejected != b.Rejected || len(a.Outcomes) != len(b.Outcomes) {
 		return false
 	}
 	for i := range a.Outcomes {

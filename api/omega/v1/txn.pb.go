@@ -199,6 +199,9 @@ const (
 	// (retention, another client), so it may have been one of them. A name
 	// the store cannot have deleted since the view is an error instead.
 	OutcomeCode_OUTCOME_CODE_NOT_FOUND OutcomeCode = 8
+	// The store's policy refused the operation (a mediating store's rules:
+	// reason says which); retrying it as it is will not help.
+	OutcomeCode_OUTCOME_CODE_REJECTED OutcomeCode = 9
 )
 
 // Enum value maps for OutcomeCode.
@@ -213,6 +216,7 @@ var (
 		6: "OUTCOME_CODE_PRIORITY",
 		7: "OUTCOME_CODE_VERSION_MISMATCH",
 		8: "OUTCOME_CODE_NOT_FOUND",
+		9: "OUTCOME_CODE_REJECTED",
 	}
 	OutcomeCode_value = map[string]int32{
 		"OUTCOME_CODE_COMMITTED":              0,
@@ -224,6 +228,7 @@ var (
 		"OUTCOME_CODE_PRIORITY":               6,
 		"OUTCOME_CODE_VERSION_MISMATCH":       7,
 		"OUTCOME_CODE_NOT_FOUND":              8,
+		"OUTCOME_CODE_REJECTED":               9,
 	}
 )
 
@@ -252,6 +257,71 @@ func (x OutcomeCode) Number() protoreflect.EnumNumber {
 // Deprecated: Use OutcomeCode.Descriptor instead.
 func (OutcomeCode) EnumDescriptor() ([]byte, []int) {
 	return file_omega_v1_txn_proto_rawDescGZIP(), []int{3}
+}
+
+// RejectReason says which of a store policy's rules refused an operation.
+type RejectReason int32
+
+const (
+	RejectReason_REJECT_REASON_UNSPECIFIED RejectReason = 0
+	// An object the policy finds incomplete or malformed.
+	RejectReason_REJECT_REASON_INVALID_OBJECT RejectReason = 1
+	// A state change the policy does not allow.
+	RejectReason_REJECT_REASON_ILLEGAL_TRANSITION RejectReason = 2
+	// The component may not act on the object (not its scheduler, not its
+	// machine's agent).
+	RejectReason_REJECT_REASON_NOT_OWNER RejectReason = 3
+	// Over a quota.
+	RejectReason_REJECT_REASON_QUOTA RejectReason = 4
+	// A claim that declares other resources than its task asks for.
+	RejectReason_REJECT_REASON_RESOURCES_MISMATCH RejectReason = 5
+)
+
+// Enum value maps for RejectReason.
+var (
+	RejectReason_name = map[int32]string{
+		0: "REJECT_REASON_UNSPECIFIED",
+		1: "REJECT_REASON_INVALID_OBJECT",
+		2: "REJECT_REASON_ILLEGAL_TRANSITION",
+		3: "REJECT_REASON_NOT_OWNER",
+		4: "REJECT_REASON_QUOTA",
+		5: "REJECT_REASON_RESOURCES_MISMATCH",
+	}
+	RejectReason_value = map[string]int32{
+		"REJECT_REASON_UNSPECIFIED":        0,
+		"REJECT_REASON_INVALID_OBJECT":     1,
+		"REJECT_REASON_ILLEGAL_TRANSITION": 2,
+		"REJECT_REASON_NOT_OWNER":          3,
+		"REJECT_REASON_QUOTA":              4,
+		"REJECT_REASON_RESOURCES_MISMATCH": 5,
+	}
+)
+
+func (x RejectReason) Enum() *RejectReason {
+	p := new(RejectReason)
+	*p = x
+	return p
+}
+
+func (x RejectReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RejectReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_omega_v1_txn_proto_enumTypes[4].Descriptor()
+}
+
+func (RejectReason) Type() protoreflect.EnumType {
+	return &file_omega_v1_txn_proto_enumTypes[4]
+}
+
+func (x RejectReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RejectReason.Descriptor instead.
+func (RejectReason) EnumDescriptor() ([]byte, []int) {
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{4}
 }
 
 // ErrorCode names the typed error a request got, so that it crosses the
@@ -317,11 +387,11 @@ func (x ErrorCode) String() string {
 }
 
 func (ErrorCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_omega_v1_txn_proto_enumTypes[4].Descriptor()
+	return file_omega_v1_txn_proto_enumTypes[5].Descriptor()
 }
 
 func (ErrorCode) Type() protoreflect.EnumType {
-	return &file_omega_v1_txn_proto_enumTypes[4]
+	return &file_omega_v1_txn_proto_enumTypes[5]
 }
 
 func (x ErrorCode) Number() protoreflect.EnumNumber {
@@ -330,7 +400,7 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
-	return file_omega_v1_txn_proto_rawDescGZIP(), []int{4}
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{5}
 }
 
 // Create adds new objects. A task is created PENDING; its status is ignored.
@@ -1040,9 +1110,11 @@ func (x *Transaction) GetOps() []*Operation {
 }
 
 type Outcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          OutcomeCode            `protobuf:"varint,1,opt,name=code,proto3,enum=omega.v1.OutcomeCode" json:"code,omitempty"`
-	Detail        string                 `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Code   OutcomeCode            `protobuf:"varint,1,opt,name=code,proto3,enum=omega.v1.OutcomeCode" json:"code,omitempty"`
+	Detail string                 `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	// With OUTCOME_CODE_REJECTED: which rule.
+	Reason        RejectReason `protobuf:"varint,3,opt,name=reason,proto3,enum=omega.v1.RejectReason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1091,6 +1163,13 @@ func (x *Outcome) GetDetail() string {
 	return ""
 }
 
+func (x *Outcome) GetReason() RejectReason {
+	if x != nil {
+		return x.Reason
+	}
+	return RejectReason_REJECT_REASON_UNSPECIFIED
+}
+
 type TransactionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The revision the transaction committed at; 0 if nothing was committed.
@@ -1106,8 +1185,10 @@ type TransactionResult struct {
 	Committed        int32 `protobuf:"varint,4,opt,name=committed,proto3" json:"committed,omitempty"`
 	Conflicts        int32 `protobuf:"varint,5,opt,name=conflicts,proto3" json:"conflicts,omitempty"`
 	ClaimsConflicted int32 `protobuf:"varint,6,opt,name=claims_conflicted,json=claimsConflicted,proto3" json:"claims_conflicted,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Operations the store's policy rejected (OUTCOME_CODE_REJECTED).
+	Rejected      int32 `protobuf:"varint,7,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TransactionResult) Reset() {
@@ -1178,6 +1259,13 @@ func (x *TransactionResult) GetConflicts() int32 {
 func (x *TransactionResult) GetClaimsConflicted() int32 {
 	if x != nil {
 		return x.ClaimsConflicted
+	}
+	return 0
+}
+
+func (x *TransactionResult) GetRejected() int32 {
+	if x != nil {
+		return x.Rejected
 	}
 	return 0
 }
@@ -1567,17 +1655,19 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\tcomponent\x18\x04 \x01(\tR\tcomponent\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x05 \x01(\x03R\tunixNanos\x12%\n" +
-	"\x03ops\x18\x06 \x03(\v2\x13.omega.v1.OperationR\x03ops\"L\n" +
+	"\x03ops\x18\x06 \x03(\v2\x13.omega.v1.OperationR\x03ops\"|\n" +
 	"\aOutcome\x12)\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x15.omega.v1.OutcomeCodeR\x04code\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail\"\xdb\x01\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12.\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x16.omega.v1.RejectReasonR\x06reason\"\xf7\x01\n" +
 	"\x11TransactionResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12-\n" +
 	"\boutcomes\x18\x02 \x03(\v2\x11.omega.v1.OutcomeR\boutcomes\x12\x12\n" +
 	"\x04base\x18\x03 \x01(\x04R\x04base\x12\x1c\n" +
 	"\tcommitted\x18\x04 \x01(\x05R\tcommitted\x12\x1c\n" +
 	"\tconflicts\x18\x05 \x01(\x05R\tconflicts\x12+\n" +
-	"\x11claims_conflicted\x18\x06 \x01(\x05R\x10claimsConflicted\"\xbe\x01\n" +
+	"\x11claims_conflicted\x18\x06 \x01(\x05R\x10claimsConflicted\x12\x1a\n" +
+	"\brejected\x18\a \x01(\x05R\brejected\"\xbe\x01\n" +
 	"\x06Change\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x02 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
@@ -1613,7 +1703,7 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x17OBJECT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OBJECT_KIND_TASK\x10\x01\x12\x13\n" +
 	"\x0fOBJECT_KIND_JOB\x10\x02\x12\x17\n" +
-	"\x13OBJECT_KIND_MACHINE\x10\x03*\xa8\x02\n" +
+	"\x13OBJECT_KIND_MACHINE\x10\x03*\xc3\x02\n" +
 	"\vOutcomeCode\x12\x1a\n" +
 	"\x16OUTCOME_CODE_COMMITTED\x10\x00\x12\x18\n" +
 	"\x14OUTCOME_CODE_ABORTED\x10\x01\x12\x1d\n" +
@@ -1623,7 +1713,15 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x1cOUTCOME_CODE_MACHINE_CHANGED\x10\x05\x12\x19\n" +
 	"\x15OUTCOME_CODE_PRIORITY\x10\x06\x12!\n" +
 	"\x1dOUTCOME_CODE_VERSION_MISMATCH\x10\a\x12\x1a\n" +
-	"\x16OUTCOME_CODE_NOT_FOUND\x10\b*\xd2\x02\n" +
+	"\x16OUTCOME_CODE_NOT_FOUND\x10\b\x12\x19\n" +
+	"\x15OUTCOME_CODE_REJECTED\x10\t*\xd1\x01\n" +
+	"\fRejectReason\x12\x1d\n" +
+	"\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cREJECT_REASON_INVALID_OBJECT\x10\x01\x12$\n" +
+	" REJECT_REASON_ILLEGAL_TRANSITION\x10\x02\x12\x1b\n" +
+	"\x17REJECT_REASON_NOT_OWNER\x10\x03\x12\x17\n" +
+	"\x13REJECT_REASON_QUOTA\x10\x04\x12$\n" +
+	" REJECT_REASON_RESOURCES_MISMATCH\x10\x05*\xd2\x02\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ERROR_CODE_INVALID\x10\x01\x12\x18\n" +
@@ -1651,67 +1749,69 @@ func file_omega_v1_txn_proto_rawDescGZIP() []byte {
 	return file_omega_v1_txn_proto_rawDescData
 }
 
-var file_omega_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_omega_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_omega_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_omega_v1_txn_proto_goTypes = []any{
 	(ConflictMode)(0),         // 0: omega.v1.ConflictMode
 	(CommitMode)(0),           // 1: omega.v1.CommitMode
 	(ObjectKind)(0),           // 2: omega.v1.ObjectKind
 	(OutcomeCode)(0),          // 3: omega.v1.OutcomeCode
-	(ErrorCode)(0),            // 4: omega.v1.ErrorCode
-	(*CreateOp)(nil),          // 5: omega.v1.CreateOp
-	(*ClaimOp)(nil),           // 6: omega.v1.ClaimOp
-	(*EvictOp)(nil),           // 7: omega.v1.EvictOp
-	(*SetStatusOp)(nil),       // 8: omega.v1.SetStatusOp
-	(*PutOp)(nil),             // 9: omega.v1.PutOp
-	(*DeleteOp)(nil),          // 10: omega.v1.DeleteOp
-	(*Operation)(nil),         // 11: omega.v1.Operation
-	(*Transaction)(nil),       // 12: omega.v1.Transaction
-	(*Outcome)(nil),           // 13: omega.v1.Outcome
-	(*TransactionResult)(nil), // 14: omega.v1.TransactionResult
-	(*Change)(nil),            // 15: omega.v1.Change
-	(*RevisionChanges)(nil),   // 16: omega.v1.RevisionChanges
-	(*SnapshotChunk)(nil),     // 17: omega.v1.SnapshotChunk
-	(*ErrorDetail)(nil),       // 18: omega.v1.ErrorDetail
-	(*Task)(nil),              // 19: omega.v1.Task
-	(*Job)(nil),               // 20: omega.v1.Job
-	(*Machine)(nil),           // 21: omega.v1.Machine
-	(*Resources)(nil),         // 22: omega.v1.Resources
-	(TaskState)(0),            // 23: omega.v1.TaskState
+	(RejectReason)(0),         // 4: omega.v1.RejectReason
+	(ErrorCode)(0),            // 5: omega.v1.ErrorCode
+	(*CreateOp)(nil),          // 6: omega.v1.CreateOp
+	(*ClaimOp)(nil),           // 7: omega.v1.ClaimOp
+	(*EvictOp)(nil),           // 8: omega.v1.EvictOp
+	(*SetStatusOp)(nil),       // 9: omega.v1.SetStatusOp
+	(*PutOp)(nil),             // 10: omega.v1.PutOp
+	(*DeleteOp)(nil),          // 11: omega.v1.DeleteOp
+	(*Operation)(nil),         // 12: omega.v1.Operation
+	(*Transaction)(nil),       // 13: omega.v1.Transaction
+	(*Outcome)(nil),           // 14: omega.v1.Outcome
+	(*TransactionResult)(nil), // 15: omega.v1.TransactionResult
+	(*Change)(nil),            // 16: omega.v1.Change
+	(*RevisionChanges)(nil),   // 17: omega.v1.RevisionChanges
+	(*SnapshotChunk)(nil),     // 18: omega.v1.SnapshotChunk
+	(*ErrorDetail)(nil),       // 19: omega.v1.ErrorDetail
+	(*Task)(nil),              // 20: omega.v1.Task
+	(*Job)(nil),               // 21: omega.v1.Job
+	(*Machine)(nil),           // 22: omega.v1.Machine
+	(*Resources)(nil),         // 23: omega.v1.Resources
+	(TaskState)(0),            // 24: omega.v1.TaskState
 }
 var file_omega_v1_txn_proto_depIdxs = []int32{
-	19, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
-	20, // 1: omega.v1.CreateOp.job:type_name -> omega.v1.Job
-	21, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
-	22, // 3: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
-	23, // 4: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
-	20, // 5: omega.v1.PutOp.job:type_name -> omega.v1.Job
-	21, // 6: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
+	20, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
+	21, // 1: omega.v1.CreateOp.job:type_name -> omega.v1.Job
+	22, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
+	23, // 3: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
+	24, // 4: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
+	21, // 5: omega.v1.PutOp.job:type_name -> omega.v1.Job
+	22, // 6: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
 	2,  // 7: omega.v1.DeleteOp.kind:type_name -> omega.v1.ObjectKind
-	5,  // 8: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
-	6,  // 9: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
-	7,  // 10: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
-	8,  // 11: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
-	9,  // 12: omega.v1.Operation.put:type_name -> omega.v1.PutOp
-	10, // 13: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
+	6,  // 8: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
+	7,  // 9: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
+	8,  // 10: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
+	9,  // 11: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
+	10, // 12: omega.v1.Operation.put:type_name -> omega.v1.PutOp
+	11, // 13: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
 	0,  // 14: omega.v1.Transaction.conflict:type_name -> omega.v1.ConflictMode
 	1,  // 15: omega.v1.Transaction.commit:type_name -> omega.v1.CommitMode
-	11, // 16: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
+	12, // 16: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
 	3,  // 17: omega.v1.Outcome.code:type_name -> omega.v1.OutcomeCode
-	13, // 18: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
-	19, // 19: omega.v1.Change.task:type_name -> omega.v1.Task
-	20, // 20: omega.v1.Change.job:type_name -> omega.v1.Job
-	21, // 21: omega.v1.Change.machine:type_name -> omega.v1.Machine
-	15, // 22: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
-	21, // 23: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
-	20, // 24: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
-	19, // 25: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
-	4,  // 26: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	4,  // 18: omega.v1.Outcome.reason:type_name -> omega.v1.RejectReason
+	14, // 19: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
+	20, // 20: omega.v1.Change.task:type_name -> omega.v1.Task
+	21, // 21: omega.v1.Change.job:type_name -> omega.v1.Job
+	22, // 22: omega.v1.Change.machine:type_name -> omega.v1.Machine
+	16, // 23: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
+	22, // 24: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
+	21, // 25: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
+	20, // 26: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
+	5,  // 27: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_txn_proto_init() }
@@ -1747,7 +1847,7 @@ func file_omega_v1_txn_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_txn_proto_rawDesc), len(file_omega_v1_txn_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
