@@ -102,7 +102,9 @@ func (c *Cell) Sync(ctx context.Context) error {
 		if len(sets) == 0 {
 			return nil
 		}
-		c.apply(sets)
+		if err := c.apply(sets); err != nil {
+			return err
+		}
 	}
 }
 
@@ -132,20 +134,29 @@ func (c *Cell) SyncTo(ctx context.Context, rev uint64) error {
 		if err != nil {
 			return err
 		}
-		c.apply(sets)
+		if err := c.apply(sets); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-func (c *Cell) apply(sets []*txn.WriteSet) {
-	st := c.state
+// apply applies watched revisions to the copy, each checked to keep the
+// invariants (txn.State.ApplyChecked, in time proportional to the
+// revision): a revision that does not fit the copy is an error, and the
+// copy stays at the revision before it.
+func (c *Cell) apply(sets []*txn.WriteSet) error {
 	for _, ws := range sets {
-		if ws.Revision <= st.Revision() {
+		if ws.Revision <= c.state.Revision() {
 			continue
 		}
-		st = st.Apply(ws)
+		st, err := c.state.ApplyChecked(ws)
+		if err != nil {
+			return fmt.Errorf("watched revision does not fit the copy at %d: %w", c.state.Revision(), err)
+		}
+		c.state = st
 	}
-	c.state = st
+	return nil
 }
 
 // Close stops watching.

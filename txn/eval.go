@@ -138,8 +138,11 @@ func (s *Scratch) EvaluateRules(base *State, tx *Txn, rev uint64, lim Limits, ru
 	return e.res, &WriteSet{Revision: rev, UnixNanos: tx.UnixNanos, Changes: e.changes}, nil
 }
 
+// conflict builds a conflict outcome. Its detail is bounded (MaxDetailBytes;
+// callers pass user strings through short), so a result's size is bounded
+// by the transaction's operation count, whatever the state holds.
 func conflict(code omegav1.OutcomeCode, format string, args ...any) Outcome {
-	return Outcome{Code: code, Detail: fmt.Sprintf(format, args...)}
+	return Outcome{Code: code, Detail: truncate(fmt.Sprintf(format, args...), MaxDetailBytes)}
 }
 
 var committed = Outcome{}
@@ -379,7 +382,7 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 	}
 	if fit, dim := Fits(m.Capacity, m.Allocated, op.Resources); !fit {
 		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
-			"machine %s cannot hold %v: %s", m.UID, op.Resources, dim), nil
+			"machine %s cannot hold the claim: %s", m.UID, short(dim)), nil
 	}
 	nm := e.mutableMachine(m)
 	claimed := op.Resources.owned()
@@ -510,7 +513,7 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 		}
 		if !m.Allocated.LessEq(nm.Capacity) {
 			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
-				"machine %s: new capacity %v below its allocation %v", m.UID, nm.Capacity, m.Allocated), nil
+				"machine %s: new capacity below its allocation in %s", m.UID, short(exceeds(m.Allocated, nm.Capacity))), nil
 		}
 		nm.Allocated, nm.Tasks, nm.LastClaim = m.Allocated, m.Tasks, m.LastClaim
 		nm.Version, nm.CreateRev, nm.Created, nm.Seq = e.rev, m.CreateRev, m.Created, e.rev

@@ -133,6 +133,9 @@ func runProgram(t *testing.T, data []byte) {
 		if err := txn.CheckInvariants(next); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
+		if _, err := st.ApplyChecked(ws); err != nil {
+			t.Fatalf("step %d: the write set fails the remote client's check: %v", step, err)
+		}
 		checkRestores(t, next)
 		st = next
 	}

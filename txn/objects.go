@@ -185,7 +185,7 @@ func (j *Job) Proto() *omegav1.Job {
 func ParseUID(s, what string) (uuid.UUID, error) {
 	u, err := uuid.Parse(s)
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("%w: %s %q is not a uuid: %v", ErrInvalid, what, s, err)
+		return uuid.Nil, fmt.Errorf("%w: %s %q is not a uuid: %v", ErrInvalid, what, short(s), err)
 	}
 	if u == uuid.Nil {
 		return uuid.Nil, fmt.Errorf("%w: %s is the nil uuid", ErrInvalid, what)

@@ -90,7 +90,7 @@ func (r Resources) Validate() error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Ext)) {
 		if r.Ext[k] < 0 {
-			return fmt.Errorf("extended resource %q = %d is negative", k, r.Ext[k])
+			return fmt.Errorf("extended resource %q = %d is negative", short(k), r.Ext[k])
 		}
 	}
 	return nil
@@ -156,6 +156,30 @@ func Fits(capacity, used, req Resources) (bool, string) {
 		}
 	}
 	return false, "" // unreachable
+}
+
+// exceeds names the first dimension (cpu, memory, then extended ones in
+// order) in which r is above o, or "" if none is.
+func exceeds(r, o Resources) string {
+	if r.CPU > o.CPU {
+		return "cpu"
+	}
+	if r.Memory > o.Memory {
+		return "memory"
+	}
+	keys := slices.Sorted(maps.Keys(r.Ext))
+	for _, k := range slices.Sorted(maps.Keys(o.Ext)) {
+		if _, ok := r.Ext[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if r.Ext[k] > o.Ext[k] {
+			return k
+		}
+	}
+	return ""
 }
 
 // LessEq reports whether r ≤ o in every dimension, an absent extended

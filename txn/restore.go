@@ -50,6 +50,9 @@ func (r *Restorer) Job(p *omegav1.Job) error {
 	if err != nil {
 		return err
 	}
+	if _, dup := r.b.jobs.Get(j.UID); dup {
+		return fmt.Errorf("%w: job %s listed twice", ErrAlreadyExists, j.UID)
+	}
 	r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_JOB, Job: j})
 	return nil
 }
@@ -78,6 +81,9 @@ func restoreTask(p *omegav1.Task, version uint64) (*Task, error) {
 		return nil, fmt.Errorf("%w: task %s state %d", ErrInvalid, t.UID, t.State)
 	}
 	if st.GetMachineUid() != "" {
+		if t.State == omegav1.TaskState_TASK_STATE_PENDING {
+			return nil, fmt.Errorf("%w: task %s is PENDING on machine %s", ErrInvalid, t.UID, st.GetMachineUid())
+		}
 		if t.Machine, err = ParseUID(st.GetMachineUid(), "task machine"); err != nil {
 			return nil, err
 		}
@@ -96,22 +102,30 @@ func restoreTask(p *omegav1.Task, version uint64) (*Task, error) {
 // Finish derives allocations and returns the state. It fails if a placed
 // task names an unknown machine or a machine would be over capacity.
 func (r *Restorer) Finish() (*State, error) {
+	// Allocations are summed in 128 bits: claims that wrap int64 would
+	// otherwise "fit" a small machine.
+	sums := make(map[uuid.UUID]total, len(r.machines))
 	for _, t := range r.tasks {
+		if _, dup := r.b.tasks.Get(t.UID); dup {
+			return nil, fmt.Errorf("%w: task %s listed twice", ErrAlreadyExists, t.UID)
+		}
 		if t.Placed() {
 			m, ok := r.machines[t.Machine]
 			if !ok {
 				return nil, fmt.Errorf("%w: task %s is placed on unknown machine %s", ErrNotFound, t.UID, t.Machine)
 			}
-			m.Allocated = m.Allocated.Add(t.Claimed)
+			sums[m.UID] = sums[m.UID].add(t.Claimed)
 			m.Tasks++
 		}
 		r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t})
 	}
 	for _, uid := range r.order {
 		m := r.machines[uid]
-		if !m.Allocated.LessEq(m.Capacity) {
-			return nil, fmt.Errorf("%w: machine %s: allocation %v over capacity %v", ErrInvalid, uid, m.Allocated, m.Capacity)
+		sum := sums[uid]
+		if !sum.lessEq(m.Capacity) {
+			return nil, fmt.Errorf("%w: machine %s: allocation %v over capacity %v", ErrInvalid, uid, sum.resources(), m.Capacity)
 		}
+		m.Allocated = sum.resources()
 		r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE, Machine: m})
 	}
 	st := r.b.Finish(r.rev)

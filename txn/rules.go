@@ -58,5 +58,5 @@ func (o Overlay) Job(uid uuid.UUID) (j *Job, baseVersion uint64, ok bool) { retu
 
 // rejected is the outcome of a refused operation.
 func rejected(r *Rejection) Outcome {
-	return Outcome{Code: omegav1.OutcomeCode_OUTCOME_CODE_REJECTED, Detail: r.Detail, Reason: r.Reason}
+	return Outcome{Code: omegav1.OutcomeCode_OUTCOME_CODE_REJECTED, Detail: truncate(r.Detail, MaxDetailBytes), Reason: r.Reason}
 }

@@ -207,6 +207,11 @@ func (b *Builder) Apply(c *Change) {
 			b.jobSet(old.Job).Delete(old.UID)
 		case isPending && !wasPending:
 			b.jobSet(t.Job).Set(t.UID, struct{}{})
+		case wasPending && isPending && old.Job != t.Job:
+			// Never from Evaluate (a task keeps its owner); a change from
+			// elsewhere (a restore, a remote revision) keeps the index true.
+			b.jobSet(old.Job).Delete(old.UID)
+			b.jobSet(t.Job).Set(t.UID, struct{}{})
 		}
 	case c.Job != nil:
 		if c.Deleted {
@@ -289,7 +294,7 @@ func (b *Builder) Finish(rev uint64) *State {
 // the whole state: for tests and for the store's optional checking mode.
 func CheckInvariants(s *State) error {
 	type acc struct {
-		alloc Resources
+		alloc total // 128 bits: claims that wrap int64 must not sum to a fit
 		n     int32
 	}
 	sums := map[uuid.UUID]*acc{}
@@ -311,7 +316,7 @@ func CheckInvariants(s *State) error {
 			a = &acc{}
 			sums[t.Machine] = a
 		}
-		a.alloc = a.alloc.Add(t.Claimed)
+		a.alloc = a.alloc.add(t.Claimed)
 		a.n++
 		return true
 	})
@@ -326,8 +331,8 @@ func CheckInvariants(s *State) error {
 		if a := sums[m.UID]; a != nil {
 			want = *a
 		}
-		if !m.Allocated.Equal(want.alloc) || m.Tasks != want.n {
-			err = fmt.Errorf("machine %s: allocated %v over %d tasks, but its tasks claim %v over %d", m.UID, m.Allocated, m.Tasks, want.alloc, want.n)
+		if !want.alloc.equalResources(m.Allocated) || m.Tasks != want.n {
+			err = fmt.Errorf("machine %s: allocated %v over %d tasks, but its tasks claim %v over %d", m.UID, m.Allocated, m.Tasks, want.alloc.resources(), want.n)
 			return false
 		}
 		if !m.Allocated.LessEq(m.Capacity) {

@@ -89,3 +89,64 @@ func (t total) resources() Resources {
 func (t total) equal(o total) bool {
 	return t.cpu == o.cpu && t.mem == o.mem && maps.Equal(t.ext, o.ext)
 }
+
+// lessEq reports whether the total is at most r in every dimension (an
+// absent dimension being zero).
+func (t total) lessEq(r Resources) bool {
+	if t.cpu.cmp(r.CPU) > 0 || t.mem.cmp(r.Memory) > 0 {
+		return false
+	}
+	for k, v := range t.ext {
+		if v.cmp(r.Ext[k]) > 0 {
+			return false
+		}
+	}
+	for k, v := range r.Ext {
+		if _, ok := t.ext[k]; !ok && v < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// equalResources reports whether the total is exactly r.
+func (t total) equalResources(r Resources) bool { return t.equal(total{}.add(r)) }
+
+// cmp compares x with v: -1, 0 or 1.
+func (x int128) cmp(v int64) int {
+	y := int128{}.add(v)
+	switch {
+	case x.hi < y.hi || x.hi == y.hi && x.lo < y.lo:
+		return -1
+	case x == y:
+		return 0
+	}
+	return 1
+}
+
+// plus returns x + y.
+func (x int128) plus(y int128) int128 {
+	lo, carry := bits.Add64(x.lo, y.lo, 0)
+	return int128{hi: x.hi + y.hi + int64(carry), lo: lo}
+}
+
+// plus returns t + o.
+func (t total) plus(o total) total {
+	out := total{cpu: t.cpu.plus(o.cpu), mem: t.mem.plus(o.mem), ext: t.ext}
+	if len(o.ext) == 0 {
+		return out
+	}
+	out.ext = make(map[string]int128, len(t.ext)+len(o.ext))
+	maps.Copy(out.ext, t.ext)
+	for k, v := range o.ext {
+		if n := out.ext[k].plus(v); n.isZero() {
+			delete(out.ext, k)
+		} else {
+			out.ext[k] = n
+		}
+	}
+	if len(out.ext) == 0 {
+		out.ext = nil
+	}
+	return out
+}

@@ -34,6 +34,7 @@ package txn
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -212,6 +213,32 @@ type Txn struct {
 	Component    string               // who commits; recorded on claims
 	UnixNanos    int64                // the committer's clock, stamped on changes
 	Ops          []Op
+}
+
+// MaxDetailBytes bounds an outcome's Detail (and the user strings an
+// error quotes, short): with MaxOps operations a result stays well below
+// MaxWireBytes, however large the objects and the state.
+const MaxDetailBytes = 192
+
+// truncate cuts s to at most n bytes, at a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// short is a user string as errors and details quote it: its first 64
+// bytes, with its length when cut.
+func short(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return fmt.Sprintf("%s (%d bytes)", truncate(s, 64), len(s))
 }
 
 // Outcome is what happened to one operation.

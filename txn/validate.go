@@ -6,8 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 )
@@ -63,7 +63,7 @@ func (c *checker) fail(parent, field, why string, tooLarge bool) {
 	if u, err := uuid.Parse(c.id); err == nil {
 		what += " " + u.String()
 	} else if c.id != "" {
-		what += fmt.Sprintf(" %q", c.id)
+		what += fmt.Sprintf(" %q", short(c.id))
 	}
 	path := field
 	if parent != "" {
@@ -88,11 +88,12 @@ func (c *checker) why(s string) (string, bool) {
 // bytes of fields it does not know. Those are kept as they are and stored
 // after the known fields, and a reopen decodes the two together, so what
 // they hold must stay unknown: bytes that are no wire format would make
-// the store unopenable, and bytes that encode a known field (set by hand
-// with ProtoReflect().SetUnknown; bytes from the wire are decoded as known
-// fields) would overwrite a checked value with an unchecked one — a
-// negative capacity, a string over the limit, a job finished behind the
-// store's back. Only fields of numbers the schema does not have pass.
+// the store unopenable, and bytes that encode a known field — at any value,
+// zero included (set by hand with ProtoReflect().SetUnknown; bytes from the
+// wire are decoded as known fields) — would overwrite a checked value with
+// an unchecked one: a capacity of zero under placed tasks, a string over
+// the limit, a job finished behind the store's back. Only fields of numbers
+// the schema does not have pass.
 func (c *checker) msg(m proto.Message) {
 	r := m.ProtoReflect()
 	u := r.GetUnknown()
@@ -100,15 +101,19 @@ func (c *checker) msg(m proto.Message) {
 	if len(u) == 0 || c.err != nil {
 		return
 	}
-	fresh := r.New()
-	if err := proto.Unmarshal(u, fresh.Interface()); err != nil {
-		c.fail(string(r.Descriptor().Name()), "unknown fields", "do not decode: "+err.Error(), false)
-		return
+	fields := r.Descriptor().Fields()
+	for b := []byte(u); len(b) > 0; {
+		num, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			c.fail(string(r.Descriptor().Name()), "unknown fields", "are no wire format: "+protowire.ParseError(n).Error(), false)
+			return
+		}
+		if fd := fields.ByNumber(num); fd != nil {
+			c.fail(string(r.Descriptor().Name()), "unknown fields", fmt.Sprintf("encode its known field %s (%d)", fd.Name(), num), false)
+			return
+		}
+		b = b[n:]
 	}
-	fresh.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		c.fail(string(r.Descriptor().Name()), "unknown fields", fmt.Sprintf("encode its known field %s (%d)", fd.Name(), fd.Number()), false)
-		return false
-	})
 }
 
 // str checks one string field.
@@ -137,11 +142,11 @@ func (c *checker) strMap(parent, field string, m map[string]string) {
 		c.n += boundEntry + 2*boundString + len(k) + len(v)
 		if !c.ok(k) {
 			why, large := c.why(k)
-			c.fail(parent, fmt.Sprintf("%s key %q", field, k), why, large)
+			c.fail(parent, fmt.Sprintf("%s key %q", field, short(k)), why, large)
 		}
 		if !c.ok(v) {
 			why, large := c.why(v)
-			c.fail(parent, fmt.Sprintf("%s[%q]", field, k), why, large)
+			c.fail(parent, fmt.Sprintf("%s[%q]", field, short(k)), why, large)
 		}
 	}
 }
@@ -152,7 +157,7 @@ func keys[V any](c *checker, parent, field string, m map[string]V) {
 		c.n += boundIntMap + len(k)
 		if !c.ok(k) {
 			why, large := c.why(k)
-			c.fail(parent, fmt.Sprintf("%s key %q", field, k), why, large)
+			c.fail(parent, fmt.Sprintf("%s key %q", field, short(k)), why, large)
 		}
 	}
 }

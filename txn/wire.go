@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -187,9 +188,19 @@ func wireUID(s, what string) (uuid.UUID, error) {
 	}
 	u, err := uuid.Parse(s)
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("%w: %s %q is not a uuid", ErrInvalid, what, s)
+		return uuid.Nil, fmt.Errorf("%w: %s %q is not a uuid", ErrInvalid, what, short(s))
 	}
 	return u, nil
+}
+
+// claimFromWire is a claim's resources as sent, zero amounts included, so
+// that Evaluate judges (and normalizes) them as it does in process.
+func claimFromWire(p *omegav1.Resources) Resources {
+	r := Resources{CPU: p.GetCpuMillis(), Memory: p.GetMemoryBytes()}
+	if len(p.GetExtended()) > 0 {
+		r.Ext = maps.Clone(p.GetExtended())
+	}
+	return r
 }
 
 // TxnFromProto converts a transaction received on the wire. It takes
@@ -235,7 +246,7 @@ func opFromProto(o *omegav1.Operation) (Op, error) {
 		return op, nil
 	case *omegav1.Operation_Claim:
 		c := x.Claim
-		op := Op{Kind: OpClaim, Resources: ResourcesFromProto(c.GetResources()), ExpectVersion: c.GetExpectVersion()}
+		op := Op{Kind: OpClaim, Resources: claimFromWire(c.GetResources()), ExpectVersion: c.GetExpectVersion()}
 		if op.Task, err = wireUID(c.GetTaskUid(), "task_uid"); err != nil {
 			return op, err
 		}
@@ -282,20 +293,51 @@ func (r *Result) Proto() *omegav1.TransactionResult {
 	return p
 }
 
-// ResultFromProto converts a result received on the wire.
-func ResultFromProto(p *omegav1.TransactionResult) Result {
+// ResultFromProto converts the result of a transaction of ops operations
+// received on the wire. It refuses a result that does not fit the
+// transaction or itself — an outcome per operation, codes it knows, counts
+// that agree with the outcomes, a revision exactly when something
+// committed — so a caller may index the outcomes by operation.
+func ResultFromProto(p *omegav1.TransactionResult, ops int) (Result, error) {
 	r := Result{
 		Revision: p.GetRevision(), Base: p.GetBase(),
 		Committed: int(p.GetCommitted()), Conflicts: int(p.GetConflicts()), ClaimsConflicted: int(p.GetClaimsConflicted()),
 		Rejected: int(p.GetRejected()),
 	}
-	if n := len(p.GetOutcomes()); n > 0 {
-		r.Outcomes = make([]Outcome, n)
-		for i, o := range p.GetOutcomes() {
-			r.Outcomes[i] = Outcome{Code: o.GetCode(), Detail: o.GetDetail(), Reason: o.GetReason()}
-		}
+	if n := len(p.GetOutcomes()); n != ops {
+		return Result{}, fmt.Errorf("%w: a result of %d outcomes for %d operations", ErrInvalid, n, ops)
 	}
-	return r
+	var committed, conflicts, rejected int
+	if ops > 0 {
+		r.Outcomes = make([]Outcome, ops)
+	}
+	for i, o := range p.GetOutcomes() {
+		switch code := o.GetCode(); code {
+		case omegav1.OutcomeCode_OUTCOME_CODE_COMMITTED:
+			committed++
+		case omegav1.OutcomeCode_OUTCOME_CODE_ABORTED:
+		case omegav1.OutcomeCode_OUTCOME_CODE_REJECTED:
+			rejected++
+		default:
+			if _, ok := omegav1.OutcomeCode_name[int32(code)]; !ok {
+				return Result{}, fmt.Errorf("%w: outcome %d has code %d", ErrInvalid, i, code)
+			}
+			conflicts++
+		}
+		r.Outcomes[i] = Outcome{Code: o.GetCode(), Detail: o.GetDetail(), Reason: o.GetReason()}
+	}
+	switch {
+	case committed != r.Committed || conflicts != r.Conflicts || rejected != r.Rejected:
+		return Result{}, fmt.Errorf("%w: a result counting %d committed, %d conflicting, %d rejected; its outcomes say %d, %d, %d",
+			ErrInvalid, r.Committed, r.Conflicts, r.Rejected, committed, conflicts, rejected)
+	case r.ClaimsConflicted < 0 || r.ClaimsConflicted > conflicts:
+		return Result{}, fmt.Errorf("%w: %d conflicting claims among %d conflicts", ErrInvalid, r.ClaimsConflicted, conflicts)
+	case (r.Revision != 0) != (committed > 0):
+		return Result{}, fmt.Errorf("%w: a result at revision %d with %d operations committed", ErrInvalid, r.Revision, committed)
+	case r.Revision != 0 && r.Revision <= r.Base:
+		return Result{}, fmt.Errorf("%w: a result committed at %d on a base of %d", ErrInvalid, r.Revision, r.Base)
+	}
+	return r, nil
 }
 
 // Proto returns the wire form of the write set: every change whole (a
@@ -320,6 +362,60 @@ func (ws *WriteSet) Proto() *omegav1.RevisionChanges {
 		p.Changes = append(p.Changes, w)
 	}
 	return p
+}
+
+// Chunks sends the write set's wire form in pieces of about maxBytes of
+// encoding each (a change larger than that has a piece of its own; 0:
+// DefaultSnapshotChunkBytes), every piece but the last marked More, so that
+// a revision of large objects — a few claims on tasks of MaxObjectBytes
+// each — never needs one message above the wire's limit. A WriteSetReader
+// joins them. It stops at send's first error.
+func (ws *WriteSet) Chunks(maxBytes int, send func(*omegav1.RevisionChanges) error) error {
+	if maxBytes <= 0 {
+		maxBytes = DefaultSnapshotChunkBytes
+	}
+	all := ws.Proto()
+	header := sizeVarint(1, all.Revision) + sizeVarint(3, uint64(all.UnixNanos)) + protowire.SizeTag(4) + 1
+	part := &omegav1.RevisionChanges{Revision: all.Revision, UnixNanos: all.UnixNanos}
+	size := header
+	for _, c := range all.Changes {
+		n := 1 + protowire.SizeBytes(proto.Size(c))
+		if len(part.Changes) > 0 && size+n > maxBytes {
+			part.More = true
+			if err := send(part); err != nil {
+				return err
+			}
+			part, size = &omegav1.RevisionChanges{Revision: all.Revision, UnixNanos: all.UnixNanos}, header
+		}
+		part.Changes = append(part.Changes, c)
+		size += n
+	}
+	return send(part)
+}
+
+// WriteSetReader joins the pieces of Chunks into write sets, in order.
+type WriteSetReader struct {
+	parts []*omegav1.Change
+	head  *omegav1.RevisionChanges // the first piece of the revision being joined
+}
+
+// Add takes the next piece; it returns the write set when the piece is its
+// revision's last (nil before), or an error for a piece of another
+// revision than the one being joined.
+func (r *WriteSetReader) Add(p *omegav1.RevisionChanges) (*WriteSet, error) {
+	if r.head != nil && (p.GetRevision() != r.head.GetRevision() || p.GetUnixNanos() != r.head.GetUnixNanos()) {
+		return nil, fmt.Errorf("%w: a piece of revision %d while joining revision %d", ErrInvalid, p.GetRevision(), r.head.GetRevision())
+	}
+	if r.head == nil {
+		r.head = p
+	}
+	r.parts = append(r.parts, p.GetChanges()...)
+	if p.GetMore() {
+		return nil, nil
+	}
+	whole := &omegav1.RevisionChanges{Revision: r.head.GetRevision(), UnixNanos: r.head.GetUnixNanos(), Changes: r.parts}
+	r.head, r.parts = nil, nil
+	return WriteSetFromProto(whole)
 }
 
 // WriteSetFromProto converts a revision received from a watch, so that a

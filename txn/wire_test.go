@@ -190,8 +190,8 @@ func wireStep(rt *rapid.T, st *txn.State, tx *txn.Txn, lim txn.Limits) *txn.Stat
 	if err := proto.Unmarshal(rb, rp); err != nil {
 		rt.Fatal(err)
 	}
-	if got := txn.ResultFromProto(rp); !resultsEqual(got, r1) {
-		rt.Fatalf("result round trip: %+v, was %+v", got, r1)
+	if got, err := txn.ResultFromProto(rp, len(tx.Ops)); err != nil || !resultsEqual(got, r1) {
+		rt.Fatalf("result round trip: %+v (%v), was %+v", got, err, r1)
 	}
 	if ws1 == nil {
 		if ws2 != nil {
@@ -232,6 +232,34 @@ func wireStep(rt *rapid.T, st *txn.State, tx *txn.Txn, lim txn.Limits) *txn.Stat
 		if c.Created && c.Deleted {
 			rt.Fatalf("change %d is created and deleted: it should not cross the wire", i)
 		}
+	}
+	// In pieces of a few hundred bytes, joined, applied as a remote client
+	// applies it (checked).
+	var rd txn.WriteSetReader
+	var joined *txn.WriteSet
+	if err := ws1.Chunks(300, func(p *omegav1.RevisionChanges) error {
+		b, err := proto.Marshal(p)
+		if err != nil {
+			return err
+		}
+		q := &omegav1.RevisionChanges{}
+		if err := proto.Unmarshal(b, q); err != nil {
+			return err
+		}
+		w, err := rd.Add(q)
+		if w != nil {
+			joined = w
+		}
+		return err
+	}); err != nil || joined == nil {
+		rt.Fatalf("write set in pieces: %v (joined: %v)", err, joined != nil)
+	}
+	checked, err := st.ApplyChecked(joined)
+	if err != nil {
+		rt.Fatalf("a store's own revision fails the remote client's check: %v", err)
+	}
+	if a, b := dump(next), dump(checked); a != b {
+		rt.Fatalf("the joined revision gives another state:\n%s", diff(a, b))
 	}
 	return next
 }

@@ -59,7 +59,10 @@ func Status(err error, unavailable ...error) *status.Status {
 	detail := &omegav1.ErrorDetail{OpIndex: -1, Message: err.Error()}
 	var oe *txn.OpError
 	if errors.As(err, &oe) {
-		detail.OpIndex, detail.OpKind, detail.Message = int32(oe.Index), int32(oe.Kind), oe.Err.Error()
+		detail.OpIndex, detail.OpKind = int32(oe.Index), int32(oe.Kind)
+		if oe.Err != nil {
+			detail.OpMessage = oe.Err.Error()
+		}
 	}
 	code := codes.Unknown
 	for _, u := range unavailable {
@@ -104,11 +107,14 @@ func Error(st *status.Status) error {
 			if w.code != detail.GetCode() {
 				continue
 			}
-			err := error(&remoteError{sentinel: w.err, msg: detail.GetMessage()})
-			if detail.GetOpIndex() >= 0 {
-				err = &txn.OpError{Index: int(detail.GetOpIndex()), Kind: txn.OpKind(detail.GetOpKind()), Err: err}
+			if detail.GetOpIndex() < 0 {
+				return &remoteError{sentinel: w.err, msg: detail.GetMessage()}
 			}
-			return err
+			// The operation's error, wrapped as the server wrapped it: the
+			// whole message as it was, errors.As finding the OpError.
+			op := &txn.OpError{Index: int(detail.GetOpIndex()), Kind: txn.OpKind(detail.GetOpKind()),
+				Err: &remoteError{sentinel: w.err, msg: detail.GetOpMessage()}}
+			return &remoteError{sentinel: op, msg: detail.GetMessage()}
 		}
 	}
 	switch st.Code() {
@@ -123,7 +129,7 @@ func Error(st *status.Status) error {
 }
 
 // remoteError is a typed error received from the server: its message as
-// the server wrote it, matching its sentinel.
+// the server wrote it, wrapping its sentinel (or the operation's error).
 type remoteError struct {
 	sentinel error
 	msg      string

@@ -751,8 +751,10 @@ func SeedPrograms() []SeedProgram {
 		{"component not UTF-8", "component is not valid UTF-8", head("\xff").B(1, OpSetStatus, 1, SetSucceeded, 0).Str("ok")},
 		{"claim resource name not UTF-8", "resources.extended key",
 			head("").B(1, OpClaim, 4, 0, 2, IntSmall0+4, IntSmall0+4, 1).Str("\xff").B(IntZero, 0)},
-		{"task spec with unknown bytes that are no wire format", "unknown fields do not decode",
-			head("").B(1, OpCreate, ObjTask, 0, 8).Str("t8").B(0, 0, 0, 0, 0, 0, 0, IntZero, IntZero, Edge).Str("\x0a\x01\xff")},
+		{"task spec with unknown bytes that are no wire format", "unknown fields are no wire format",
+			head("").B(1, OpCreate, ObjTask, 0, 8).Str("t8").B(0, 0, 0, 0, 0, 0, 0, IntZero, IntZero, Edge).Str("\xff\xff\xff")},
+		{"task spec with unknown bytes that set a known field to zero", "encode its known field priority",
+			head("").B(1, OpCreate, ObjTask, 0, 8).Str("t8").B(0, 0, 0, 0, 0, 0, 0, IntZero, IntZero, Edge).Str("\x20\x00")},
 		// A committer a year ahead finishes a task, then one on time: with
 		// expiries between, the second must not wait for the first.
 		{"a committer a year ahead", "", new(Seed).B(ActTxn, ViewHead, 0, 0).Str("").Raw(SetupNanos+year).B(1, OpSetStatus, 0, SetSucceeded, 0).Str("").

@@ -1394,7 +1394,10 @@ type RevisionChanges struct {
 	Revision uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	Changes  []*Change              `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
 	// The committer's clock, as stamped on the transaction.
-	UnixNanos     int64 `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	UnixNanos int64 `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// More changes of this revision follow in the next message: a revision
+	// whose objects are large crosses the wire in pieces of bounded size.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1448,6 +1451,13 @@ func (x *RevisionChanges) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *RevisionChanges) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 // SnapshotChunk is one piece of a listing of the whole cell at one
@@ -1539,8 +1549,10 @@ type ErrorDetail struct {
 	OpIndex int32 `protobuf:"varint,2,opt,name=op_index,json=opIndex,proto3" json:"op_index,omitempty"`
 	// Its kind, as txn.OpKind numbers it (1 create ... 6 delete).
 	OpKind int32 `protobuf:"varint,3,opt,name=op_kind,json=opKind,proto3" json:"op_kind,omitempty"`
-	// The error's own words, for people.
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// The error's own words, for people, as the server wrapped them.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// With an operation at fault: the operation's own error, unwrapped.
+	OpMessage     string `protobuf:"bytes,5,opt,name=op_message,json=opMessage,proto3" json:"op_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1599,6 +1611,13 @@ func (x *ErrorDetail) GetOpKind() int32 {
 func (x *ErrorDetail) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetOpMessage() string {
+	if x != nil {
+		return x.OpMessage
 	}
 	return ""
 }
@@ -1674,23 +1693,26 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12\x18\n" +
 	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x18\n" +
 	"\acreated\x18\x05 \x01(\bR\acreatedB\b\n" +
-	"\x06object\"x\n" +
+	"\x06object\"\x8c\x01\n" +
 	"\x0fRevisionChanges\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12*\n" +
 	"\achanges\x18\x02 \x03(\v2\x10.omega.v1.ChangeR\achanges\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\xb7\x01\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"\xb7\x01\n" +
 	"\rSnapshotChunk\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12-\n" +
 	"\bmachines\x18\x02 \x03(\v2\x11.omega.v1.MachineR\bmachines\x12!\n" +
 	"\x04jobs\x18\x03 \x03(\v2\r.omega.v1.JobR\x04jobs\x12$\n" +
 	"\x05tasks\x18\x04 \x03(\v2\x0e.omega.v1.TaskR\x05tasks\x12\x12\n" +
-	"\x04last\x18\x05 \x01(\bR\x04last\"\x84\x01\n" +
+	"\x04last\x18\x05 \x01(\bR\x04last\"\xa3\x01\n" +
 	"\vErrorDetail\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.omega.v1.ErrorCodeR\x04code\x12\x19\n" +
 	"\bop_index\x18\x02 \x01(\x05R\aopIndex\x12\x17\n" +
 	"\aop_kind\x18\x03 \x01(\x05R\x06opKind\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage*@\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x1d\n" +
+	"\n" +
+	"op_message\x18\x05 \x01(\tR\topMessage*@\n" +
 	"\fConflictMode\x12\x16\n" +
 	"\x12CONFLICT_MODE_FINE\x10\x00\x12\x18\n" +
 	"\x14CONFLICT_MODE_COARSE\x10\x01*I\n" +
