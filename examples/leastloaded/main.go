@@ -10,7 +10,7 @@ package main
 
 import (
 	"github.com/omega-cell/omega/client"
-	"github.com/omega-cell/omega/internal/cli"
+	"github.com/omega-cell/omega/cli"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/txn"
 )
