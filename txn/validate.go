@@ -34,12 +34,24 @@ import (
 // first failure, and adds up an upper bound of the wire size (n). Paths are
 // built only on failure, so a walk of a good object allocates nothing.
 type checker struct {
-	max  int    // longest string in bytes; 0: no bound
-	what string // what is checked ("task"), named in errors with id
-	id   string // the object's uid as given
-	n    int    // upper bound of the wire size of what was walked
-	err  error
+	max     int       // longest string in bytes; 0: no bound
+	what    string    // what is checked ("task"), named in errors with id
+	id      string    // the object's uid as given
+	claimOf uuid.UUID // or, for a claim, its task's
+	n       int       // upper bound of the wire size of what was walked
+	err     error
 }
+
+// Upper bounds of an operation's wire size (Txn.WireSize counts each
+// exactly), beside its object or strings: a claim (two uids, resources, an
+// expected version, in an Operation in the repeated field) before its
+// extended resources; an eviction or a report before its message; any
+// other operation.
+const (
+	claimBound  = 2*boundMsg + 2*(boundString+36) + boundMsg + 3*boundScalar
+	reportBound = 2*boundMsg + boundString + 36 + 3*boundScalar + boundString
+	otherBound  = 2*boundMsg + boundString + 36 + 2*boundScalar
+)
 
 // Per-field bounds of the wire size: a tag takes at most 2 bytes here
 // (field numbers below 2048), a length at most 5, a varint at most 10.
@@ -60,7 +72,9 @@ func (c *checker) fail(parent, field, why string, tooLarge bool) {
 		sentinel = ErrTooLarge
 	}
 	what := c.what
-	if u, err := uuid.Parse(c.id); err == nil {
+	if c.id == "" && c.claimOf != uuid.Nil {
+		what += " " + c.claimOf.String()
+	} else if u, err := uuid.Parse(c.id); err == nil {
 		what += " " + u.String()
 	} else if c.id != "" {
 		what += fmt.Sprintf(" %q", short(c.id))
@@ -286,6 +300,7 @@ func (c *checker) machine(m *omegav1.Machine) {
 // so bad input is refused wherever it is.
 func (c *checker) object(op *Op) int {
 	n := c.n
+	c.claimOf = uuid.Nil
 	if p := op.NewTask; p != nil {
 		c.what, c.id = "task", p.GetMeta().GetUid()
 		c.msg(p)
@@ -340,13 +355,14 @@ func validate(tx *Txn, lim Limits) error {
 			}
 			bound += 2*boundMsg + boundScalar + obj // Operation, CreateOp or PutOp, expect version
 		case OpClaim:
+			bound += claimBound
 			if len(op.Resources.Ext) > 0 {
-				c.what, c.id = "claim of task", op.Task.String()
+				c.what, c.id, c.claimOf = "claim of task", "", op.Task
+				n := c.n
 				keys(&c, "resources", "extended", op.Resources.Ext)
+				bound += c.n - n
 				err = c.err
 			}
-			s, _ := opSize(op)
-			bound += s
 		case OpEvict, OpSetStatus:
 			if !c.ok(op.Message) {
 				why, large := c.why(op.Message)
@@ -356,11 +372,9 @@ func validate(tx *Txn, lim Limits) error {
 				}
 				err = fmt.Errorf("%w: %s for task %s %s", sentinelFor(large), what, op.Task, why)
 			}
-			s, _ := opSize(op)
-			bound += s
+			bound += reportBound + len(op.Message)
 		default:
-			s, _ := opSize(op)
-			bound += s
+			bound += otherBound
 		}
 		if err != nil {
 			return &OpError{Index: i, Kind: op.Kind, Err: err}

@@ -263,6 +263,34 @@ func TestSizeLimits(t *testing.T) {
 		c.lim.MaxTxnBytes++
 		c.commit(tx)
 	})
+	t.Run("every kind at its edge", func(t *testing.T) {
+		// One operation of each kind, alone: the transaction at exactly its
+		// wire size passes, a byte less is refused (so the bound validation
+		// takes before measuring is never below the truth).
+		c := std(t)
+		c.place(m1, res(10, 10), t1)
+		long := strings.Repeat("é", 30)
+		for _, op := range []txn.Op{
+			txn.Claim(t2, m1, res(10, 10, "gpu", 1, long, 0), c.ver(t2)),
+			txn.ForceEvict(t1, c.ver(t1), long),
+			txn.Evict(t1, c.ver(t1), -5, long),
+			txn.SetStatus(t1, succeeded, c.ver(t1), long),
+			txn.Delete(kindTask, t3, c.ver(t3)),
+			txn.CreateTask(taskP(uid(700), res(1, 1), 0)),
+			txn.PutMachine(machineP(m2, res(2000, 2000)), 0),
+		} {
+			tx := c.tx(op)
+			tx.Component = long
+			lim := c.lim
+			c.lim.MaxTxnBytes = tx.WireSize()
+			if _, _, err := c.eval(tx); errors.Is(err, txn.ErrTooLarge) {
+				t.Errorf("%s at exactly its size: %v", op.Kind, err)
+			}
+			c.lim.MaxTxnBytes--
+			c.mustErr(tx, txn.ErrTooLarge, -1)
+			c.lim = lim
+		}
+	})
 	t.Run("operations", func(t *testing.T) {
 		c := std(t)
 		c.lim.MaxOps = 2
