@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"github.com/omega-cell/omega/bench/workload"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,9 @@ import (
 func smallConfig(seed uint64) Config {
 	cfg := DefaultConfig()
 	cfg.Workload.Machines = 200
+	// A busy cell: the trace cell's whole arrival rate on 200 machines, so
+	// a fiftieth of a day still sees hundreds of jobs.
+	cfg.Workload.Load = workload.TraceCellMachines / 200.0
 	cfg.Workload.Days = 0.02
 	cfg.Workload.Seed = seed
 	cfg.Workload.MapReduceShare = 0.2
@@ -108,4 +112,29 @@ func TestLostTasksPlacedAgain(t *testing.T) {
 		t.Fatalf("seed %d: %d of %d replacements still pending", seed, pendingReplacements, replaced)
 	}
 	t.Logf("seed %d: %d machines failed, %d tasks lost (%d of scheduled jobs), %d replaced, %d still pending", seed, fc.MachinesFailed, fc.TasksLost, lost, replaced, pendingReplacements)
+}
+
+// TestSaturationWarnings: a summary says where its run saturated — the
+// cell full, a scheduler busy past the threshold, jobs left pending — and
+// says nothing of a healthy run (the field is then absent from
+// summary.json).
+func TestSaturationWarnings(t *testing.T) {
+	healthy := Summary{JobsSubmitted: 100, JobsScheduled: 99, JobsPending: 1, UtilizationMean: 0.6,
+		Schedulers: []SchedulerSummary{{Name: "batch-0", BusynessMedian: 0.3}}}
+	if w := saturation(healthy); len(w) != 0 {
+		t.Fatalf("a healthy run warns: %v", w)
+	}
+	sick := healthy
+	sick.UtilizationMean, sick.JobsPending = 0.95, 20
+	sick.Schedulers = []SchedulerSummary{{Name: "batch-0", BusynessMedian: 0.3}, {Name: "service-0", BusynessMedian: 0.85}}
+	w := saturation(sick)
+	want := []string{"the cell is saturated: mean CPU utilisation 95%", "scheduler service-0 is saturated: busy 85%", "20 of 100 submitted jobs (20%) were still pending"}
+	if len(w) != len(want) {
+		t.Fatalf("warnings %q, want %d", w, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(w[i], want[i]) {
+			t.Errorf("warning %d: %q, want it to start %q", i, w[i], want[i])
+		}
+	}
 }

@@ -28,7 +28,38 @@ type Summary struct {
 	TasksPlaced     int                `json:"tasks_placed"`
 	UtilizationMean float64            `json:"utilization_mean"`
 	Schedulers      []SchedulerSummary `json:"schedulers"`
-	Host            Host               `json:"host"`
+	// Warnings say, in words, where the run saturated (the cell full, a
+	// scheduler busy nearly all the time, jobs left pending), so a
+	// figure from a saturated run is not read as one from a healthy one.
+	Warnings []string `json:"warnings,omitempty"`
+	Host     Host     `json:"host"`
+}
+
+// Saturation thresholds: past them a run measures queueing, not
+// scheduling.
+const (
+	SaturatedUtilization = 0.9 // mean CPU utilisation of the cell
+	SaturatedBusyness    = 0.8 // a scheduler's median daily busyness
+	SaturatedPending     = 0.1 // share of submitted jobs still pending at the end
+)
+
+// saturation returns the warnings for s.
+func saturation(s Summary) []string {
+	var w []string
+	if s.UtilizationMean >= SaturatedUtilization {
+		w = append(w, fmt.Sprintf("the cell is saturated: mean CPU utilisation %.0f%% (from %.0f%% on, tasks wait for machines, not for schedulers); lower --load or add machines",
+			100*s.UtilizationMean, 100*SaturatedUtilization))
+	}
+	for _, ss := range s.Schedulers {
+		if ss.BusynessMedian >= SaturatedBusyness {
+			w = append(w, fmt.Sprintf("scheduler %s is saturated: busy %.0f%% of its median day (from %.0f%% on, its jobs queue behind each other)",
+				ss.Name, 100*ss.BusynessMedian, 100*SaturatedBusyness))
+		}
+	}
+	if s.JobsSubmitted > 0 && float64(s.JobsPending) >= SaturatedPending*float64(s.JobsSubmitted) {
+		w = append(w, fmt.Sprintf("%d of %d submitted jobs (%.0f%%) were still pending at the end", s.JobsPending, s.JobsSubmitted, 100*float64(s.JobsPending)/float64(s.JobsSubmitted)))
+	}
+	return w
 }
 
 // SchedulerSummary is one scheduler instance's figures.
@@ -107,6 +138,7 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 		u = append(u, x.CPU)
 	}
 	s.UtilizationMean = mean(u)
+	s.Warnings = saturation(s)
 	return s
 }
 

@@ -74,10 +74,21 @@ type Config struct {
 	// Default 7, the paper's runs.
 	Days float64
 	// BatchInterarrival and ServiceInterarrival are the means of the
-	// exponential time between arrivals of each class (Poisson arrivals).
-	// Defaults: fitted to the trace (Google2011Fit).
+	// exponential time between arrivals of each class (Poisson arrivals) in
+	// a cell of TraceMachines machines at Load 1. Defaults: fitted to the
+	// trace (Google2011Fit).
 	BatchInterarrival   time.Duration
 	ServiceInterarrival time.Duration
+	// TraceMachines is the size of the cell the interarrivals were measured
+	// in. Default 12,500, the fitted trace's cell. Set it to Machines when
+	// the interarrivals are for the simulated cell itself.
+	TraceMachines int
+	// Load is the offered load per machine, as a multiple of the trace
+	// cell's: the arrival rates are the interarrivals' scaled by
+	// Load × Machines / TraceMachines, so a cell of any size at Load 1 is
+	// as busy as the trace's (a smaller cell gets fewer jobs, not a
+	// saturating share of the trace's). From MinLoad to MaxLoad; default 1.
+	Load float64
 	// MapReduceShare is the share of batch arrivals that are MapReduce jobs.
 	// Default 0.2, as the paper reports.
 	MapReduceShare float64
@@ -120,6 +131,8 @@ func Default() Config {
 		Days:                     7,
 		BatchInterarrival:        seconds(Google2011Fit.Batch.InterarrivalMean),
 		ServiceInterarrival:      seconds(Google2011Fit.Service.InterarrivalMean),
+		TraceMachines:            TraceCellMachines,
+		Load:                     1,
 		MapReduceShare:           0.2,
 		MapTasksPerWorker:        16,
 		BatchRuntime:             DefaultBatchRuntime,
@@ -129,6 +142,17 @@ func Default() Config {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+// TraceCellMachines is the size of the fitted trace's cell (Google 2011,
+// cluster C: about 12,500 machines), for which the default interarrivals
+// hold.
+const TraceCellMachines = 12500
+
+// arrivalScale is what the interarrivals are multiplied by: the cell's
+// size and the offered load per machine relative to the trace cell's.
+func (c *Config) arrivalScale() float64 {
+	return float64(c.TraceMachines) / (float64(c.Machines) * c.Load)
+}
 
 // ErrConfig is wrapped by every Validate error.
 var ErrConfig = errors.New("invalid workload config")
@@ -174,6 +198,10 @@ const (
 	// MaxMachines places), and ten years (none in the longest run).
 	MinInterarrival = 100 * time.Microsecond
 	MaxInterarrival = MaxDays * 24 * time.Hour
+	// MinLoad and MaxLoad bound the offered load per machine: at 0.01 a
+	// trace-sized cell gets a batch job every 10 minutes (a week still sees
+	// about a thousand); at 100, 16 a second, far past what any cell places.
+	MinLoad, MaxLoad = 0.01, 100
 	// MaxMapTasksPerWorker: map tasks per requested worker.
 	MaxMapTasksPerWorker = 1000
 	// MaxRuntimeSeconds bounds LognormalPareto.Max where it models
@@ -205,6 +233,15 @@ func (c Config) Validate() error {
 		return bad("BatchInterarrival", c.BatchInterarrival, fmt.Sprintf("a mean time between arrivals from %v to %v", MinInterarrival, MaxInterarrival))
 	case c.ServiceInterarrival < MinInterarrival || c.ServiceInterarrival > MaxInterarrival:
 		return bad("ServiceInterarrival", c.ServiceInterarrival, fmt.Sprintf("a mean time between arrivals from %v to %v", MinInterarrival, MaxInterarrival))
+	case c.TraceMachines < 1 || c.TraceMachines > MaxMachines:
+		return bad("TraceMachines", c.TraceMachines, fmt.Sprintf("the machines of the cell the interarrivals are for, from 1 to %d", MaxMachines))
+	case !(c.Load >= MinLoad && c.Load <= MaxLoad): // also NaN
+		return bad("Load", c.Load, fmt.Sprintf("the offered load per machine as a multiple of the trace cell's, from %v to %v", MinLoad, MaxLoad))
+	case !(float64(c.BatchInterarrival)*c.arrivalScale() >= float64(MinInterarrival)):
+		return bad("Load", c.Load, fmt.Sprintf("a load at which %d machines get at most one batch job every %v (the mean gap would be %v)",
+			c.Machines, MinInterarrival, time.Duration(float64(c.BatchInterarrival)*c.arrivalScale())))
+	case !(float64(c.ServiceInterarrival)*c.arrivalScale() >= float64(MinInterarrival)):
+		return bad("Load", c.Load, fmt.Sprintf("a load at which %d machines get at most one service job every %v", c.Machines, MinInterarrival))
 	case !(c.MapReduceShare >= 0 && c.MapReduceShare <= 1): // also NaN
 		return bad("MapReduceShare", c.MapReduceShare, "a share of batch arrivals from 0 to 1")
 	case c.MapTasksPerWorker < 1 || c.MapTasksPerWorker > MaxMapTasksPerWorker:
@@ -351,8 +388,9 @@ func New(cfg Config) (*Generator, error) {
 	if g.prefill, err = newClass(Google2011Fit.Prefill); err != nil {
 		return nil, fmt.Errorf("fitted prefill class: %w", err)
 	}
-	g.bs = arrivals{r: g.rand(streamBatch), gap: Exponential{cfg.BatchInterarrival.Seconds()}}
-	g.ss = arrivals{r: g.rand(streamService), gap: Exponential{cfg.ServiceInterarrival.Seconds()}}
+	scale := cfg.arrivalScale()
+	g.bs = arrivals{r: g.rand(streamBatch), gap: Exponential{cfg.BatchInterarrival.Seconds() * scale}}
+	g.ss = arrivals{r: g.rand(streamService), gap: Exponential{cfg.ServiceInterarrival.Seconds() * scale}}
 	g.bs.advance()
 	g.ss.advance()
 	return g, nil

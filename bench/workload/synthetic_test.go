@@ -84,6 +84,13 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"Days", "+Inf", func(c *Config) { c.Days = inf }},
 		{"Days", "-Inf", func(c *Config) { c.Days = -inf }},
 		{"Days", "0", func(c *Config) { c.Days = 0 }},
+		{"Load", "NaN", func(c *Config) { c.Load = nan }},
+		{"Load", "+Inf", func(c *Config) { c.Load = inf }},
+		{"Load", "0", func(c *Config) { c.Load = 0 }},
+		{"Load", "1e-300", func(c *Config) { c.Load = 1e-300 }},
+		{"Load", "1000", func(c *Config) { c.Load = 1000 }},
+		{"Load", "100", func(c *Config) { c.Machines, c.Load, c.BatchInterarrival = MaxMachines, MaxLoad, time.Millisecond }}, // a gap below MinInterarrival
+		{"TraceMachines", "0", func(c *Config) { c.TraceMachines = 0 }},
 		{"Days", "-1", func(c *Config) { c.Days = -1 }},
 		{"Days", "1e-300", func(c *Config) { c.Days = 1e-300 }},
 		{"Days", "0.0009", func(c *Config) { c.Days = 0.0009 }},
@@ -282,7 +289,7 @@ func TestArrivals(t *testing.T) {
 	for _, k := range []struct {
 		kind Kind
 		want time.Duration
-	}{{KindBatch, c.BatchInterarrival}, {KindService, c.ServiceInterarrival}} {
+	}{{KindBatch, time.Duration(float64(c.BatchInterarrival) * c.arrivalScale())}, {KindService, time.Duration(float64(c.ServiceInterarrival) * c.arrivalScale())}} {
 		m := gaps[k.kind] / float64(stream[k.kind]-1)
 		if math.Abs(m-k.want.Seconds()) > 0.03*k.want.Seconds() {
 			t.Errorf("%s interarrival mean %.3f s, want %.3f", k.kind, m, k.want.Seconds())
@@ -392,5 +399,33 @@ func BenchmarkNext(b *testing.B) {
 		if _, ok := g.Next(); !ok {
 			b.Fatal("stream ended")
 		}
+	}
+}
+
+// TestLoadIsPerMachine: at the same Load a cell of half the machines gets
+// half the arrivals (the trace's rate scaled to its size), and twice the
+// Load twice as many: --load means the same busyness at every size.
+func TestLoadIsPerMachine(t *testing.T) {
+	count := func(machines int, load float64) int {
+		c := Default()
+		c.Machines, c.Load, c.Days = machines, load, 2
+		g, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			if _, ok := g.Next(); !ok {
+				return n
+			}
+			n++
+		}
+	}
+	full, half, double := count(10000, 1), count(5000, 1), count(5000, 2)
+	if r := float64(half) / float64(full); math.Abs(r-0.5) > 0.03 {
+		t.Errorf("half the machines: %d arrivals vs %d (ratio %.3f), want half", half, full, r)
+	}
+	if r := float64(double) / float64(full); math.Abs(r-1) > 0.03 {
+		t.Errorf("half the machines at twice the load: %d arrivals vs %d (ratio %.3f), want the same", double, full, r)
 	}
 }

@@ -58,9 +58,7 @@ conflicts really happen. Prints a table per scheduler and what it shows.`,
 			cfg.Workload.Seed = seed
 			// The arrival rates are fitted to a cell of 12,500 machines;
 			// a smaller cell gets proportionally fewer jobs.
-			scale := 12500 / float64(machines) / load
-			cfg.Workload.BatchInterarrival = time.Duration(float64(cfg.Workload.BatchInterarrival) * scale)
-			cfg.Workload.ServiceInterarrival = time.Duration(float64(cfg.Workload.ServiceInterarrival) * scale)
+			cfg.Workload.Load = load // per machine: the trace's rate scaled to the demo's cell
 			cfg.Schedulers = []sim.SchedulerSpec{
 				{Kind: "batch", Count: 1, TJob: 100 * time.Millisecond, TTask: 5 * time.Millisecond},
 				{Kind: "service", Count: 1, TJob: tService, TTask: 5 * time.Millisecond},
@@ -86,7 +84,7 @@ conflicts really happen. Prints a table per scheduler and what it shows.`,
 	f.Float64Var(&days, "days", 1, fmt.Sprintf("simulated days, %v (86.4 simulated seconds) to %d", minDays, maxDays))
 	f.Uint64Var(&seed, "seed", 1, "random seed")
 	f.DurationVar(&tService, "t-job-service", 10*time.Second, fmt.Sprintf("the service scheduler's per-job decision time, 0 to %s", fmtDuration(maxTJob)))
-	f.Float64Var(&load, "load", 1, fmt.Sprintf("job arrival rate, as a multiple of the trace's (scaled to the cell's size), %v to %v", minLoad, maxLoad))
+	f.Float64Var(&load, "load", 1, fmt.Sprintf("offered load per machine, as a multiple of the fitted trace's cell, %v to %v", minLoad, maxLoad))
 	f.StringVar(&conflict, "conflict", "coarse", "conflict detection: coarse (the paper's sequence numbers: any change to a chosen machine since the view conflicts) or fine")
 	return cmd
 }

@@ -74,7 +74,7 @@ as it was.`,
 	fl.StringVar(&f.config, "config", "", "YAML file with the same settings as the flags, in snake_case (flags given explicitly win)")
 	fl.IntVar(&f.machines, "machines", 10000, fmt.Sprintf("machines in the cell, 1 to %d", maxMachines))
 	fl.Float64Var(&f.days, "days", 7, fmt.Sprintf("simulated days, %v (86.4 simulated seconds) to %d", minDays, maxDays))
-	fl.Float64Var(&f.loadFactor, "load", 1, fmt.Sprintf("job arrival rate as a multiple of the fitted trace's (whose cell had 12,500 machines), %v to %v (at %v a batch job arrives every 10 minutes; at %v, 16 arrive a second)", minLoad, maxLoad, minLoad, maxLoad))
+	fl.Float64Var(&f.loadFactor, "load", 1, fmt.Sprintf("offered load per machine, as a multiple of the fitted trace's cell (1: jobs arrive at the trace's rate scaled to --machines), %v to %v", minLoad, maxLoad))
 	fl.StringVar(&f.schedulers, "schedulers", "batch=1,service=1", fmt.Sprintf("scheduler instances per kind, each 1 to %d, e.g. batch=2,service=1,mapreduce=1 (a kind left out runs none)", maxPerKind))
 	fl.StringVar(&f.tJob, "t-job", "batch=0.1s,service=0.1s", fmt.Sprintf("per-job decision time per kind, 0 to %s (a kind not named: 0.1s)", fmtDuration(maxTJob)))
 	fl.StringVar(&f.tTask, "t-task", "batch=5ms,service=5ms", fmt.Sprintf("per-task decision time per kind, 0 to %s (a kind not named: 5ms)", fmtDuration(maxTTask)))
@@ -123,9 +123,8 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	if p.days(name("days"), f.days) {
 		cfg.Workload.Days = f.days
 	}
-	if p.float(name("load"), f.loadFactor, minLoad, maxLoad, "the job arrival rate as a multiple of the trace's") {
-		cfg.Workload.BatchInterarrival = time.Duration(float64(cfg.Workload.BatchInterarrival) / f.loadFactor)
-		cfg.Workload.ServiceInterarrival = time.Duration(float64(cfg.Workload.ServiceInterarrival) / f.loadFactor)
+	if p.float(name("load"), f.loadFactor, minLoad, maxLoad, "the offered load per machine as a multiple of the trace cell's") {
+		cfg.Workload.Load = f.loadFactor
 	}
 
 	counts := parseSchedulers(&p, name("schedulers"), f.schedulers)
@@ -339,6 +338,9 @@ func runOne(ctx context.Context, stderr io.Writer, cfg sim.Config, dir string) (
 	sum := s.Engine.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
 	wall := time.Since(start).Seconds()
 	sum.Host = sim.Host{WallSeconds: wall, EventsPerSec: ratio(float64(sum.Events), wall), WallSecondsPerSimDay: ratio(wall, cfg.Workload.Days), PeakRSSMb: peakRSSMb()}
+	for _, w := range sum.Warnings {
+		fmt.Fprintf(stderr, "warning: seed %d: %s\n", cfg.Workload.Seed, w)
+	}
 	if dir != "" {
 		if err := writeResults(dir, s, sum); err != nil {
 			return sum, err

@@ -21,11 +21,7 @@ import (
 const (
 	maxMachines      = workload.MaxMachines
 	minDays, maxDays = workload.MinDays, workload.MaxDays
-	// minLoad and maxLoad bound the arrival rate relative to the fitted
-	// trace's. At 0.01 a batch job arrives every 10 minutes (a week still
-	// sees about a thousand); at 100, 16 a second, far past what any cell
-	// of maxMachines can place, so more only queues jobs.
-	minLoad, maxLoad           = 0.01, 100
+	minLoad, maxLoad           = workload.MinLoad, workload.MaxLoad
 	maxPerKind                 = sim.MaxSchedulersPerKind
 	maxTJob, maxTTask          = sim.MaxTJob, sim.MaxTTask
 	failuresPerMachineDay      = sim.FailuresPerMachineDay

@@ -234,8 +234,8 @@ func TestSimAcceptsBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	def := workload.Default()
-	if cfg.Workload.BatchInterarrival != def.BatchInterarrival/2 || cfg.Workload.ServiceInterarrival != def.ServiceInterarrival/2 {
-		t.Errorf("--load 2: interarrivals %v, %v", cfg.Workload.BatchInterarrival, cfg.Workload.ServiceInterarrival)
+	if cfg.Workload.Load != 2 || cfg.Workload.BatchInterarrival != def.BatchInterarrival || cfg.Workload.ServiceInterarrival != def.ServiceInterarrival {
+		t.Errorf("--load 2: load %v, interarrivals %v, %v", cfg.Workload.Load, cfg.Workload.BatchInterarrival, cfg.Workload.ServiceInterarrival)
 	}
 	if seeds != 3 || len(cfg.Schedulers) != 3 || cfg.Schedulers[0].Kind != "batch" || cfg.Schedulers[0].Count != 2 {
 		t.Errorf("seeds %d, schedulers %+v", seeds, cfg.Schedulers)
@@ -269,7 +269,7 @@ func TestSimConfigAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := cfg.Workload
-	if w.Days != 0.5 || w.Seed != 9 || w.Machines != 100 || w.BatchInterarrival != workload.Default().BatchInterarrival/2 || cfg.FleetTick != 10*time.Second {
+	if w.Days != 0.5 || w.Seed != 9 || w.Machines != 100 || w.Load != 2 || cfg.FleetTick != 10*time.Second {
 		t.Errorf("workload %+v, fleet tick %v", w, cfg.FleetTick)
 	}
 	if len(cfg.Schedulers) != 2 || cfg.Schedulers[0].Count != 2 || cfg.Schedulers[1].TJob != 2*time.Second {
