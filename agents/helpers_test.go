@@ -21,6 +21,7 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -90,36 +91,25 @@ func commitAt(t testing.TB, st *store.Store, at time.Time, ops ...txn.Op) txn.Re
 }
 
 // ids hands out deterministic uids from a seed.
-type ids struct{ r *rand.Rand }
+type ids struct{ *testkit.IDs }
 
-func newIDs(seed uint64) *ids { return &ids{rand.New(rand.NewPCG(seed, 0xa9e))} }
+func newIDs(seed uint64) *ids { return &ids{testkit.NewIDs(seed, 0xa9e)} }
 
-func (g *ids) next() uuid.UUID {
-	u, err := uuid.NewRandomFromReader(client.RandReader(g.r))
-	if err != nil {
-		panic(err)
-	}
-	return u
-}
+func (g *ids) next() uuid.UUID { return g.Next() }
 
 func machineProto(uid uuid.UUID, name string, cpu, mem int64) *omegav1.Machine {
-	return &omegav1.Machine{
-		Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: name},
-		Spec: &omegav1.MachineSpec{Capacity: &omegav1.Resources{CpuMillis: cpu, MemoryBytes: mem}, FailureDomain: "rack-" + name},
-	}
+	m := testkit.Machine(uid, name, testkit.Res(cpu, mem))
+	m.Spec.FailureDomain = "rack-" + name
+	return m
 }
 
 func taskProto(uid uuid.UUID, name string, cpu, mem int64, duration time.Duration) *omegav1.Task {
-	return &omegav1.Task{
-		Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: name},
-		Spec: &omegav1.TaskSpec{
-			Resources:      &omegav1.Resources{CpuMillis: cpu, MemoryBytes: mem},
-			DurationMillis: duration.Milliseconds(),
-		},
-	}
+	t := testkit.Task(uid, uuid.Nil, name, testkit.Res(cpu, mem))
+	t.Spec.DurationMillis = duration.Milliseconds()
+	return t
 }
 
-func res(cpu, mem int64) txn.Resources { return txn.Resources{CPU: cpu, Memory: mem} }
+func res(cpu, mem int64) txn.Resources { return testkit.Res(cpu, mem) }
 
 // makeMachines registers n machines of 4 cores and 16 GiB.
 func makeMachines(t testing.TB, st *store.Store, g *ids, n int) []uuid.UUID {

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -40,27 +41,11 @@ const (
 
 // --- clock -----------------------------------------------------------------
 
-// fakeClock is a Clock for one client: Now is virtual, and Sleep records the
-// pause, advances virtual time and returns at once.
-type fakeClock struct {
-	now    time.Time
-	sleeps []time.Duration
-}
+// fakeClock is the kit's virtual clock: Now is virtual, and Sleep records
+// the pause, advances virtual time and returns at once.
+type fakeClock = testkit.Clock
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time { return c.now }
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.sleeps = append(c.sleeps, d)
-	c.now = c.now.Add(d)
-	return nil
-}
+func newFakeClock() *fakeClock { return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 // --- store -----------------------------------------------------------------
 
@@ -117,38 +102,26 @@ func mustCommit(t testing.TB, st *store.Store, ops ...txn.Op) txn.Result {
 // --- objects ---------------------------------------------------------------
 
 // ids hands out deterministic uids from a seed.
-type ids struct{ r *rand.Rand }
-
-func newIDs(seed uint64) *ids { return &ids{rand.New(rand.NewPCG(seed, 0x1d5))} }
-
-func (g *ids) next() uuid.UUID {
-	u, err := uuid.NewRandomFromReader(RandReader(g.r))
-	if err != nil {
-		panic(err)
-	}
-	return u
+type ids struct {
+	*testkit.IDs
+	r *rand.Rand
 }
+
+func newIDs(seed uint64) *ids {
+	r := rand.New(rand.NewPCG(seed, 0x1d5))
+	return &ids{r: r, IDs: testkit.IDsFrom(r)}
+}
+
+func (g *ids) next() uuid.UUID { return g.Next() }
 
 func machineProto(uid uuid.UUID, name string, cpu, mem int64) *omegav1.Machine {
-	return &omegav1.Machine{
-		Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: name},
-		Spec: &omegav1.MachineSpec{Capacity: &omegav1.Resources{CpuMillis: cpu, MemoryBytes: mem}},
-	}
+	return testkit.Machine(uid, name, testkit.Res(cpu, mem))
 }
 
-func jobProto(uid uuid.UUID, name, scheduler string) *omegav1.Job {
-	return &omegav1.Job{
-		Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: name},
-		Spec: &omegav1.JobSpec{Kind: omegav1.JobKind_JOB_KIND_BATCH, Scheduler: scheduler},
-	}
-}
+func jobProto(uid uuid.UUID, name, scheduler string) *omegav1.Job { return testkit.Job(uid, name, scheduler) }
 
 func taskProto(uid, job uuid.UUID, name string, cpu, mem int64) *omegav1.Task {
-	meta := &omegav1.ObjectMeta{Uid: uid.String(), Name: name}
-	if job != uuid.Nil {
-		meta.OwnerReferences = []*omegav1.OwnerReference{{Kind: "Job", Uid: job.String(), Controller: true}}
-	}
-	return &omegav1.Task{Meta: meta, Spec: &omegav1.TaskSpec{Resources: &omegav1.Resources{CpuMillis: cpu, MemoryBytes: mem}}}
+	return testkit.Task(uid, job, name, testkit.Res(cpu, mem))
 }
 
 // cluster builds machines and jobs of pending tasks in the store.

@@ -243,7 +243,7 @@ func checkRaceOutcome(t *testing.T, final *txn.State, cl *cluster, clients []*ra
 		if err := checkResync(log); err != nil {
 			t.Fatalf("client %s: %v", rc.name, err)
 		}
-		for _, d := range rc.clk.sleeps {
+		for _, d := range rc.clk.Sleeps {
 			if d < 0 || d > time.Duration(float64(8*ms)*1.5) {
 				t.Fatalf("client %s paused %v, outside the policy", rc.name, d)
 			}
@@ -252,7 +252,7 @@ func checkRaceOutcome(t *testing.T, final *txn.State, cl *cluster, clients []*ra
 		conflicted += got.Conflicted
 		claimsConflicted += got.ClaimsConflicted
 		t.Logf("client %s (batch %d): attempts %d conflicted %d partial %d claims committed %d conflicted %d, conflict fraction %.2f, gave up %d, relists %d, pauses %d",
-			rc.name, rc.batch, got.Attempts, got.Conflicted, got.Partial, got.ClaimsCommitted, got.ClaimsConflicted, got.ConflictFraction(), got.GaveUp, rc.c.Cell().Relists(), len(rc.clk.sleeps))
+			rc.name, rc.batch, got.Attempts, got.Conflicted, got.Partial, got.ClaimsCommitted, got.ClaimsConflicted, got.ConflictFraction(), got.GaveUp, rc.c.Cell().Relists(), len(rc.clk.Sleeps))
 	}
 	if sumCommitted != total {
 		t.Fatalf("the clients committed %d claims, the store holds %d", sumCommitted, total)

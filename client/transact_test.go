@@ -86,8 +86,8 @@ func TestTransactPartialCommitResyncs(t *testing.T) {
 					t.Fatalf("conflict fraction %v, want 1", f)
 				}
 				// A partial commit made progress: retry at once.
-				if !slices.Equal(clk.sleeps, []time.Duration{0}) {
-					t.Fatalf("sleeps %v, want [0]", clk.sleeps)
+				if !slices.Equal(clk.Sleeps, []time.Duration{0}) {
+					t.Fatalf("sleeps %v, want [0]", clk.Sleeps)
 				}
 				final := st.Snapshot()
 				for i, u := range cl.tasks["a"] {
@@ -146,8 +146,8 @@ func TestTransactGivesUpOnFullMachine(t *testing.T) {
 			if got := c.Counters().ConflictFraction(); got != 0 {
 				t.Fatalf("conflict fraction %v with no conflict-free attempt, want 0", got)
 			}
-			if want := []time.Duration{10 * ms, 20 * ms, 25 * ms}; !slices.Equal(clk.sleeps, want) {
-				t.Fatalf("sleeps %v, want %v", clk.sleeps, want)
+			if want := []time.Duration{10 * ms, 20 * ms, 25 * ms}; !slices.Equal(clk.Sleeps, want) {
+				t.Fatalf("sleeps %v, want %v", clk.Sleeps, want)
 			}
 		})
 	}
@@ -208,8 +208,8 @@ func TestTransactRejectingTransport(t *testing.T) {
 				if len(log) != tc.attempts {
 					t.Fatalf("%d attempts, want %d", len(log), tc.attempts)
 				}
-				if !slices.Equal(clk.sleeps, tc.sleeps) {
-					t.Fatalf("sleeps %v, want %v", clk.sleeps, tc.sleeps)
+				if !slices.Equal(clk.Sleeps, tc.sleeps) {
+					t.Fatalf("sleeps %v, want %v", clk.Sleeps, tc.sleeps)
 				}
 				want := expectedCounters(log)
 				if tc.gaveUp {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/store"
 )
 
@@ -96,5 +97,17 @@ func TestRandReaderFollowsTheSource(t *testing.T) {
 	}
 	if bytes.Equal(whole[:16], make([]byte, 16)) {
 		t.Fatalf("reader produced zeros")
+	}
+}
+
+// TestKitRandReaderIsTheClients: the test kit's reader (which may not
+// import the client) gives the very bytes RandReader does, so uids drawn
+// in tests through either match.
+func TestKitRandReaderIsTheClients(t *testing.T) {
+	a, b := make([]byte, 77), make([]byte, 77)
+	RandReader(rand.New(rand.NewPCG(3, 4))).Read(a)
+	testkit.RandReader(rand.New(rand.NewPCG(3, 4))).Read(b)
+	if string(a) != string(b) {
+		t.Fatal("the kit's RandReader differs from the client's")
 	}
 }

@@ -24,6 +24,7 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -54,35 +55,19 @@ func logSeed(t testing.TB, seed uint64) {
 
 // --- clock -----------------------------------------------------------------
 
-// fakeClock is a virtual clock: tests set now; Sleep advances it and
-// returns at once. Only client.Transact sleeps, and these tests never call
-// it.
-type fakeClock struct{ now time.Time }
-
-func (c *fakeClock) Now() time.Time { return c.now }
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.now = c.now.Add(max(d, 0))
-	return nil
-}
+// fakeClock is the kit's virtual clock: tests set it; Sleep advances it
+// and returns at once. Only client.Transact sleeps, and these tests never
+// call it.
+type fakeClock = testkit.Clock
 
 // --- ids -------------------------------------------------------------------
 
 // ids hands out deterministic uids from a seed.
-type ids struct{ r *rand.Rand }
+type ids struct{ *testkit.IDs }
 
-func newIDs(seed uint64) *ids { return &ids{rand.New(rand.NewPCG(seed, 0x5eed))} }
+func newIDs(seed uint64) *ids { return &ids{testkit.NewIDs(seed, 0x5eed)} }
 
-func (g *ids) next() uuid.UUID {
-	u, err := uuid.NewRandomFromReader(client.RandReader(g.r))
-	if err != nil {
-		panic(err)
-	}
-	return u
-}
+func (g *ids) next() uuid.UUID { return g.Next() }
 
 // --- cell ------------------------------------------------------------------
 
@@ -304,7 +289,7 @@ func (c *testCell) client(component string, seed uint64, clk *fakeClock, wrap fu
 // runner makes a Runner for sched on a fresh client.
 func (c *testCell) runner(sched Scheduler, component string, seed uint64, cfg RunnerConfig, wrap func(client.Transport) client.Transport) *Runner {
 	c.t.Helper()
-	cl := c.client(component, seed, &fakeClock{now: t0}, wrap)
+	cl := c.client(component, seed, testkit.NewClock(t0), wrap)
 	r, err := NewRunner(sched, cl, rand.New(rand.NewPCG(seed, 2)), cfg)
 	if err != nil {
 		c.t.Fatalf("runner %s: %v", component, err)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -32,60 +32,34 @@ const (
 	uidTask    byte = 'T'
 )
 
-// testUID returns a deterministic, non-nil uid for (kind, a, b), a < 2^24.
-// All three go into the first 8 bytes: the state's maps hash only those
-// (internal/pmap), so uids that differ only further on would all land in
-// one collision list.
-func testUID(kind byte, a, b uint32) uuid.UUID {
-	var u uuid.UUID
-	u[0] = kind
-	u[1], u[2], u[3] = byte(a>>16), byte(a>>8), byte(a)
-	binary.BigEndian.PutUint32(u[4:], b)
-	u[15] = 1
-	return u
-}
+// testUID returns a deterministic, non-nil uid for (kind, a, b), a < 2^24
+// (testkit.UID: the first 8 bytes vary, as the state's maps hash them).
+func testUID(kind byte, a, b uint32) uuid.UUID { return testkit.UID(kind, a, b) }
 
 func machineProto(uid uuid.UUID, cpu, mem int64) *omegav1.Machine {
-	return &omegav1.Machine{
-		Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: "m-" + uid.String()[:8], Labels: map[string]string{"rack": "r1"}},
-		Spec: &omegav1.MachineSpec{
-			Capacity:      &omegav1.Resources{CpuMillis: cpu, MemoryBytes: mem},
-			FailureDomain: "fd-1",
-			Attributes:    map[string]string{"arch": "amd64"},
-		},
-		Status: &omegav1.MachineStatus{AgentAddress: "10.0.0.1:7946"},
-	}
+	m := testkit.Machine(uid, "m-"+uid.String()[:8], testkit.Res(cpu, mem))
+	m.Meta.Labels = map[string]string{"rack": "r1"}
+	m.Spec.FailureDomain, m.Spec.Attributes = "fd-1", map[string]string{"arch": "amd64"}
+	m.Status = &omegav1.MachineStatus{AgentAddress: "10.0.0.1:7946"}
+	return m
 }
 
 func jobProto(uid uuid.UUID, name string, replicas int32) *omegav1.Job {
-	return &omegav1.Job{
-		Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: name, Annotations: map[string]string{"owner": "test"}},
-		Spec: &omegav1.JobSpec{
-			Kind:      omegav1.JobKind_JOB_KIND_BATCH,
-			Scheduler: "batch",
-			Priority:  10,
-			Replicas:  replicas,
-			Template:  &omegav1.TaskTemplate{Resources: &omegav1.Resources{CpuMillis: 100, MemoryBytes: 1 << 20}},
-		},
-	}
+	j := testkit.Job(uid, name, "batch")
+	j.Meta.Annotations = map[string]string{"owner": "test"}
+	j.Spec.Priority, j.Spec.Replicas = 10, replicas
+	j.Spec.Template = &omegav1.TaskTemplate{Resources: &omegav1.Resources{CpuMillis: 100, MemoryBytes: 1 << 20}}
+	return j
 }
 
 func taskProto(uid, job uuid.UUID, cpu, mem int64) *omegav1.Task {
-	meta := &omegav1.ObjectMeta{Uid: uid.String(), Name: "t-" + uid.String()[:8], Labels: map[string]string{"app": "x"}}
-	if job != uuid.Nil {
-		meta.OwnerReferences = []*omegav1.OwnerReference{{Kind: "Job", Uid: job.String(), Controller: true}}
-	}
-	return &omegav1.Task{
-		Meta: meta,
-		Spec: &omegav1.TaskSpec{
-			Resources: &omegav1.Resources{CpuMillis: cpu, MemoryBytes: mem},
-			Command:   &omegav1.Command{Path: "/bin/true"},
-			Priority:  5,
-		},
-	}
+	t := testkit.Task(uid, job, "t-"+uid.String()[:8], testkit.Res(cpu, mem))
+	t.Meta.Labels = map[string]string{"app": "x"}
+	t.Spec.Command, t.Spec.Priority = &omegav1.Command{Path: "/bin/true"}, 5
+	return t
 }
 
-func res(cpu, mem int64) txn.Resources { return txn.Resources{CPU: cpu, Memory: mem} }
+func res(cpu, mem int64) txn.Resources { return testkit.Res(cpu, mem) }
 
 // quietLogger drops the store's and pebble's logs (a test that expects an
 // error would otherwise print it).

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -70,22 +71,12 @@ var (
 )
 
 // res builds Resources; ext is name, amount pairs.
-func res(cpu, mem int64, ext ...any) txn.Resources {
-	r := txn.Resources{CPU: cpu, Memory: mem}
-	for i := 0; i+1 < len(ext); i += 2 {
-		if r.Ext == nil {
-			r.Ext = map[string]int64{}
-		}
-		r.Ext[ext[i].(string)] = int64(ext[i+1].(int))
-	}
-	return r
-}
+func res(cpu, mem int64, ext ...any) txn.Resources { return testkit.Res(cpu, mem, ext...) }
 
 func machineP(id uuid.UUID, capacity txn.Resources) *omegav1.Machine {
-	return &omegav1.Machine{
-		Meta: &omegav1.ObjectMeta{Uid: id.String(), Name: "m-" + id.String()[:4]},
-		Spec: &omegav1.MachineSpec{Capacity: capacity.Proto(), FailureDomain: "rack-1"},
-	}
+	m := testkit.Machine(id, "m-"+id.String()[:4], capacity)
+	m.Spec.FailureDomain = "rack-1"
+	return m
 }
 
 func machineState(id uuid.UUID, capacity txn.Resources, st omegav1.MachineState) *omegav1.Machine {
@@ -95,24 +86,20 @@ func machineState(id uuid.UUID, capacity txn.Resources, st omegav1.MachineState)
 }
 
 func taskP(id uuid.UUID, request txn.Resources, priority int32) *omegav1.Task {
-	return &omegav1.Task{
-		Meta: &omegav1.ObjectMeta{Uid: id.String(), Name: "t-" + id.String()[:4]},
-		Spec: &omegav1.TaskSpec{Resources: request.Proto(), Priority: priority},
-	}
-}
-
-func ownedTaskP(id, job uuid.UUID, request txn.Resources) *omegav1.Task {
-	t := taskP(id, request, 0)
-	t.Meta.OwnerReferences = []*omegav1.OwnerReference{{Kind: "Job", Uid: job.String(), Controller: true}}
+	t := testkit.Task(id, uuid.Nil, "t-"+id.String()[:4], request)
+	t.Spec.Priority = priority
 	return t
 }
 
+func ownedTaskP(id, job uuid.UUID, request txn.Resources) *omegav1.Task {
+	return testkit.Task(id, job, "t-"+id.String()[:4], request)
+}
+
 func jobP(id uuid.UUID) *omegav1.Job {
-	return &omegav1.Job{
-		Meta: &omegav1.ObjectMeta{Uid: id.String(), Name: "j-" + id.String()[:4]},
-		Spec: &omegav1.JobSpec{Kind: omegav1.JobKind_JOB_KIND_BATCH, Scheduler: "batch", Replicas: 1,
-			Template: &omegav1.TaskTemplate{Resources: res(100, 100).Proto()}},
-	}
+	j := testkit.Job(id, "j-"+id.String()[:4], "batch")
+	j.Spec.Replicas = 1
+	j.Spec.Template = &omegav1.TaskTemplate{Resources: res(100, 100).Proto()}
+	return j
 }
 
 // cell is a state the table tests commit transactions to.

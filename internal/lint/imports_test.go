@@ -18,7 +18,9 @@ const module = "github.com/omega-cell/omega/"
 // nothing of storage, store nothing of schedulers, schedulers nothing of
 // the bench.
 var mayImport = map[string][]string{
-	"txn":              {"api/omega/v1", "internal/pmap"},
+	"txn": {"api/omega/v1", "internal/pmap"},
+	// The test kit: builders every layer's tests share, so below them all.
+	"internal/testkit": {"api/omega/v1", "txn"},
 	"store":            {"api/omega/v1", "txn"},
 	"client/transport": {"api/omega/v1", "txn"},
 	"client/inproc":    {"api/omega/v1", "txn", "client/transport", "store"},
