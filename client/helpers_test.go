@@ -118,7 +118,9 @@ func machineProto(uid uuid.UUID, name string, cpu, mem int64) *omegav1.Machine {
 	return testkit.Machine(uid, name, testkit.Res(cpu, mem))
 }
 
-func jobProto(uid uuid.UUID, name, scheduler string) *omegav1.Job { return testkit.Job(uid, name, scheduler) }
+func jobProto(uid uuid.UUID, name, scheduler string) *omegav1.Job {
+	return testkit.Job(uid, name, scheduler)
+}
 
 func taskProto(uid, job uuid.UUID, name string, cpu, mem int64) *omegav1.Task {
 	return testkit.Task(uid, job, name, testkit.Res(cpu, mem))

@@ -9,8 +9,8 @@
 package main
 
 import (
-	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/cli"
+	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/txn"
 )

@@ -19,8 +19,8 @@ import (
 // anything; the flags' help texts quote them. Where the library checks the
 // same setting, the bound is the library's, so the two cannot drift apart.
 const (
-	maxMachines      = workload.MaxMachines
-	minDays, maxDays = workload.MinDays, workload.MaxDays
+	maxMachines                = workload.MaxMachines
+	minDays, maxDays           = workload.MinDays, workload.MaxDays
 	minLoad, maxLoad           = workload.MinLoad, workload.MaxLoad
 	maxPerKind                 = sim.MaxSchedulersPerKind
 	maxTJob, maxTTask          = sim.MaxTJob, sim.MaxTTask
