@@ -8,7 +8,6 @@ package agents
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/internal/testkit/storekit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -58,21 +58,9 @@ func openStore(t testing.TB, history int) *store.Store {
 // only if check (a full scan per commit: long runs check now and then).
 func openStoreCheck(t testing.TB, history int, check bool) *store.Store {
 	t.Helper()
-	st, err := store.Open(store.Options{
-		Durability:      store.DurabilityNone,
-		HistoryChanges:  history,
-		CheckInvariants: check,
-		Logger:          slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return st
+	o := storekit.Options(t, store.DurabilityNone)
+	o.HistoryChanges, o.CheckInvariants = history, check
+	return storekit.Open(t, o)
 }
 
 // commitAt commits ops straight to the store, stamped at virtual time at

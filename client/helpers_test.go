@@ -11,7 +11,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -22,6 +21,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/internal/testkit/storekit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -63,26 +63,12 @@ func openStore(t testing.TB, d store.Durability, historyChanges int) *store.Stor
 // store.
 func openStoreOpts(t testing.TB, d store.Durability, historyChanges int) (*store.Store, store.Options) {
 	t.Helper()
-	opts := store.Options{Durability: store.DurabilityNone}
-	if d == store.DurabilitySync {
-		opts = store.DefaultOptions(t.TempDir())
-	}
+	opts := storekit.Options(t, d)
 	opts.HistoryChanges = 200_000
 	if historyChanges > 0 {
 		opts.HistoryChanges = historyChanges
 	}
-	opts.CheckInvariants = true
-	opts.Logger = slog.New(slog.DiscardHandler)
-	st, err := store.Open(opts)
-	if err != nil {
-		t.Fatalf("open store (%s): %v", d, err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return st, opts
+	return storekit.Open(t, opts), opts
 }
 
 // mustCommit commits ops straight to the store against its newest state and

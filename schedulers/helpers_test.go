@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/internal/testkit/storekit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -82,19 +82,7 @@ type testCell struct {
 // every commit (a broken invariant panics the commit path).
 func newCell(t testing.TB, seed uint64) *testCell {
 	t.Helper()
-	st, err := store.Open(store.Options{
-		Durability:      store.DurabilityNone,
-		CheckInvariants: true,
-		Logger:          slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
+	st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
 	return &testCell{t: t, st: st, ids: newIDs(seed)}
 }
 

@@ -21,9 +21,11 @@ var mayImport = map[string][]string{
 	"txn": {"api/omega/v1", "internal/pmap"},
 	// The test kit: builders every layer's tests share, so below them all.
 	"internal/testkit": {"api/omega/v1", "txn"},
-	"store":            {"api/omega/v1", "txn"},
-	"client/transport": {"api/omega/v1", "txn"},
-	"client/inproc":    {"api/omega/v1", "txn", "client/transport", "store"},
+	// Its store helpers, for the tests of the layers above the store.
+	"internal/testkit/storekit": {"store"},
+	"store":                     {"api/omega/v1", "txn"},
+	"client/transport":          {"api/omega/v1", "txn"},
+	"client/inproc":             {"api/omega/v1", "txn", "client/transport", "store"},
 	// The conformance suite opens stores for the backends it tests.
 	"client/transport/transporttest": {"api/omega/v1", "txn", "client/transport", "store"},
 	"client":                         {"api/omega/v1", "txn", "client/transport"},
