@@ -29,11 +29,6 @@ const (
 	MessageMachineFailed = "machine failed"
 )
 
-// maxListTries bounds how often the fleet takes a fresh view because the
-// revisions after the previous one were compacted before it could watch
-// them (as client.Cell does).
-const maxListTries = 10
-
 // FleetCounters are what a SimFleet counts.
 type FleetCounters struct {
 	// TasksFinished and TasksLost count the SUCCEEDED and LOST reports the
@@ -192,25 +187,16 @@ func (f *SimFleet) Close() {
 // watches from its revision. Machines the fleet holds DOWN and their
 // repairs survive it.
 func (f *SimFleet) list(ctx context.Context) error {
-	for try := 1; ; try++ {
-		if err := f.c.Sync(ctx); err != nil {
-			return fmt.Errorf("list cell: %w", err)
-		}
-		v := f.c.View()
-		w, err := f.c.Watch(ctx, v.Revision())
-		if errors.Is(err, client.ErrCompacted) && try < maxListTries {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("watch cell from %d (try %d): %w", v.Revision(), try, err)
-		}
-		if f.w != nil {
-			f.w.Close()
-		}
-		f.w = w
-		f.reset(v.State)
-		return nil
+	st, w, err := f.c.ListAndWatch(ctx)
+	if err != nil {
+		return err
 	}
+	if f.w != nil {
+		f.w.Close()
+	}
+	f.w = w
+	f.reset(st)
+	return nil
 }
 
 func (f *SimFleet) reset(s *txn.State) {

@@ -47,29 +47,42 @@ func NewCell(ctx context.Context, tr Transport) (*Cell, error) {
 // them.
 const maxListTries = 10
 
-// list takes a snapshot and watches from its revision. Commits that land
-// between the two can push the snapshot's successors out of a small
-// history (the watch fails with ErrCompacted); then it lists again,
-// within a bound, counting each retry as a re-list.
+// list takes a snapshot and watches from its revision (ListAndWatch),
+// counting each retry as a re-list.
 func (c *Cell) list(ctx context.Context) error {
+	st, w, retries, err := ListAndWatch(ctx, c.tr)
+	c.relist += retries
+	if err != nil {
+		return err
+	}
+	if c.watch != nil {
+		c.watch.Close()
+	}
+	c.state, c.watch = st, w
+	return nil
+}
+
+// ListAndWatch takes a snapshot of the cell and watches from its revision:
+// the one way every component (a Cell, an agent's tracker) re-lists after
+// its watch fell behind the store's retained history. Commits that land
+// between the snapshot and the watch can push the snapshot's successors
+// out of a small history (the watch fails with ErrCompacted); then it takes
+// a fresh snapshot, at most maxListTries times, and says how many retries
+// it took. The watch is the caller's to close.
+func ListAndWatch(ctx context.Context, tr Transport) (*txn.State, Watch, int, error) {
 	for try := 1; ; try++ {
-		st, err := c.tr.Snapshot(ctx)
+		st, err := tr.Snapshot(ctx)
 		if err != nil {
-			return fmt.Errorf("list cell: %w", err)
+			return nil, nil, try - 1, fmt.Errorf("list cell: %w", err)
 		}
-		w, err := c.tr.Watch(ctx, st.Revision())
+		w, err := tr.Watch(ctx, st.Revision())
 		if errors.Is(err, ErrCompacted) && try < maxListTries {
-			c.relist++
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("watch cell from %d (try %d): %w", st.Revision(), try, err)
+			return nil, nil, try - 1, fmt.Errorf("watch cell from %d (try %d): %w", st.Revision(), try, err)
 		}
-		if c.watch != nil {
-			c.watch.Close()
-		}
-		c.state, c.watch = st, w
-		return nil
+		return st, w, try - 1, nil
 	}
 }
 

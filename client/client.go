@@ -166,6 +166,14 @@ func (c *Client) Watch(ctx context.Context, fromRevision uint64) (Watch, error) 
 	return c.tr.Watch(ctx, fromRevision)
 }
 
+// ListAndWatch is the package's ListAndWatch through the client's
+// transport, for a component that follows the cell itself (an agent's
+// tracker) rather than through the client's Cell.
+func (c *Client) ListAndWatch(ctx context.Context) (*txn.State, Watch, error) {
+	st, w, _, err := ListAndWatch(ctx, c.tr)
+	return st, w, err
+}
+
 // Counters returns the counts so far.
 func (c *Client) Counters() Counters { return c.counters }
 
