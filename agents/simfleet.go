@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -499,19 +498,15 @@ func (f *SimFleet) plan(at int64) *plan {
 
 	// Machines failed: DOWN, and their tasks LOST, in uid order.
 	for _, fl := range fails {
-		m := f.machines[fl.machine]
-		pm := m.Proto()
-		pm.Status.State = stateDown
-		p.add(txn.PutMachine(pm, m.Version), role{kind: roleFail, uid: fl.machine, at: fl.at})
-		uids := make([]uuid.UUID, 0, len(f.onMachine[fl.machine]))
-		for u := range f.onMachine[fl.machine] {
-			if _, done := reported[u]; !done {
-				uids = append(uids, u)
-			}
+		on := f.onMachine[fl.machine]
+		versions := make(map[uuid.UUID]uint64, len(on))
+		for u := range on {
+			versions[u] = f.tasks[u].version
 		}
-		slices.SortFunc(uids, compareUIDs) // the map's order never reaches the transaction
-		for _, u := range uids {
-			p.add(txn.SetStatus(u, taskLost, f.tasks[u].version, MessageMachineFailed), role{kind: roleLost, uid: u})
+		ops := MachineDown(f.machines[fl.machine], versions, func(u uuid.UUID) bool { _, done := reported[u]; return done }, MessageMachineFailed)
+		p.add(ops[0], role{kind: roleFail, uid: fl.machine, at: fl.at})
+		for _, op := range ops[1:] {
+			p.add(op, role{kind: roleLost, uid: op.Task})
 		}
 	}
 
