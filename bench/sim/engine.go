@@ -12,9 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
-
-	"github.com/google/uuid"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
@@ -95,8 +94,8 @@ type Engine struct {
 	q       queue
 	seq     uint64
 	busy    []bool
-	byKind  map[string][]int // scheduler kind → runner indexes
-	jobOf   map[uuid.UUID]int
+	intake  *schedulers.Intake         // routes the cell's jobs to the runners
+	index   map[*schedulers.Runner]int // runner → its index
 	events  int64
 	samples []Sample
 	daily   [][]time.Duration // per runner, busy time per simulated day
@@ -131,11 +130,12 @@ func New(o Options) (*Engine, error) {
 	if o.SampleEvery == 0 {
 		o.SampleEvery = time.Minute
 	}
-	e := &Engine{o: o, busy: make([]bool, len(o.Runners)), byKind: map[string][]int{}, jobOf: map[uuid.UUID]int{}}
+	e := &Engine{o: o, busy: make([]bool, len(o.Runners)), intake: schedulers.NewIntake(), index: map[*schedulers.Runner]int{}}
+	e.intake.Strict = true // every job of the workload must have a scheduler here
 	e.daily = make([][]time.Duration, len(o.Runners))
 	for i, r := range o.Runners {
-		k := r.Scheduler().Kind()
-		e.byKind[k] = append(e.byKind[k], i)
+		e.intake.Add(r)
+		e.index[r] = i
 	}
 	w, err := o.Submitter.Watch(context.Background(), o.Submitter.View().Revision())
 	if err != nil {
@@ -279,27 +279,14 @@ func (e *Engine) submit(ctx context.Context, a Arrival, now time.Time) error {
 	if _, err := c.Commit(ctx, tx); err != nil {
 		return fmt.Errorf("submit job %s: %w", a.Job.GetMeta().GetName(), err)
 	}
-	runners := e.byKind[a.Job.GetSpec().GetScheduler()]
-	if len(runners) == 0 {
-		return fmt.Errorf("job %s asks for scheduler %q, which this simulation does not run", a.Job.GetMeta().GetName(), a.Job.GetSpec().GetScheduler())
-	}
-	uid, err := txn.ParseUID(a.Job.GetMeta().GetUid(), "job uid")
-	if err != nil {
-		return err
-	}
-	i := runners[schedulers.Pick(uid, len(runners))]
-	e.jobOf[uid] = i
-	e.o.Runners[i].Submit(uid, now)
-	if !e.busy[i] {
-		return e.wake(ctx, i, now)
-	}
-	return nil
+	// The job reaches its scheduler through the cell: the intake reads it
+	// from the watch, as a scheduler process would.
+	return e.observe(ctx, now)
 }
 
-// observe reads what the cell did since the last fleet tick and tells the
-// schedulers what concerns them: tasks the fleet lost (their jobs need
-// replacements) and tasks evicted back to PENDING (their jobs need placing
-// again).
+// observe feeds what the cell's watch delivered to the intake, which
+// routes new jobs to their schedulers and lost and evicted tasks to the
+// schedulers of their jobs, and wakes the runners that got work.
 func (e *Engine) observe(ctx context.Context, now time.Time) error {
 	sets, err := e.watch.Poll(0)
 	if err != nil {
@@ -307,24 +294,13 @@ func (e *Engine) observe(ctx context.Context, now time.Time) error {
 	}
 	var woken []int
 	for _, ws := range sets {
-		for i := range ws.Changes {
-			c := &ws.Changes[i]
-			if c.Task == nil || c.Deleted {
-				continue
-			}
-			r, ok := e.jobOf[c.Task.Job]
-			if !ok {
-				continue
-			}
-			var queued bool
-			switch {
-			case c.Task.State == omegav1.TaskState_TASK_STATE_LOST:
-				queued = e.o.Runners[r].Lost(c.Task.Job, c.Task, now)
-			case c.Task.State == omegav1.TaskState_TASK_STATE_PENDING && !c.Created:
-				queued = e.o.Runners[r].Resubmit(c.Task.Job, now)
-			}
-			if queued && !e.busy[r] {
-				woken = append(woken, r)
+		rs, err := e.intake.Observe(ws, now)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if i := e.index[r]; !e.busy[i] && !slices.Contains(woken, i) {
+				woken = append(woken, i)
 			}
 		}
 	}
@@ -336,8 +312,6 @@ func (e *Engine) observe(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// wake lets an idle runner start its next attempt, or sleep until its next
-// job is ready.
 func (e *Engine) wake(ctx context.Context, i int, now time.Time) error {
 	if e.busy[i] {
 		return nil
