@@ -2,6 +2,7 @@ package schedulers
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,9 +26,10 @@ import (
 // It is decision code: no clock, no goroutine. The simulation feeds it the
 // watch of the whole cell for every runner; a scheduler process feeds it
 // its own watch, with only its own instances added (jobs of kinds it does
-// not run are then another process's, and ignored). Still to come: a
-// restarted scheduler rebuilding its queue from a snapshot, and instances
-// that announce themselves in the cell so the set of a kind can change.
+// not run are then another process's, and ignored); a scheduler that
+// starts on a running cell calls Recover with its snapshot first. Still
+// to come: instances that announce themselves in the cell, so the set of a
+// kind can change and a dead instance's jobs move to the others.
 type Intake struct {
 	// Strict makes a job of a kind no instance serves an error (the
 	// simulation runs every kind its workload submits); otherwise it is
@@ -53,6 +55,38 @@ func (in *Intake) Add(r *Runner) {
 func (in *Intake) Owner(job uuid.UUID) (*Runner, bool) {
 	r, ok := in.owner[job]
 	return r, ok
+}
+
+// Recover routes every job of st that an instance here serves, for a
+// scheduler that starts (or restarts) on a cell already running: a job
+// with PENDING tasks, or a MapReduce job with fewer workers than it asks
+// for, is queued; any other is adopted, known to its instance as placed,
+// so that its lost and evicted tasks reach it later. It returns the
+// instances that got work; then Observe takes the watch from st's
+// revision on. Jobs are visited in the state's own order, so the same
+// state routes the same way.
+func (in *Intake) Recover(st *txn.State, now time.Time) []*Runner {
+	var woken []*Runner
+	st.RangeJobs(func(j *txn.Job) bool {
+		rs := in.kinds[j.Spec.GetScheduler()]
+		if len(rs) == 0 || j.Finished() {
+			return true
+		}
+		r := rs[Pick(j.UID, len(rs))]
+		in.owner[j.UID] = r
+		pending := 0
+		st.RangePendingTasks(j.UID, func(*txn.Task) bool { pending++; return false })
+		if pending > 0 || j.Spec.GetKind() == omegav1.JobKind_JOB_KIND_MAPREDUCE {
+			r.Submit(j.UID, now)
+			if !slices.Contains(woken, r) {
+				woken = append(woken, r)
+			}
+			return true
+		}
+		r.Adopt(j.UID, now)
+		return true
+	})
+	return woken
 }
 
 // Observe routes what one revision changed, at now, and returns the

@@ -175,3 +175,54 @@ func TestIntakeRoutesThroughTheCell(t *testing.T) {
 		t.Fatal("a deleted job still has an owner")
 	}
 }
+
+// TestIntakeRecovers: a scheduler that starts on a running cell takes its
+// jobs from a snapshot: one with PENDING tasks is queued at its instance,
+// a placed one adopted (its lost task then reaches the instance), one of
+// another kind left alone.
+func TestIntakeRecovers(t *testing.T) {
+	c := newCell(t, 2)
+	ms := c.addMachines(uniform(2, 4000, 16*gib, 0)...)
+	waiting, _ := c.addJob("w", jobSpec{kind: batchKind, scheduler: "batch", tasks: 2, cpu: 100, mem: gib})
+	running, tasks := c.addJob("r", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1, cpu: 100, mem: gib})
+	other, _ := c.addJob("o", jobSpec{kind: serviceKind, scheduler: "service", tasks: 1, cpu: 100, mem: gib})
+	c.commit(txn.Claim(tasks[0], ms[0], txn.Resources{CPU: 100, Memory: gib}, c.task(tasks[0]).Version))
+
+	r := c.runner(NewBatch(), "batch-0", 1, testConfig(), nil)
+	in := NewIntake()
+	in.Add(r)
+	st := c.state()
+	woken := in.Recover(st, t0)
+	if len(woken) != 1 || woken[0] != r || r.Queued() != 1 {
+		t.Fatalf("recover: woken %d, queued %d; want the waiting job queued", len(woken), r.Queued())
+	}
+	if o, ok := in.Owner(running); !ok || o != r {
+		t.Fatal("the placed job was not adopted")
+	}
+	if _, ok := in.Owner(other); ok {
+		t.Fatal("a job of a kind this process does not run was taken")
+	}
+	if rec := record(t, r, waiting); !rec.Placed.IsZero() {
+		t.Fatalf("the waiting job is recorded placed: %+v", rec)
+	}
+
+	// The adopted job's task is lost: the watch from the snapshot brings it
+	// to the instance.
+	w, err := c.st.Watch(st.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lostTask := c.task(tasks[0])
+	if _, err := c.st.Commit(context.Background(), &txn.Txn{ViewRevision: c.state().Revision(), Ops: []txn.Op{
+		txn.SetStatus(tasks[0], omegav1.TaskState_TASK_STATE_LOST, lostTask.Version, "machine failed"),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	f := &intakeFeed{t: t, in: in, w: w}
+	if woken, err := f.feed(); err != nil || len(woken) != 1 || r.Queued() != 2 {
+		t.Fatalf("after the loss: %v %v, queued %d", woken, err, r.Queued())
+	}
+	if rec := record(t, r, running); rec.Lost != 1 {
+		t.Fatalf("the adopted job's record: %+v", rec)
+	}
+}

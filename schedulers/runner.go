@@ -179,6 +179,18 @@ func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 	r.push(j, now)
 }
 
+// Adopt makes a job the runner did not place its own, as placed: a
+// scheduler that restarted on a running cell learns its jobs this way
+// (Intake.Recover), so that their lost and evicted tasks reach it. A job
+// already known is left as it is.
+func (r *Runner) Adopt(job uuid.UUID, now time.Time) {
+	if _, ok := r.jobs[job]; ok {
+		return
+	}
+	j := &jobState{JobRecord: JobRecord{UID: job, Submitted: now, Placed: now}, placed: map[uuid.UUID]struct{}{}, loop: client.NewLoop(r.cfg.retryPolicy(), nil), done: true}
+	r.jobs[job] = j
+}
+
 // Lost tells the runner that task t of job was lost with its machine
 // (LOST is final: the task's resources are freed). The job's next attempt
 // creates a replacement — same spec, owner and labels, a new uid — and
