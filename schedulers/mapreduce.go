@@ -78,6 +78,12 @@ func NewMapReduce(policy MapReducePolicy) *MapReduce {
 
 func (s *MapReduce) Kind() string { return "mapreduce" }
 
+// WantsMore: a MapReduce job is attempted, even with no pending task, until
+// the scheduler placed as many workers as it requests (Grower).
+func (s *MapReduce) WantsMore(job *txn.Job, placed int) bool {
+	return job.Spec.GetKind() == omegav1.JobKind_JOB_KIND_MAPREDUCE && placed < int(job.Spec.GetReplicas())
+}
+
 // Workers returns how many workers the policy gives a job that asked for
 // requested workers of size req and can use at most useful, on a cell with
 // free resources free out of capacity. It is at least requested.

@@ -2,19 +2,50 @@ package schedulers
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 )
 
-// Factory makes a fresh scheduler instance (one per Runner).
-type Factory func() Scheduler
+// Params are a scheduler kind's parameters, by name ("policy" for
+// mapreduce), as a configuration gives them; each factory takes the ones
+// it knows and refuses the others.
+type Params map[string]string
+
+// Only returns an error naming the first parameter not among known.
+func (p Params) Only(kind string, known ...string) error {
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("scheduler %s takes no parameter %q (it takes %v)", kind, k, known)
+		}
+	}
+	return nil
+}
+
+// Factory makes a fresh scheduler instance (one per Runner) with its
+// parameters.
+type Factory func(p Params) (Scheduler, error)
 
 var (
 	regMu    sync.Mutex
 	registry = map[string]Factory{
-		"batch":     func() Scheduler { return NewBatch() },
-		"service":   func() Scheduler { return NewService() },
-		"mapreduce": func() Scheduler { return NewMapReduce(MaxParallelism) },
+		"batch": func(p Params) (Scheduler, error) { return NewBatch(), p.Only("batch") },
+		"service": func(p Params) (Scheduler, error) {
+			return NewService(), p.Only("service")
+		},
+		"mapreduce": func(p Params) (Scheduler, error) {
+			if err := p.Only("mapreduce", "policy"); err != nil {
+				return nil, err
+			}
+			policy := MaxParallelism
+			if v, ok := p["policy"]; ok {
+				var err error
+				if policy, err = ParseMapReducePolicy(v); err != nil {
+					return nil, err
+				}
+			}
+			return NewMapReduce(policy), nil
+		},
 	}
 )
 
@@ -30,15 +61,20 @@ func Register(kind string, f Factory) {
 	registry[kind] = f
 }
 
-// New makes a scheduler of a registered kind.
-func New(kind string) (Scheduler, error) {
+// New makes a scheduler of a registered kind with its parameters (nil:
+// none).
+func New(kind string, p Params) (Scheduler, error) {
 	regMu.Lock()
 	f, ok := registry[kind]
 	regMu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("unknown scheduler kind %q (registered: %v)", kind, Kinds())
 	}
-	return f(), nil
+	s, err := f(p)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler %s: %w", kind, err)
+	}
+	return s, nil
 }
 
 // Kinds lists the registered kinds, sorted.

@@ -283,7 +283,10 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 		j.Requested = int(job.Spec.GetReplicas())
 		req := Request{Job: job, Attempt: j.Attempts}
 		v.RangePendingTasks(j.UID, func(t *txn.Task) bool { req.Pending = append(req.Pending, t); return true })
-		wantNew := job.Spec.GetKind() == omegav1.JobKind_JOB_KIND_MAPREDUCE && len(j.placed) < int(job.Spec.GetReplicas())
+		wantNew := false
+		if g, ok := r.sched.(Grower); ok {
+			wantNew = g.WantsMore(job, len(j.placed))
+		}
 		// Replacements for lost tasks: created in this attempt's
 		// transaction, offered to the scheduler as pending (version 0).
 		var creates []txn.Op

@@ -53,6 +53,14 @@ type Scheduler interface {
 	Decide(v client.View, req Request, env Env) Decision
 }
 
+// Grower is what a scheduler implements if it may create tasks for a job
+// itself (MapReduce's extra workers): the Runner then attempts a job that
+// has no PENDING task while WantsMore says the job wants more. placed is
+// how many of its tasks the scheduler placed so far.
+type Grower interface {
+	WantsMore(job *txn.Job, placed int) bool
+}
+
 // Request is one job to place.
 type Request struct {
 	Job *txn.Job

@@ -30,6 +30,8 @@ type SchedulerSpec struct {
 	Count int
 	// TJob and TTask: decision time = TJob + TTask × tasks considered.
 	TJob, TTask time.Duration
+	// Params go to the kind's factory (schedulers.Params).
+	Params schedulers.Params
 }
 
 // Config is one simulation. Start from DefaultConfig.
@@ -45,7 +47,8 @@ type Config struct {
 	// scheduler takes over a class of jobs. Unrouted kinds go to schedulers
 	// of their own kind.
 	Route map[string]string
-	// MapReducePolicy is the mapreduce schedulers' policy.
+	// MapReducePolicy is the mapreduce schedulers' policy: shorthand for
+	// Params{"policy": ...} on each mapreduce spec that does not set it.
 	MapReducePolicy schedulers.MapReducePolicy
 	// Runner bounds every scheduler's attempts (TJob/TTask come from the
 	// SchedulerSpec).
@@ -312,12 +315,9 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	var runners []*schedulers.Runner
 	for _, spec := range cfg.Schedulers {
 		for i := range spec.Count {
-			s, err := schedulers.New(spec.Kind)
+			s, err := schedulers.New(spec.Kind, cfg.params(spec))
 			if err != nil {
 				return nil, err
-			}
-			if mr, isMR := s.(*schedulers.MapReduce); isMR {
-				mr.Policy = cfg.MapReducePolicy
 			}
 			c, err := newClient(fmt.Sprintf("%s-%d", spec.Kind, i))
 			if err != nil {
@@ -465,3 +465,19 @@ func (s *genSource) Next() (Arrival, bool) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// params is what spec's factory gets: its own, and for mapreduce the
+// config's policy unless it names one.
+func (c *Config) params(spec SchedulerSpec) schedulers.Params {
+	if spec.Kind != "mapreduce" {
+		return spec.Params
+	}
+	if _, ok := spec.Params["policy"]; ok {
+		return spec.Params
+	}
+	p := schedulers.Params{"policy": c.MapReducePolicy.String()}
+	for k, v := range spec.Params {
+		p[k] = v
+	}
+	return p
+}

@@ -51,6 +51,8 @@ func (s *LeastLoaded) Decide(v client.View, req schedulers.Request, env schedule
 }
 
 func main() {
-	schedulers.Register("leastloaded", func() schedulers.Scheduler { return &LeastLoaded{Choices: 2} })
+	schedulers.Register("leastloaded", func(p schedulers.Params) (schedulers.Scheduler, error) {
+		return &LeastLoaded{Choices: 2}, p.Only("leastloaded")
+	})
 	cli.Main()
 }

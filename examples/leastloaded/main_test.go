@@ -13,7 +13,9 @@ import (
 // batch jobs in a simulation and places them, with the store's invariants
 // checked after every commit.
 func TestPlugsIntoSim(t *testing.T) {
-	schedulers.Register("leastloaded", func() schedulers.Scheduler { return &LeastLoaded{Choices: 2} })
+	schedulers.Register("leastloaded", func(p schedulers.Params) (schedulers.Scheduler, error) {
+		return &LeastLoaded{Choices: 2}, p.Only("leastloaded")
+	})
 	cfg := sim.DefaultConfig()
 	cfg.Workload.Machines = 100
 	cfg.Workload.Days = 0.01

@@ -148,7 +148,7 @@ func parseSchedulers(p *problems, name, s string) map[string]int {
 	counts := map[string]int{}
 	ok := true
 	for _, e := range es {
-		if _, err := schedulers.New(e.kind); err != nil {
+		if _, err := schedulers.New(e.kind, nil); err != nil {
 			p.add(name, e.kind+"="+e.value, "%v", err)
 			ok = false
 			continue
