@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -24,7 +25,7 @@ import (
 // capacity panics), and at the end every task was claimed by exactly one
 // committed claim.
 func TestConcurrentClaims(t *testing.T) {
-	seed := testSeed(t, "OMEGA_STORE_CONCURRENCY_SEED")
+	seed := testkit.Seed(t, "OMEGA_STORE_CONCURRENCY_SEED")
 	const (
 		workers  = 8
 		machines = 3

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -27,7 +28,7 @@ const crashFSSeedEnv = "OMEGA_STORE_CRASHFS_SEED" // overrides TestCrashCloneFS'
 // proves the fsync: with UnsyncedDataPercent=0 the clone holds only what
 // was synced.
 func TestCrashCloneFS(t *testing.T) {
-	base := testSeed(t, crashFSSeedEnv)
+	base := testkit.Seed(t, crashFSSeedEnv)
 	seeds, crashes := 6, 10
 	if testing.Short() {
 		seeds, crashes = 2, 6

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -214,7 +215,7 @@ func runCrashChild(t *testing.T, dir string, childSeed uint64, k int) (*crashRun
 // otherwise — the revision was written but the kill came before it was
 // published — every acknowledged task is there).
 func TestCrashKill(t *testing.T) {
-	seed := testSeed(t, crashSeedEnv)
+	seed := testkit.Seed(t, crashSeedEnv)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	rounds := 40
 	if testing.Short() {

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/internal/txnfuzz"
 	"github.com/omega-cell/omega/txn"
 )
@@ -36,7 +37,7 @@ func FuzzCommit(f *testing.F) {
 // TestCommitRandomPrograms is the short run of FuzzCommit that stays in the
 // test suite: random programs from a printed seed.
 func TestCommitRandomPrograms(t *testing.T) {
-	seed := testSeed(t, "OMEGA_STORE_FUZZ_SEED")
+	seed := testkit.Seed(t, "OMEGA_STORE_FUZZ_SEED")
 	rng := rand.New(rand.NewPCG(seed, 2))
 	n := 150
 	if testing.Short() {

@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -64,6 +62,24 @@ func res(cpu, mem int64) txn.Resources { return testkit.Res(cpu, mem) }
 // quietLogger drops the store's and pebble's logs (a test that expects an
 // error would otherwise print it).
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// reopenDiff closes s and opens dir again with the default options: how
+// the reopened state differs from after ("" if not at all), or why the
+// store no longer opens.
+func reopenDiff(t testing.TB, s *Store, dir string, after *txn.State) (string, error) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions(dir)
+	o.Logger = quietLogger()
+	s2, err := Open(o)
+	if err != nil {
+		return "", err
+	}
+	defer s2.Close()
+	return diffStates(after, s2.Snapshot(), true), nil
+}
 
 // openTest opens a durable store in dir with test options.
 func openTest(t testing.TB, dir string, mod func(*Options)) *Store {
@@ -248,23 +264,6 @@ func diffStates(a, b *txn.State, ignoreSeq bool) string {
 		return diff == ""
 	})
 	return diff
-}
-
-// testSeed returns the seed of a randomized test: the environment variable
-// name if set, else a fresh one. It logs it; failure messages repeat it.
-func testSeed(t testing.TB, name string) uint64 {
-	t.Helper()
-	if v := os.Getenv(name); v != "" {
-		seed, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", name, v, err)
-		}
-		t.Logf("seed %d (from %s)", seed, name)
-		return seed
-	}
-	seed := rand.Uint64()
-	t.Logf("seed %d (rerun with %s=%d)", seed, name, seed)
-	return seed
 }
 
 // ---------------------------------------------------------------------------

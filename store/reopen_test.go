@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -131,7 +132,7 @@ func buildHistory(t *testing.T, s *Store, seed uint64) {
 // allocation, task count and version, every job), the revision is the same,
 // and every machine's coarse sequence number is the reopened revision.
 func TestReopen(t *testing.T) {
-	seed := testSeed(t, "OMEGA_STORE_REOPEN_SEED")
+	seed := testkit.Seed(t, "OMEGA_STORE_REOPEN_SEED")
 	dir := t.TempDir()
 	s := openTest(t, dir, nil)
 	buildHistory(t, s, seed)

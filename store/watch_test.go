@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -52,7 +53,7 @@ func watchAll(ctx context.Context, s *Store, w *Watcher, from, last uint64, max 
 // its commit returned), and applying them to the snapshot yields exactly the
 // store's state.
 func TestWatchOrdered(t *testing.T) {
-	seed := testSeed(t, "OMEGA_STORE_WATCH_SEED")
+	seed := testkit.Seed(t, "OMEGA_STORE_WATCH_SEED")
 	s := openTest(t, t.TempDir(), nil)
 	defer s.Close()
 	ctx := context.Background()
@@ -149,7 +150,7 @@ func TestWatchOrdered(t *testing.T) {
 // durable. On a crashable filesystem, every time the watcher gets revision
 // r, a crash clone keeping no unsynced data must reopen at r or later.
 func TestWatchOnlyDurable(t *testing.T) {
-	seed := testSeed(t, "OMEGA_STORE_WATCH_DURABLE_SEED")
+	seed := testkit.Seed(t, "OMEGA_STORE_WATCH_DURABLE_SEED")
 	fs := vfs.NewCrashableMem()
 	o := DefaultOptions("db")
 	o.FS, o.Logger = fs, quietLogger()
@@ -449,7 +450,7 @@ func TestWatchClose(t *testing.T) {
 // closes under running committers gets every revision a committer had
 // acknowledged before it sees ErrClosed.
 func TestWatchCloseDeliversAcknowledged(t *testing.T) {
-	seed := testSeed(t, "OMEGA_STORE_WATCH_CLOSE_SEED")
+	seed := testkit.Seed(t, "OMEGA_STORE_WATCH_CLOSE_SEED")
 	rounds := 20
 	if testing.Short() {
 		rounds = 5

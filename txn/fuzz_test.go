@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/internal/txnfuzz"
 	"github.com/omega-cell/omega/txn"
 )
@@ -32,8 +33,7 @@ func FuzzEvaluate(f *testing.F) {
 // TestEvaluateRandomPrograms is the short run of FuzzEvaluate that stays in
 // the test suite: random programs from a printed seed.
 func TestEvaluateRandomPrograms(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testkit.Seed(t, "OMEGA_TXN_FUZZ_SEED")
 	rng := rand.New(rand.NewPCG(seed, 1))
 	n := 2000
 	if testing.Short() {

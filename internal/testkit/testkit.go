@@ -13,6 +13,9 @@ import (
 	"encoding/binary"
 	"io"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
 	"time"
 
 	"github.com/google/uuid"
@@ -94,6 +97,24 @@ func (g *IDs) Next() uuid.UUID {
 		panic(err)
 	}
 	return u
+}
+
+// Seed returns the seed of a randomized test: the environment variable
+// name if set, else a fresh one. It logs it, with how to run the test again
+// on it, so a failure can be reproduced.
+func Seed(t testing.TB, name string) uint64 {
+	t.Helper()
+	if v := os.Getenv(name); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", name, v, err)
+		}
+		t.Logf("seed %d (from %s)", seed, name)
+		return seed
+	}
+	seed := rand.Uint64()
+	t.Logf("seed %d (rerun with %s=%d)", seed, name, seed)
+	return seed
 }
 
 // RandReader adapts a seeded source to an io.Reader, eight bytes of each
