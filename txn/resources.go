@@ -85,9 +85,14 @@ func (r Resources) Validate() error {
 	if r.Memory < 0 {
 		return fmt.Errorf("memory_bytes %d is negative", r.Memory)
 	}
-	if len(r.Ext) == 0 {
+	negative := false
+	for _, v := range r.Ext {
+		negative = negative || v < 0
+	}
+	if !negative {
 		return nil
 	}
+	// Name the first in order, so the error is the same every time.
 	for _, k := range slices.Sorted(maps.Keys(r.Ext)) {
 		if r.Ext[k] < 0 {
 			return fmt.Errorf("extended resource %q = %d is negative", short(k), r.Ext[k])
@@ -167,8 +172,8 @@ func exceeds(r, o Resources) string {
 	if r.Memory > o.Memory {
 		return "memory"
 	}
-	keys := slices.Sorted(maps.Keys(r.Ext))
-	for _, k := range slices.Sorted(maps.Keys(o.Ext)) {
+	keys := slices.Collect(maps.Keys(r.Ext))
+	for k := range o.Ext {
 		if _, ok := r.Ext[k]; !ok {
 			keys = append(keys, k)
 		}

@@ -2,6 +2,7 @@ package txn_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -85,6 +86,16 @@ func TestResourcesArithmetic(t *testing.T) {
 	}
 	if err := res(1, 1, "gpu", -1).Validate(); err == nil {
 		t.Fatal("negative gpu validated")
+	}
+	if err := res(1, 1, "gpu", 1, "ssd", 0).Validate(); err != nil {
+		t.Fatalf("non-negative extended resources: %v", err)
+	}
+	// Of several negative dimensions the first in order is named, every time.
+	for range 20 {
+		err := res(1, 1, "zz", -1, "gpu", 2, "bb", -3, "aa", 4).Validate()
+		if err == nil || !strings.Contains(err.Error(), `"bb"`) {
+			t.Fatalf("two negative dimensions: %v, want bb named", err)
+		}
 	}
 	p := &omegav1.Resources{CpuMillis: 5, MemoryBytes: 6, Extended: map[string]int64{"gpu": 1, "none": 0}}
 	r := txn.ResourcesFromProto(p)

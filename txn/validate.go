@@ -319,8 +319,8 @@ func (c *checker) object(op *Op) int {
 	return c.n - n
 }
 
-// objectSizeBound returns an upper bound of proto.Size of op's object, and
-// whether its strings are acceptable (for tests).
+// objectSizeBound returns the upper bound of proto.Size of op's object that
+// validate uses (for the tests that hold it to be one).
 func objectSizeBound(op *Op) int {
 	var c checker
 	return c.object(op)

@@ -2,7 +2,6 @@ package txn
 
 import (
 	"fmt"
-	"maps"
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -194,13 +193,11 @@ func wireUID(s, what string) (uuid.UUID, error) {
 }
 
 // claimFromWire is a claim's resources as sent, zero amounts included, so
-// that Evaluate judges (and normalizes) them as it does in process.
+// that Evaluate judges (and normalizes) them as it does in process. The map
+// is p's (TxnFromProto owns p): Evaluate copies a claim's map into the
+// state, as it does a caller's in process.
 func claimFromWire(p *omegav1.Resources) Resources {
-	r := Resources{CPU: p.GetCpuMillis(), Memory: p.GetMemoryBytes()}
-	if len(p.GetExtended()) > 0 {
-		r.Ext = maps.Clone(p.GetExtended())
-	}
-	return r
+	return Resources{CPU: p.GetCpuMillis(), Memory: p.GetMemoryBytes(), Ext: p.GetExtended()}
 }
 
 // TxnFromProto converts a transaction received on the wire. It takes

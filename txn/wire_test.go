@@ -306,3 +306,27 @@ func TestTxnFromProtoRejects(t *testing.T) {
 		t.Fatalf("nil: %v", err)
 	}
 }
+
+// A claim received on the wire shares the message's extended map
+// (TxnFromProto owns the message); the committed task must not: a server
+// that reuses the message afterwards changes nothing in the state.
+func TestTxnFromProtoClaimMapNotShared(t *testing.T) {
+	c := std(t)
+	p := &omegav1.Transaction{ViewRevision: c.s.Revision(), Ops: []*omegav1.Operation{{Op: &omegav1.Operation_Claim{Claim: &omegav1.ClaimOp{
+		TaskUid: t1.String(), MachineUid: m1.String(), ExpectVersion: c.ver(t1),
+		Resources: &omegav1.Resources{CpuMillis: 1000, MemoryBytes: 1000, Extended: map[string]int64{"gpu": 1, "none": 0}},
+	}}}}}
+	tx, err := txn.TxnFromProto(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.commit(tx); r.Committed != 1 {
+		t.Fatalf("claim: %+v", r.Outcomes)
+	}
+	p.Ops[0].GetClaim().Resources.Extended["gpu"] = 2
+	wantRes(t, "claimed", c.task(t1).Claimed, res(1000, 1000, "gpu", 1))
+	wantRes(t, "allocated", c.machine(m1).Allocated, res(1000, 1000, "gpu", 1))
+	if _, ok := c.task(t1).Claimed.Ext["none"]; ok {
+		t.Fatal("a zero amount kept in the claim")
+	}
+}
