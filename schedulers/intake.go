@@ -57,33 +57,46 @@ func (in *Intake) Owner(job uuid.UUID) (*Runner, bool) {
 	return r, ok
 }
 
-// Recover routes every job of st that an instance here serves, for a
-// scheduler that starts (or restarts) on a cell already running: a job
-// with PENDING tasks, or a MapReduce job with fewer workers than it asks
-// for, is queued; any other is adopted, known to its instance as placed,
-// so that its lost and evicted tasks reach it later. It returns the
-// instances that got work; then Observe takes the watch from st's
-// revision on. Jobs are visited in the state's own order, so the same
+// Recover routes every job of st that an instance here serves and that no
+// instance here owns yet, for a scheduler that starts (or restarts) on a
+// cell already running, or re-lists after its watch fell behind. Each is
+// adopted by its instance with the tasks of it that are placed, so that
+// its lost and evicted tasks reach it later and a Grower counts the
+// workers it has; a job with PENDING tasks, or one its scheduler wants to
+// grow (Grower), is queued. Jobs already owned are left as they are. It
+// returns the instances that got work; then Observe takes the watch from
+// st's revision on. Jobs are visited in the state's own order, so the same
 // state routes the same way.
 func (in *Intake) Recover(st *txn.State, now time.Time) []*Runner {
+	// The placed tasks by job, in the state's order: one pass, as the
+	// state has no index of a job's tasks.
+	placed := map[uuid.UUID][]uuid.UUID{}
+	st.RangeTasks(func(t *txn.Task) bool {
+		if t.Placed() {
+			placed[t.Job] = append(placed[t.Job], t.UID)
+		}
+		return true
+	})
 	var woken []*Runner
 	st.RangeJobs(func(j *txn.Job) bool {
 		rs := in.kinds[j.Spec.GetScheduler()]
 		if len(rs) == 0 || j.Finished() {
 			return true
 		}
-		r := rs[Pick(j.UID, len(rs))]
-		in.owner[j.UID] = r
-		pending := 0
-		st.RangePendingTasks(j.UID, func(*txn.Task) bool { pending++; return false })
-		if pending > 0 || j.Spec.GetKind() == omegav1.JobKind_JOB_KIND_MAPREDUCE {
-			r.Submit(j.UID, now)
-			if !slices.Contains(woken, r) {
-				woken = append(woken, r)
-			}
+		if _, owned := in.owner[j.UID]; owned {
 			return true
 		}
-		r.Adopt(j.UID, now)
+		r := rs[Pick(j.UID, len(rs))]
+		in.owner[j.UID] = r
+		work := false
+		st.RangePendingTasks(j.UID, func(*txn.Task) bool { work = true; return false })
+		if g, ok := r.Scheduler().(Grower); ok && !work {
+			work = g.WantsMore(j, len(placed[j.UID]))
+		}
+		r.Adopt(j.UID, placed[j.UID], work, now)
+		if work && !slices.Contains(woken, r) {
+			woken = append(woken, r)
+		}
 		return true
 	})
 	return woken
@@ -95,12 +108,9 @@ func (in *Intake) Recover(st *txn.State, now time.Time) []*Runner {
 func (in *Intake) Observe(ws *txn.WriteSet, now time.Time) ([]*Runner, error) {
 	var woken []*Runner
 	wake := func(r *Runner) {
-		for _, w := range woken {
-			if w == r {
-				return
-			}
+		if !slices.Contains(woken, r) {
+			woken = append(woken, r)
 		}
-		woken = append(woken, r)
 	}
 	for i := range ws.Changes {
 		c := &ws.Changes[i]

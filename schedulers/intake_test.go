@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -224,5 +225,56 @@ func TestIntakeRecovers(t *testing.T) {
 	}
 	if rec := record(t, r, running); rec.Lost != 1 {
 		t.Fatalf("the adopted job's record: %+v", rec)
+	}
+}
+
+// A restarted MapReduce scheduler counts the workers its jobs already have:
+// a job with all its workers is adopted, not queued; one short of workers
+// gets only the missing ones. Recovering again (a re-list after the watch
+// fell behind) leaves the jobs it owns as they are.
+func TestIntakeRecoversMapReduce(t *testing.T) {
+	c := newCell(t, 3)
+	ms := c.addMachines(uniform(2, 4000, 16*gib, 0)...)
+	full, fullTasks := c.addJob("full", jobSpec{kind: mapreduceKind, scheduler: "mapreduce", tasks: 2, replicas: 2, cpu: 1000, mem: gib})
+	short, shortTasks := c.addJob("short", jobSpec{kind: mapreduceKind, scheduler: "mapreduce", tasks: 1, replicas: 3, cpu: 1000, mem: gib})
+	for i, tk := range append(fullTasks, shortTasks...) {
+		c.commit(txn.Claim(tk, ms[i%2], txn.Resources{CPU: 1000, Memory: gib}, c.task(tk).Version))
+	}
+	placedOf := func(job uuid.UUID) int {
+		n := 0
+		c.state().RangeTasks(func(t *txn.Task) bool {
+			if t.Job == job && t.Placed() {
+				n++
+			}
+			return true
+		})
+		return n
+	}
+
+	mr := NewMapReduce(RelativeSize)
+	mr.RelativeFactor = 1 // exactly the workers requested
+	r := c.runner(mr, "mapreduce-0", 1, testConfig(), nil)
+	in := NewIntake()
+	in.Add(r)
+	woken := in.Recover(c.state(), t0)
+	if len(woken) != 1 || r.Queued() != 1 {
+		t.Fatalf("recover: woken %d, queued %d; want only the short job queued", len(woken), r.Queued())
+	}
+	if rec := record(t, r, full); rec.Placed.IsZero() {
+		t.Fatalf("the full job is not recorded placed: %+v", rec)
+	}
+	a := begin(t, r, t0)
+	if a.Job != short {
+		t.Fatalf("attempt for %v, want the short job", a.Job)
+	}
+	finish(t, r, a, t0)
+	if n := placedOf(short); n != 3 {
+		t.Fatalf("the short job has %d workers placed, want its 3", n)
+	}
+	if n := placedOf(full); n != 2 {
+		t.Fatalf("the full job has %d workers placed, want its 2", n)
+	}
+	if woken := in.Recover(c.state(), t0.Add(time.Second)); len(woken) != 0 || r.Queued() != 0 {
+		t.Fatalf("recover again: woken %d, queued %d; want the owned jobs left as they are", len(woken), r.Queued())
 	}
 }

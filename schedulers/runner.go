@@ -165,8 +165,7 @@ func (r *Runner) Busy() time.Duration { return r.busy }
 func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 	j, ok := r.jobs[job]
 	if !ok {
-		j = &jobState{JobRecord: JobRecord{UID: job, Submitted: now}, placed: map[uuid.UUID]struct{}{}, loop: client.NewLoop(r.cfg.retryPolicy(), nil)}
-		r.jobs[job] = j
+		j = r.newJob(job, now)
 	}
 	if j.queued {
 		return
@@ -179,16 +178,25 @@ func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 	r.push(j, now)
 }
 
-// Adopt makes a job the runner did not place its own, as placed: a
-// scheduler that restarted on a running cell learns its jobs this way
-// (Intake.Recover), so that their lost and evicted tasks reach it. A job
-// already known is left as it is.
-func (r *Runner) Adopt(job uuid.UUID, now time.Time) {
+// Adopt makes a job the runner did not submit its own, with those of its
+// tasks that are placed: a scheduler that restarted on a running cell
+// learns its jobs this way (Intake.Recover), so that their lost and evicted
+// tasks reach it and a Grower counts the workers the job has. With queue
+// the job is queued (it has work); otherwise it is recorded as placed at
+// now. A job already known is left as it is.
+func (r *Runner) Adopt(job uuid.UUID, placed []uuid.UUID, queue bool, now time.Time) {
 	if _, ok := r.jobs[job]; ok {
 		return
 	}
-	j := &jobState{JobRecord: JobRecord{UID: job, Submitted: now, Placed: now}, placed: map[uuid.UUID]struct{}{}, loop: client.NewLoop(r.cfg.retryPolicy(), nil), done: true}
-	r.jobs[job] = j
+	j := r.newJob(job, now)
+	for _, t := range placed {
+		j.placed[t] = struct{}{}
+	}
+	if !queue {
+		r.markPlaced(j, now)
+		return
+	}
+	r.push(j, now)
 }
 
 // Lost tells the runner that task t of job was lost with its machine
@@ -405,6 +413,13 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 		r.push(j, now.Add(d.Backoff))
 	}
 	return OutcomeRetry, nil
+}
+
+// newJob records a job first seen at now.
+func (r *Runner) newJob(job uuid.UUID, now time.Time) *jobState {
+	j := &jobState{JobRecord: JobRecord{UID: job, Submitted: now}, placed: map[uuid.UUID]struct{}{}, loop: client.NewLoop(r.cfg.retryPolicy(), nil)}
+	r.jobs[job] = j
+	return j
 }
 
 func (r *Runner) markPlaced(j *jobState, now time.Time) {
