@@ -7,9 +7,16 @@ package transport
 
 import (
 	"context"
+	"errors"
 
 	"github.com/omega-cell/omega/txn"
 )
+
+// ErrUnavailable: the store cannot take requests now — it stopped after a
+// failed write, or is closing. Nothing the request asked for happened, or
+// (for a commit in flight when the store failed) it is unknown until the
+// store reopens; a client may try again later.
+var ErrUnavailable = errors.New("store unavailable")
 
 // Transport is how a client reaches the cell-state store. Schedulers and
 // agents see only the Client built on it, so they cannot tell an in-process

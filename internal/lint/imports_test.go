@@ -26,6 +26,8 @@ var mayImport = map[string][]string{
 	"store":                     {"api/omega/v1", "txn"},
 	"client/transport":          {"api/omega/v1", "txn"},
 	"client/inproc":             {"api/omega/v1", "txn", "client/transport", "store"},
+	// The typed errors as gRPC statuses: the only client piece that links gRPC.
+	"client/transport/grpcerr": {"api/omega/v1", "txn", "client/transport"},
 	// The conformance suite opens stores for the backends it tests.
 	"client/transport/transporttest": {"api/omega/v1", "txn", "client/transport", "store"},
 	"client":                         {"api/omega/v1", "txn", "client/transport"},
@@ -56,6 +58,9 @@ func TestRemoteComponentsDoNotLinkTheStore(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		if dep == module+"store" || strings.HasPrefix(dep, "github.com/cockroachdb/pebble") {
 			t.Errorf("%v link %s: a remote scheduler or agent would carry the store", remoteOnly, dep)
+		}
+		if strings.HasPrefix(dep, "google.golang.org/grpc") {
+			t.Errorf("%v link %s: only the gRPC transport (client/transport/grpcerr and above) may", remoteOnly, dep)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package transport
+package grpcerr
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -59,9 +60,9 @@ func TestStatusRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	// The store's own failures are ErrUnavailable; the context's errors
+	// The store's own failures are transport.ErrUnavailable; the context's errors
 	// their gRPC codes; anything else Unknown; nil OK.
-	if back := Error(over(Status(fmt.Errorf("%w: sync: disk gone", storeFailed), storeFailed))); !errors.Is(back, ErrUnavailable) {
+	if back := Error(over(Status(fmt.Errorf("%w: sync: disk gone", storeFailed), storeFailed))); !errors.Is(back, transport.ErrUnavailable) {
 		t.Errorf("store failure: %v", back)
 	}
 	for _, c := range []struct {
@@ -80,7 +81,7 @@ func TestStatusRoundTrip(t *testing.T) {
 		t.Error("nil is not OK")
 	}
 	// A status from a server that knows nothing of omega maps by its code.
-	if err := Error(status.New(codes.Unavailable, "connection refused")); !errors.Is(err, ErrUnavailable) {
+	if err := Error(status.New(codes.Unavailable, "connection refused")); !errors.Is(err, transport.ErrUnavailable) {
 		t.Errorf("bare Unavailable: %v", err)
 	}
 }

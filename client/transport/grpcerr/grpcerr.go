@@ -1,4 +1,10 @@
-package transport
+// Package grpcerr carries the store's typed errors across gRPC: Status for
+// a server to send, Error for a client to read back an error that matches
+// the same sentinel (errors.Is), with the operation at fault (errors.As an
+// *txn.OpError) and the message as the server wrote it. It is the one
+// piece of a client that links gRPC, for the gRPC transport; the transport
+// package and the client do not.
+package grpcerr
 
 import (
 	"context"
@@ -9,14 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/txn"
 )
-
-// ErrUnavailable: the store cannot take requests now — it stopped after a
-// failed write, or is closing. Nothing the request asked for happened, or
-// (for a commit in flight when the store failed) it is unknown until the
-// store reopens; a client may try again later.
-var ErrUnavailable = errors.New("store unavailable")
 
 // The typed errors and how each crosses the wire: its code in the status's
 // ErrorDetail, and the gRPC code that a client that knows nothing of omega
@@ -36,14 +37,14 @@ var wireErrors = []struct {
 	{omegav1.ErrorCode_ERROR_CODE_FUTURE_REVISION, txn.ErrFutureRevision, codes.OutOfRange},
 	{omegav1.ErrorCode_ERROR_CODE_COMPACTED, txn.ErrCompacted, codes.OutOfRange},
 	{omegav1.ErrorCode_ERROR_CODE_REJECTED, txn.ErrRejected, codes.PermissionDenied},
-	{omegav1.ErrorCode_ERROR_CODE_UNAVAILABLE, ErrUnavailable, codes.Unavailable},
+	{omegav1.ErrorCode_ERROR_CODE_UNAVAILABLE, transport.ErrUnavailable, codes.Unavailable},
 }
 
 // Status returns the gRPC status for an error the store returned, for a
 // server to send: the typed error in an ErrorDetail (with the index and
 // kind of the operation at fault, if one was), under the gRPC code that
 // fits. Errors that wrap one of unavailable (the server passes the store's
-// ErrFailed and ErrClosed) are ErrUnavailable; a context's errors are
+// ErrFailed and ErrClosed) are transport.ErrUnavailable; a context's errors are
 // Canceled and DeadlineExceeded; anything else is Unknown. A nil error is
 // the OK status.
 func Status(err error, unavailable ...error) *status.Status {
@@ -93,7 +94,7 @@ func Status(err error, unavailable ...error) *status.Status {
 // *txn.OpError with the operation's index and kind, and the message reads
 // as it did on the server. A status without a detail maps by its code
 // (Canceled and DeadlineExceeded to the context's errors, Unavailable to
-// ErrUnavailable); any other stays the status's own error. OK is nil.
+// transport.ErrUnavailable); any other stays the status's own error. OK is nil.
 func Error(st *status.Status) error {
 	if st == nil || st.Code() == codes.OK {
 		return nil
@@ -123,7 +124,7 @@ func Error(st *status.Status) error {
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%w: %s", context.DeadlineExceeded, st.Message())
 	case codes.Unavailable:
-		return fmt.Errorf("%w: %s", ErrUnavailable, st.Message())
+		return fmt.Errorf("%w: %s", transport.ErrUnavailable, st.Message())
 	}
 	return st.Err()
 }
