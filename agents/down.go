@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/google/uuid"
@@ -10,23 +11,18 @@ import (
 
 // MachineDown returns the transaction's operations that a machine's death
 // takes: the machine put DOWN at the version given, then each of its placed
-// tasks (uid → the version the caller knows) set LOST with message, in uid
-// order, those skip says were already reported left out (skip may be nil).
+// tasks (uid → the version the caller knows; those it already reported
+// finished left out) set LOST with message, in uid order.
 // The store frees each lost task's claim in the same commit. It is pure:
 // whichever component learns of the death — the server from the gossip
 // membership, the simulated fleet from its failure process — builds the
 // same transaction.
-func MachineDown(m *txn.Machine, tasks map[uuid.UUID]uint64, skip func(uuid.UUID) bool, message string) []txn.Op {
+func MachineDown(m *txn.Machine, tasks map[uuid.UUID]uint64, message string) []txn.Op {
 	pm := m.Proto()
 	pm.Status.State = stateDown
 	ops := make([]txn.Op, 1, 1+len(tasks))
 	ops[0] = txn.PutMachine(pm, m.Version)
-	uids := make([]uuid.UUID, 0, len(tasks))
-	for u := range tasks {
-		if skip == nil || !skip(u) {
-			uids = append(uids, u)
-		}
-	}
+	uids := slices.Collect(maps.Keys(tasks))
 	slices.SortFunc(uids, compareUIDs) // the map's order never reaches the transaction
 	for _, u := range uids {
 		ops = append(ops, txn.SetStatus(u, taskLost, tasks[u], message))
@@ -50,5 +46,5 @@ func MachineDownFromView(v *txn.State, machine uuid.UUID, message string) ([]txn
 		}
 		return true
 	})
-	return MachineDown(m, tasks, nil, message), true
+	return MachineDown(m, tasks, message), true
 }

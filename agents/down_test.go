@@ -67,7 +67,15 @@ func TestMachineDown(t *testing.T) {
 		t.Fatal("a machine the view does not hold")
 	}
 	mm, _ := v.Machine(m1)
-	if ops := MachineDown(mm, map[uuid.UUID]uint64{on1[1]: 1, on1[2]: 1}, func(u uuid.UUID) bool { return u == on1[1] }, "x"); len(ops) != 2 || ops[1].Task != on1[2] {
-		t.Fatalf("skip: %+v", ops)
+	// Only the tasks given, in uid order, whatever the map's order.
+	for range 10 {
+		ops := MachineDown(mm, map[uuid.UUID]uint64{on1[2]: 3, on1[0]: 1}, "x")
+		lo, hi := on1[0], on1[2]
+		if compareUIDs(lo, hi) > 0 {
+			lo, hi = hi, lo
+		}
+		if len(ops) != 3 || ops[1].Task != lo || ops[2].Task != hi {
+			t.Fatalf("two of the machine's tasks: %+v", ops)
+		}
 	}
 }

@@ -501,9 +501,11 @@ func (f *SimFleet) plan(at int64) *plan {
 		on := f.onMachine[fl.machine]
 		versions := make(map[uuid.UUID]uint64, len(on))
 		for u := range on {
-			versions[u] = f.tasks[u].version
+			if _, done := reported[u]; !done {
+				versions[u] = f.tasks[u].version
+			}
 		}
-		ops := MachineDown(f.machines[fl.machine], versions, func(u uuid.UUID) bool { _, done := reported[u]; return done }, MessageMachineFailed)
+		ops := MachineDown(f.machines[fl.machine], versions, MessageMachineFailed)
 		p.add(ops[0], role{kind: roleFail, uid: fl.machine, at: fl.at})
 		for _, op := range ops[1:] {
 			p.add(op, role{kind: roleLost, uid: op.Task})
