@@ -118,8 +118,18 @@ const (
 	FailuresPerMachineDay = 24
 )
 
-// workloadKinds are the kinds of jobs the workload submits (Route's keys).
-var workloadKinds = []string{"batch", "service", "mapreduce"}
+// WorkloadKinds returns the kinds of jobs the workload may submit (Route's
+// keys).
+func WorkloadKinds() []string { return []string{"batch", "service", "mapreduce"} }
+
+// NeededKinds returns the kinds of jobs a workload with that MapReduce
+// share submits: each needs a scheduler of its kind, or a route.
+func NeededKinds(mapReduceShare float64) []string {
+	if mapReduceShare > 0 {
+		return WorkloadKinds()
+	}
+	return []string{"batch", "service"}
+}
 
 // configError is an error of Config.Validate: it wraps ErrConfig and, for
 // the workload's, the *workload.FieldError.
@@ -180,18 +190,14 @@ func (c *Config) Validate() error {
 		to := c.Route[from]
 		f := fmt.Sprintf("Route[%q]", from)
 		switch {
-		case !slices.Contains(workloadKinds, from):
-			return bad(f, strconv.Quote(to), "a key that is a kind of job the workload submits (%s)", strings.Join(workloadKinds, ", "))
+		case !slices.Contains(WorkloadKinds(), from):
+			return bad(f, strconv.Quote(to), "a key that is a kind of job the workload submits (%s)", strings.Join(WorkloadKinds(), ", "))
 		case !kinds[to]:
 			return bad(f, strconv.Quote(to), "the kind of a scheduler in Schedulers")
 		}
 	}
 	// Every kind of job the workload makes needs a scheduler.
-	need := []string{"batch", "service"}
-	if c.Workload.MapReduceShare > 0 {
-		need = append(need, "mapreduce")
-	}
-	for _, k := range need {
+	for _, k := range NeededKinds(c.Workload.MapReduceShare) {
 		if _, routed := c.Route[k]; routed || kinds[k] {
 			continue
 		}

@@ -210,11 +210,7 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 		cfg.Workload.MapReduceShare = 0
 	}
 	if counts != nil && shareOK {
-		need := []string{"batch", "service"}
-		if cfg.Workload.MapReduceShare > 0 {
-			need = append(need, "mapreduce")
-		}
-		for _, k := range need {
+		for _, k := range sim.NeededKinds(cfg.Workload.MapReduceShare) {
 			if _, routed := route[k]; routed || counts[k] > 0 {
 				continue
 			}

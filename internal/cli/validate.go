@@ -32,7 +32,7 @@ const (
 
 // workloadKinds are the kinds of jobs the workload submits (--route's
 // keys).
-var workloadKinds = []string{"batch", "service", "mapreduce"}
+var workloadKinds = sim.WorkloadKinds()
 
 // problems collects every invalid setting of a command, each naming its
 // flag (or config field).
