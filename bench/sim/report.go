@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -196,14 +195,11 @@ func quantile(xs []float64, q float64) float64 {
 // that is NaN or infinite (which JSON cannot hold) is an error naming it,
 // and nothing is written.
 func (s Summary) WriteJSON(w io.Writer) error {
-	if err := checkFinite("", s); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(s, "", "  ")
+	b, err := finite.JSON(s)
 	if err != nil {
-		return err
+		return fmt.Errorf("sim: %w", err)
 	}
-	_, err = w.Write(append(b, '\n'))
+	_, err = w.Write(b)
 	return err
 }
 

@@ -6,17 +6,13 @@ import (
 	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/client/transport/transporttest"
+	"github.com/omega-cell/omega/internal/testkit/storekit"
 	"github.com/omega-cell/omega/store"
 )
 
 func backend(opts ...inproc.Option) transporttest.Backend {
 	return func(t testing.TB, o store.Options) transport.Transport {
-		s, err := store.Open(o)
-		if err != nil {
-			t.Fatalf("open store: %v", err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return inproc.New(s, opts...)
+		return inproc.New(storekit.Open(t, o), opts...)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/bench/storebench"
+	"github.com/omega-cell/omega/internal/finite"
 	"github.com/omega-cell/omega/store"
 )
 
@@ -96,7 +97,7 @@ the table (or, with --json, one JSON object) to stdout.`,
 			if err != nil {
 				return fmt.Errorf("bench store: %w", err)
 			}
-			b, err := marshalFinite(rep)
+			b, err := finite.JSON(rep)
 			if err != nil {
 				return fmt.Errorf("bench store: %w", err)
 			}

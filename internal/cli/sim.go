@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -282,7 +281,7 @@ func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seed
 	}
 	if seeds == 1 {
 		if asJSON {
-			b, err := marshalFinite(sums[0])
+			b, err := finite.JSON(sums[0])
 			if err != nil {
 				return fmt.Errorf("summary: %w", err)
 			}
@@ -294,7 +293,7 @@ func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seed
 	}
 	agg := sim.Aggregate(sums)
 	if out != "" {
-		b, err := marshalFinite(agg)
+		b, err := finite.JSON(agg)
 		if err != nil {
 			return fmt.Errorf("aggregate.json: %w", err)
 		}
@@ -303,7 +302,7 @@ func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seed
 		}
 	}
 	if asJSON {
-		b, err := marshalFinite(agg)
+		b, err := finite.JSON(agg)
 		if err != nil {
 			return fmt.Errorf("aggregate: %w", err)
 		}
@@ -356,7 +355,7 @@ func ratio(a, b float64) float64 {
 // writeResults writes a run's four files. summary.json is rendered first:
 // if it cannot be (a figure that is not finite), nothing is written.
 func writeResults(dir string, s *sim.Sim, sum sim.Summary) error {
-	b, err := marshalFinite(sum) // the bytes sum.WriteJSON writes
+	b, err := finite.JSON(sum) // the bytes sum.WriteJSON writes
 	if err != nil {
 		return fmt.Errorf("summary.json: %w", err)
 	}
@@ -417,16 +416,6 @@ func writeFiles(dir string, files []outFile) (err error) {
 		}
 	}
 	return nil
-}
-
-// marshalFinite is v as indented JSON with a final newline, or an error
-// naming the first figure that is NaN or infinite (which JSON cannot hold).
-func marshalFinite(v any) ([]byte, error) {
-	if err := finite.Check("", v); err != nil {
-		return nil, err
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	return append(b, '\n'), err
 }
 
 func printSummary(w io.Writer, s sim.Summary) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/omega-cell/omega/bench/sim"
 	"github.com/omega-cell/omega/bench/workload"
+	"github.com/omega-cell/omega/internal/finite"
 )
 
 // refused runs the command line with --out and --cpuprofile in a fresh
@@ -335,7 +336,7 @@ func TestResultsNeverNonFinite(t *testing.T) {
 		t.Errorf("err %v, want one naming host.wall_seconds_per_sim_day", err)
 	}
 	sum.Host.WallSecondsPerSimDay, sum.Schedulers[0].WaitMeanS = 1, math.NaN()
-	if _, err := marshalFinite(sum); err == nil || !strings.Contains(err.Error(), "schedulers[0].wait_mean_s") {
+	if _, err := finite.JSON(sum); err == nil || !strings.Contains(err.Error(), "schedulers[0].wait_mean_s") {
 		t.Errorf("err %v, want one naming schedulers[0].wait_mean_s", err)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {

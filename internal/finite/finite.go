@@ -5,12 +5,27 @@
 package finite
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
 )
+
+// JSON returns v as indented JSON with a final newline — the form of every
+// report the project writes — or, if a figure in it is NaN or infinite, an
+// error naming the first (Check) and no bytes.
+func JSON(v any) ([]byte, error) {
+	if err := Check("", v); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
 
 // Check reports the first float in v (a struct, slice, array or map of
 // them, walked through exported fields and pointers) that is NaN or

@@ -41,3 +41,14 @@ func TestCheck(t *testing.T) {
 		t.Errorf("with a root: %v", err)
 	}
 }
+
+func TestJSON(t *testing.T) {
+	b, err := JSON(inner{Wait: 1.5})
+	if err != nil || string(b) != "{\n  \"wait_mean_s\": 1.5\n}\n" {
+		t.Fatalf("JSON: %q, %v", b, err)
+	}
+	b, err = JSON([]inner{{Wait: 1}, {Wait: math.Inf(-1)}})
+	if err == nil || b != nil || !strings.Contains(err.Error(), "[1].wait_mean_s") {
+		t.Fatalf("JSON of an infinite figure: %q, %v", b, err)
+	}
+}
