@@ -184,6 +184,10 @@ func (c *Config) Validate() error {
 		case s.TTask < 0 || s.TTask > MaxTTask:
 			return bad(f+".TTask", s.TTask, "a per-task decision time from 0 to %v", MaxTTask)
 		}
+		// The parameters, as Build will make the scheduler of them.
+		if _, err := schedulers.New(s.Kind, c.params(s)); err != nil {
+			return bad(f+".Params", fmt.Sprint(s.Params), "parameters the %s scheduler takes (%v)", s.Kind, err)
+		}
 		kinds[s.Kind] = true
 	}
 	for _, from := range slices.Sorted(maps.Keys(c.Route)) {

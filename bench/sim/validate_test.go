@@ -43,6 +43,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"Schedulers[0].TJob = 1h0m1s", func(c *Config) { c.Schedulers[0].TJob = MaxTJob + time.Second }},
 		{"Schedulers[1].TTask = -1ns", func(c *Config) { c.Schedulers[1].TTask = -1 }},
 		{"Schedulers[1].TTask = 1m1s", func(c *Config) { c.Schedulers[1].TTask = MaxTTask + time.Second }},
+		{"Schedulers[0].Params = map[speed:11]", func(c *Config) { c.Schedulers[0].Params = schedulers.Params{"speed": "11"} }},
 		{"Schedulers = [batch]", func(c *Config) { c.Schedulers = c.Schedulers[:1] }},
 		{"Workload.MapReduceShare = 0.2", func(c *Config) { c.Workload.MapReduceShare = 0.2 }},
 		{`Route["magic"] = "batch"`, func(c *Config) { c.Route = map[string]string{"magic": "batch"} }},
