@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 func run(t *testing.T, args ...string) (string, error) {
@@ -58,5 +62,24 @@ func TestBenchStoreJSON(t *testing.T) {
 	}
 	if rep["claims_per_sec"].(float64) <= 0 {
 		t.Errorf("claims_per_sec %v", rep["claims_per_sec"])
+	}
+}
+
+// A command a program adds to the tree after NewRootCmd (as one built on
+// cli.NewRootCommand does) honours --cpuprofile and --memprofile too.
+func TestProfilesOfAnAddedCommand(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
+	root := NewRootCmd()
+	ran := 0
+	root.AddCommand(&cobra.Command{Use: "mine", RunE: func(*cobra.Command, []string) error { ran++; return nil }})
+	root.SetArgs([]string{"mine", "--cpuprofile", cpu, "--memprofile", mem})
+	if err := root.Execute(); err != nil || ran != 1 {
+		t.Fatalf("execute: ran %d, %v", ran, err)
+	}
+	for _, p := range []string{cpu, mem} {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", p, err)
+		}
 	}
 }

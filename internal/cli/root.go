@@ -25,6 +25,9 @@ func NewRootCmd() *cobra.Command {
 				level = slog.LevelDebug
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			// The command about to run, whenever it was added (a program
+			// built on cli.NewRootCommand may add its own).
+			withProfiles(cmd, &cpuProfile, &memProfile)
 			return nil
 		},
 	}
@@ -32,14 +35,22 @@ func NewRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&memProfile, "memprofile", "", "write an allocation profile (pprof) to this file at exit")
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logging on stderr")
 	root.AddCommand(newDemoCmd(), newSimCmd(), newBenchCmd())
-	withProfiles(root, &cpuProfile, &memProfile)
 	return root
 }
 
-// withProfiles wraps the RunE of c and of every command under it in the
-// --cpuprofile and --memprofile files. RunE comes after the command's
-// PreRunE, which checks its flags: a refused run writes no profile either.
+// withProfiles wraps c's RunE in the --cpuprofile and --memprofile files,
+// once. The root's PersistentPreRunE calls it for the command that runs, so
+// every command has the flags' effect, however it came into the tree.
+// RunE comes after the command's PreRunE, which checks its flags: a refused
+// run writes no profile either.
 func withProfiles(c *cobra.Command, cpuProfile, memProfile *string) {
+	if c.Annotations[profiledKey] != "" {
+		return
+	}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[profiledKey] = "yes"
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if *cpuProfile != "" {
@@ -67,7 +78,7 @@ func withProfiles(c *cobra.Command, cpuProfile, memProfile *string) {
 			return nil
 		}
 	}
-	for _, sub := range c.Commands() {
-		withProfiles(sub, cpuProfile, memProfile)
-	}
 }
+
+// profiledKey marks a command withProfiles wrapped (cobra's Annotations).
+const profiledKey = "omega/profiled"
