@@ -2,11 +2,24 @@
 // cell's tasks on its machines and report what becomes of them through the
 // client library (DESIGN.md "Agents").
 //
-// SimFleet is the simulated fleet: every machine of a cell behind one
-// client, driven by a virtual-time engine. It learns about placements the
-// way an agent does — by watching the cell — finishes tasks after their
-// duration, fails machines at a configured rate and repairs them, and
-// reports all of it in one status transaction per tick. Its decision code
-// reads no clock, starts no goroutine and never sleeps: time is passed in,
-// randomness is injected, and the same history gives the same transactions.
+// The agent core is in parts that a live agent and the simulation share:
+//   - Tracker follows which tasks are placed on the agent's machines, from
+//     a view and the watch after it (re-listing when the watch falls
+//     behind), and tells its owner through TrackerEvents;
+//   - Executor runs the placements and says when they end (SimExecutor:
+//     after the task's duration in virtual time; a process executor comes
+//     with the live cell);
+//   - Membership says which machines died and came back (SimMembership: a
+//     Poisson process of failures and their repairs; the gossip membership
+//     comes with the live cell);
+//   - Reporter batches status reports into one incremental transaction and
+//     hands back each report's outcome beside what it stood for;
+//   - MachineDown writes a dead machine's transaction (DOWN, its tasks
+//     LOST) for whichever component learns of the death.
+//
+// SimFleet is the simulated fleet assembled from them: every machine of a
+// cell behind one client, driven by a virtual-time engine. The package's
+// code reads no clock, starts no goroutine and never sleeps: time is
+// passed in, randomness is injected, and the same history gives the same
+// transactions (the lint in internal/lint holds it to that).
 package agents

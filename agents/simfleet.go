@@ -49,22 +49,6 @@ type FleetCounters struct {
 	Relists int64
 }
 
-// tracked is a task the fleet knows is placed on one of its machines.
-type tracked struct {
-	machine  uuid.UUID
-	version  uint64 // the task's version as last watched: a report expects it
-	assigned int64  // the claim's time: with machine, names the placement
-	finish   int64  // assigned + duration, Unix nanoseconds; 0: runs until evicted or lost
-	gen      uint64 // the placement's entry in the finish queue
-	inHeap   bool   // that entry is still queued
-}
-
-// failure is a machine failure the fleet is reporting.
-type failure struct {
-	at      int64 // when it happened, Unix nanoseconds (at or before the tick)
-	machine uuid.UUID
-}
-
 type roleKind uint8
 
 const (
@@ -78,59 +62,59 @@ const (
 // its outcome.
 type role struct {
 	kind roleKind
-	uid  uuid.UUID // the task, or the machine
-	at   int64     // roleFail: the failure's time
+	uid  uuid.UUID   // roleFinish, roleLost: the task
+	ev   MemberEvent // roleFail, roleRepair
 }
 
-// plan is one tick's status transaction as the fleet builds it, with what
-// it took off its queues (put back if the commit fails).
-type plan struct {
-	ops     []txn.Op
-	roles   []role
-	popped  []finishEntry
-	repairs []repairEntry
-}
-
-// SimFleet simulates every machine of a cell behind one client. It learns
-// about placements by watching the cell: a task that becomes ASSIGNED is
-// tracked (its machine, the version the claim gave it, and its finish time:
-// the claim's time plus the task's Spec.DurationMillis; 0 runs forever), and
-// a task that leaves ASSIGNED/RUNNING (evicted, finished, lost, deleted) is
-// forgotten. At each Tick it reports, in one incremental transaction,
-// SUCCEEDED for the tracked tasks whose finish time has come, and the
-// machine failures and repairs that fell due: a failed machine is written
-// DOWN and its tasks LOST, a repaired one UP. Every release goes through
-// the store's commit path; the fleet frees nothing beside it.
+// SimFleet simulates every machine of a cell behind one client, assembled
+// from the agent core: a Tracker follows the placements by watching the
+// cell, a SimExecutor finishes each after the task's Spec.DurationMillis
+// (0 runs forever), a SimMembership fails machines at a configured rate and
+// repairs them, and a Reporter sends what fell due at each Tick in one
+// incremental transaction: SUCCEEDED for the finished tasks, a failed
+// machine DOWN and its tasks LOST (MachineDown), a repaired one UP. Every
+// release goes through the store's commit path; the fleet frees nothing
+// beside it.
 //
 // A SimFleet belongs to one goroutine (the engine's). It reads no clock,
 // starts no goroutine and never sleeps: time is the now passed to Tick, and
 // randomness is FleetConfig.Rand, so the same history and seed give the
 // same transactions, operation for operation.
 type SimFleet struct {
-	scratch plan // reused by plan
 	c       *client.Client
 	cfg     FleetConfig
-	w       client.Watch
-	rev     uint64 // the revision the fleet's knowledge is at
+	tr      *Tracker
+	exec    *SimExecutor
+	members *SimMembership
+	rep     *Reporter[role]
 
-	tasks     map[uuid.UUID]tracked
-	onMachine map[uuid.UUID]map[uuid.UUID]struct{} // machine → tracked tasks on it (sets kept when empty)
-	finishes  minHeap[finishEntry]
-	stale     int    // queued finish entries whose placement is no longer tracked
-	gen       uint64 // last placement generation handed out
-
-	machines map[uuid.UUID]*txn.Machine // as last watched
-	up       uidSet                     // UP machines the fleet may fail, in history order
-
-	failArmed    bool
-	nextFail     int64 // Unix nanoseconds
-	pendingFails []failure
-	repairs      minHeap[repairEntry]
-	failed       map[uuid.UUID]uint64 // machines the fleet holds DOWN → the version its DOWN write gave them
-	strays       []uuid.UUID          // tasks watched onto a machine the fleet holds DOWN, to report LOST
+	strays []uuid.UUID // tasks watched onto a machine held DOWN, to report LOST
+	exits  []Exit      // this tick's exits (put back if the commit fails)
+	events []MemberEvent
 
 	lastTick time.Time
 	counters FleetCounters
+}
+
+// fleetEvents routes the tracker's events to the fleet's parts.
+type fleetEvents struct{ f *SimFleet }
+
+func (e fleetEvents) Relisted(s *txn.State) {
+	e.f.members.Relisted(s)
+	e.f.strays = e.f.strays[:0]
+}
+
+func (e fleetEvents) MachineChanged(m *txn.Machine)       { e.f.members.MachineChanged(m) }
+func (e fleetEvents) MachineDeleted(uid uuid.UUID)        { e.f.members.MachineDeleted(uid) }
+func (e fleetEvents) Unplaced(uid uuid.UUID, p Placement) { e.f.exec.Stop(uid, p) }
+
+func (e fleetEvents) Placed(t *txn.Task, p Placement) {
+	e.f.exec.Start(t, p)
+	if e.f.members.Down(t.Machine) {
+		// Placed on a machine the fleet failed, by a claim its failure did
+		// not see: it is lost too.
+		e.f.strays = append(e.f.strays, t.UID)
+	}
 }
 
 // NewSimFleet starts a fleet over c: it takes c's view of the cell, tracks
@@ -147,18 +131,18 @@ func NewSimFleet(ctx context.Context, c *client.Client, cfg FleetConfig) (*SimFl
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	f := &SimFleet{
-		c:        c,
-		cfg:      cfg,
-		failed:   map[uuid.UUID]uint64{},
-		finishes: minHeap[finishEntry]{less: finishLess},
-		repairs:  minHeap[repairEntry]{less: repairLess},
+	f := &SimFleet{c: c, cfg: cfg, rep: NewReporter[role](c)}
+	// Only failures need tasks by machine.
+	tr, err := NewTracker(c, TrackerConfig{ByMachine: cfg.FailuresPerDay > 0}, fleetEvents{f})
+	if err != nil {
+		return nil, fmt.Errorf("new sim fleet: %w", err)
 	}
-	if err := f.list(ctx); err != nil {
+	f.tr, f.exec, f.members = tr, NewSimExecutor(tr), NewSimMembership(tr, cfg)
+	if err := tr.List(ctx); err != nil {
 		return nil, fmt.Errorf("new sim fleet (%s): %w", c.Component(), err)
 	}
-	if cfg.FailuresPerDay > 0 && !cfg.Start.IsZero() {
-		f.armFailures(cfg.Start.UnixNano())
+	if !cfg.Start.IsZero() {
+		f.members.Arm(cfg.Start.UnixNano())
 	}
 	return f, nil
 }
@@ -167,64 +151,21 @@ func NewSimFleet(ctx context.Context, c *client.Client, cfg FleetConfig) (*SimFl
 func (f *SimFleet) Config() FleetConfig { return f.cfg }
 
 // Counters returns the counts so far.
-func (f *SimFleet) Counters() FleetCounters { return f.counters }
+func (f *SimFleet) Counters() FleetCounters {
+	c, rc := f.counters, f.rep.Counters()
+	c.StatusTxns, c.ConflictedTxns, c.Conflicts = rc.Txns, rc.ConflictedTxns, rc.Conflicts
+	c.Relists = f.tr.Relists()
+	return c
+}
 
 // Revision is the revision the fleet has watched up to.
-func (f *SimFleet) Revision() uint64 { return f.rev }
+func (f *SimFleet) Revision() uint64 { return f.tr.Revision() }
 
 // Tracked returns how many placed tasks the fleet is tracking.
-func (f *SimFleet) Tracked() int { return len(f.tasks) }
+func (f *SimFleet) Tracked() int { return f.tr.Len() }
 
 // Close stops watching. The fleet must not be used afterwards.
-func (f *SimFleet) Close() {
-	if f.w != nil {
-		f.w.Close()
-	}
-}
-
-// list takes a fresh view, rebuilds what the fleet tracks from it, and
-// watches from its revision. Machines the fleet holds DOWN and their
-// repairs survive it.
-func (f *SimFleet) list(ctx context.Context) error {
-	st, w, err := f.c.ListAndWatch(ctx)
-	if err != nil {
-		return err
-	}
-	if f.w != nil {
-		f.w.Close()
-	}
-	f.w = w
-	f.reset(st)
-	return nil
-}
-
-func (f *SimFleet) reset(s *txn.State) {
-	f.tasks = make(map[uuid.UUID]tracked, s.NumTasks()/4)
-	f.onMachine = make(map[uuid.UUID]map[uuid.UUID]struct{}, s.NumMachines())
-	f.finishes.Filter(func(finishEntry) bool { return false })
-	f.stale = 0
-	f.machines = make(map[uuid.UUID]*txn.Machine, s.NumMachines())
-	f.up = newUIDSet()
-	f.strays = f.strays[:0]
-	// Range orders depend only on the sets of uids: the same state rebuilds
-	// the same fleet.
-	s.RangeMachines(func(m *txn.Machine) bool {
-		f.noteMachine(m)
-		return true
-	})
-	for u, v := range f.failed { // deletes only: order does not matter
-		if m, ok := f.machines[u]; !ok || m.Version > v {
-			delete(f.failed, u)
-		}
-	}
-	s.RangeTasks(func(t *txn.Task) bool {
-		if t.Placed() {
-			f.track(t)
-		}
-		return true
-	})
-	f.rev = s.Revision()
-}
+func (f *SimFleet) Close() { f.tr.Close() }
 
 // Poll takes in what the watch has delivered since the last call, without
 // blocking, so that NextEvent sees the newest placements. Tick polls
@@ -232,163 +173,10 @@ func (f *SimFleet) reset(s *txn.State) {
 // that fell behind the retained history is not an error: the fleet takes a
 // fresh view.
 func (f *SimFleet) Poll(ctx context.Context) error {
-	sets, err := f.w.Poll(0)
-	if errors.Is(err, client.ErrCompacted) {
-		f.counters.Relists++
-		return f.list(ctx)
+	if err := f.tr.Poll(ctx); err != nil {
+		return fmt.Errorf("fleet: %w", err)
 	}
-	if err != nil {
-		return fmt.Errorf("fleet watch after revision %d: %w", f.rev, err)
-	}
-	for _, ws := range sets {
-		if ws.Revision > f.rev {
-			f.ingest(ws)
-		}
-	}
-	f.compact()
 	return nil
-}
-
-func (f *SimFleet) ingest(ws *txn.WriteSet) {
-	for i := range ws.Changes {
-		ch := &ws.Changes[i]
-		switch {
-		case ch.Task != nil:
-			if ch.Deleted || !ch.Task.Placed() {
-				f.forget(ch.Task.UID)
-			} else {
-				f.track(ch.Task)
-			}
-		case ch.Machine != nil:
-			if ch.Deleted {
-				f.dropMachine(ch.Machine.UID)
-			} else {
-				f.noteMachine(ch.Machine)
-			}
-		}
-	}
-	f.rev = ws.Revision
-}
-
-// track notes a placed task. A newer version of the same placement (a
-// RUNNING report, say) only updates the version a report will expect.
-func (f *SimFleet) track(t *txn.Task) {
-	if cur, ok := f.tasks[t.UID]; ok {
-		if cur.machine == t.Machine && cur.assigned == t.Assigned {
-			cur.version = t.Version
-			f.tasks[t.UID] = cur
-			return
-		}
-		f.forget(t.UID)
-	}
-	f.gen++
-	tr := tracked{machine: t.Machine, version: t.Version, assigned: t.Assigned, gen: f.gen}
-	if d := t.Spec.GetDurationMillis(); d > 0 && d <= (math.MaxInt64-t.Assigned)/int64(time.Millisecond) {
-		tr.finish = t.Assigned + d*int64(time.Millisecond)
-		tr.inHeap = true
-		f.finishes.Push(finishEntry{at: tr.finish, uid: t.UID, gen: tr.gen})
-	} // a duration beyond year 2262 runs forever
-	f.tasks[t.UID] = tr
-	if f.cfg.FailuresPerDay > 0 { // only failures need tasks by machine
-		set := f.onMachine[t.Machine]
-		if set == nil {
-			set = map[uuid.UUID]struct{}{}
-			f.onMachine[t.Machine] = set
-		}
-		set[t.UID] = struct{}{}
-	}
-	if _, down := f.failed[t.Machine]; down {
-		// Placed on a machine the fleet failed by a claim its failure did not
-		// see: it is lost too.
-		f.strays = append(f.strays, t.UID)
-	}
-}
-
-func (f *SimFleet) forget(uid uuid.UUID) {
-	tr, ok := f.tasks[uid]
-	if !ok {
-		return
-	}
-	delete(f.tasks, uid)
-	// An emptied set stays: the machine will hold tasks again, and a map per
-	// machine is cheaper kept than made anew for every placement.
-	delete(f.onMachine[tr.machine], uid)
-	if tr.inHeap {
-		f.stale++
-	}
-}
-
-// live returns the tracked task a finish entry stands for, if it is still
-// tracked at that placement.
-func (f *SimFleet) live(e finishEntry) (tracked, bool) {
-	tr, ok := f.tasks[e.uid]
-	if !ok || tr.gen != e.gen {
-		return tracked{}, false
-	}
-	return tr, true
-}
-
-// compact drops the stale finish entries once they are most of the queue.
-func (f *SimFleet) compact() {
-	if f.stale < 1024 || 2*f.stale < f.finishes.Len() {
-		return
-	}
-	f.finishes.Filter(func(e finishEntry) bool {
-		_, ok := f.live(e)
-		return ok
-	})
-	f.stale = 0
-}
-
-func (f *SimFleet) noteMachine(m *txn.Machine) {
-	f.machines[m.UID] = m
-	v, held := f.failed[m.UID]
-	if held && m.Version > v {
-		// Someone else changed the machine since the fleet wrote it DOWN: its
-		// repair is no longer the fleet's to make.
-		delete(f.failed, m.UID)
-		held = false
-	}
-	if m.State == stateUp && !held {
-		f.up.Add(m.UID)
-	} else {
-		f.up.Remove(m.UID)
-	}
-}
-
-func (f *SimFleet) dropMachine(uid uuid.UUID) {
-	delete(f.machines, uid)
-	delete(f.failed, uid)
-	f.up.Remove(uid)
-}
-
-// armFailures starts the failure process at from.
-func (f *SimFleet) armFailures(from int64) {
-	if f.failArmed || f.cfg.FailuresPerDay <= 0 {
-		return
-	}
-	f.failArmed = true
-	f.nextFail = addSat(from, f.failureGap())
-}
-
-// failureGap draws the time to the next failure in the cell: exponential
-// with mean one day / FailuresPerDay.
-func (f *SimFleet) failureGap() int64 {
-	g := f.cfg.Rand.ExpFloat64() * float64(24*time.Hour) / f.cfg.FailuresPerDay
-	switch {
-	case g >= 1<<62:
-		return 1 << 62
-	case g < 1:
-		return 1
-	}
-	return int64(g)
-}
-
-func addSat(a, b int64) int64 {
-	if b > 0 && a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // Tick reports what fell due at virtual time now: it polls the watch, then
@@ -414,185 +202,124 @@ func (f *SimFleet) Tick(ctx context.Context, now time.Time) (txn.Result, error) 
 	}
 	at := now.UnixNano()
 	f.lastTick = now
-	f.armFailures(at)
-	p := f.plan(at)
-	if len(p.ops) == 0 {
+	f.members.Arm(at)
+	f.plan(at)
+	if f.rep.Len() == 0 {
 		return txn.Result{}, nil
 	}
-	tx := &txn.Txn{
-		ViewRevision: f.rev, // everything the reports expect was watched at or before it
-		Conflict:     omegav1.ConflictMode_CONFLICT_MODE_FINE,
-		Commit:       omegav1.CommitMode_COMMIT_MODE_INCREMENTAL,
-		Component:    f.c.Component(),
-		UnixNanos:    at,
-		Ops:          p.ops,
-	}
-	res, err := f.c.Commit(ctx, tx)
+	res, err := f.rep.Commit(ctx, f.tr.Revision(), at)
 	if err != nil {
-		f.restore(p)
-		return res, fmt.Errorf("fleet status transaction at %s (%d operations): %w", now.UTC().Format(time.RFC3339Nano), len(p.ops), err)
+		f.restore()
+		return res, fmt.Errorf("fleet status transaction at %s (%d operations): %w", now.UTC().Format(time.RFC3339Nano), f.rep.Len(), err)
 	}
-	f.settle(p, &res, at)
+	f.settle(&res, at)
 	return res, nil
 }
 
-// plan builds the status transaction for time at, taking what it reports
-// off the queues.
-func (f *SimFleet) plan(at int64) *plan {
-	// One plan, reused tick after tick: nothing keeps it past Tick (the
-	// store does not retain a transaction's operations).
-	p := &f.scratch
-	p.ops, p.roles, p.popped, p.repairs = p.ops[:0], p.roles[:0], p.popped[:0], p.repairs[:0]
-
-	// Failures due: retried ones first, then the Poisson process.
-	var fails []failure
-	for _, fl := range f.pendingFails {
-		if f.up.Has(fl.machine) {
-			f.up.Remove(fl.machine)
-			fails = append(fails, fl)
-		}
-	}
-	f.pendingFails = nil
-	for f.failArmed && f.nextFail <= at {
-		t := f.nextFail
-		f.nextFail = addSat(t, f.failureGap())
-		if f.up.Len() == 0 {
-			continue // nothing left to fail
-		}
-		m := f.up.At(f.cfg.Rand.IntN(f.up.Len()))
-		f.up.Remove(m)
-		fails = append(fails, failure{at: t, machine: m})
-	}
+// plan builds the status transaction for time at in the reporter, taking
+// what it reports from the executor and the membership.
+func (f *SimFleet) plan(at int64) {
+	f.rep.Reset()
+	f.events = f.members.Due(at, f.events[:0])
 	var failAt map[uuid.UUID]int64 // lookups only
-	if len(fails) > 0 {
-		failAt = make(map[uuid.UUID]int64, len(fails))
-		for _, fl := range fails {
-			failAt[fl.machine] = fl.at
+	for _, ev := range f.events {
+		if !ev.Up {
+			if failAt == nil {
+				failAt = make(map[uuid.UUID]int64, len(f.events))
+			}
+			failAt[ev.Machine] = ev.At
 		}
 	}
 	var reported map[uuid.UUID]struct{} // lookups only
-
-	// Tasks finished, in (finish time, uid) order.
-	for f.finishes.Len() > 0 && f.finishes.Peek().at <= at {
-		e := f.finishes.Pop()
-		tr, ok := f.live(e)
-		if !ok {
-			f.stale--
-			continue
-		}
-		tr.inHeap = false
-		f.tasks[e.uid] = tr
-		p.popped = append(p.popped, e)
-		if _, down := f.failed[tr.machine]; down {
-			continue // a stray on a failed machine: lost below
-		}
-		if ft, failing := failAt[tr.machine]; failing && ft < e.at {
-			continue // its machine failed before it finished: lost below
-		}
-		p.add(txn.SetStatus(e.uid, taskSucceeded, tr.version, MessageFinished), role{kind: roleFinish, uid: e.uid})
+	note := func(u uuid.UUID) {
 		if reported == nil {
 			reported = map[uuid.UUID]struct{}{}
 		}
-		reported[e.uid] = struct{}{}
+		reported[u] = struct{}{}
+	}
+
+	// Tasks finished, in (finish time, uid) order.
+	f.exits = f.exec.Exits(at, f.exits[:0])
+	for _, e := range f.exits {
+		p, _ := f.tr.Current(e.Task, e.Gen) // the executor hands out current placements only
+		if f.members.Down(p.Machine) {
+			continue // a stray on a failed machine: lost below
+		}
+		if ft, failing := failAt[p.Machine]; failing && ft < e.At {
+			continue // its machine failed before it finished: lost below
+		}
+		f.rep.Add(txn.SetStatus(e.Task, e.State, p.Version, e.Message), role{kind: roleFinish, uid: e.Task})
+		note(e.Task)
 	}
 
 	// Machines failed: DOWN, and their tasks LOST, in uid order.
-	for _, fl := range fails {
-		on := f.onMachine[fl.machine]
+	for _, ev := range f.events {
+		if ev.Up {
+			continue
+		}
+		on := f.tr.On(ev.Machine)
 		versions := make(map[uuid.UUID]uint64, len(on))
 		for u := range on {
 			if _, done := reported[u]; !done {
-				versions[u] = f.tasks[u].version
+				p, _ := f.tr.Task(u)
+				versions[u] = p.Version
 			}
 		}
-		ops := MachineDown(f.machines[fl.machine], versions, MessageMachineFailed)
-		p.add(ops[0], role{kind: roleFail, uid: fl.machine, at: fl.at})
+		m, _ := f.tr.Machine(ev.Machine) // the membership fails only machines it watched UP
+		ops := MachineDown(m, versions, MessageMachineFailed)
+		f.rep.Add(ops[0], role{kind: roleFail, ev: ev})
 		for _, op := range ops[1:] {
-			p.add(op, role{kind: roleLost, uid: op.Task})
+			f.rep.Add(op, role{kind: roleLost, uid: op.Task})
 		}
 	}
 
 	// Tasks watched onto machines the fleet holds DOWN, in the order seen.
 	for _, u := range f.strays {
-		tr, ok := f.tasks[u]
-		if !ok {
-			continue
-		}
-		if _, down := f.failed[tr.machine]; !down {
+		p, ok := f.tr.Task(u)
+		if !ok || !f.members.Down(p.Machine) {
 			continue
 		}
 		if _, done := reported[u]; done {
 			continue
 		}
-		if reported == nil {
-			reported = map[uuid.UUID]struct{}{}
-		}
-		reported[u] = struct{}{}
-		p.add(txn.SetStatus(u, taskLost, tr.version, MessageMachineFailed), role{kind: roleLost, uid: u})
+		note(u)
+		f.rep.Add(txn.SetStatus(u, taskLost, p.Version, MessageMachineFailed), role{kind: roleLost, uid: u})
 	}
 
 	// Machines repaired: UP again.
-	var later []repairEntry
-	for f.repairs.Len() > 0 && f.repairs.Peek().at <= at {
-		r := f.repairs.Pop()
-		if v, held := f.failed[r.machine]; !held || v != r.version {
-			continue // someone else changed the machine: not the fleet's to repair
-		}
-		m, ok := f.machines[r.machine]
-		if !ok {
-			delete(f.failed, r.machine)
+	for _, ev := range f.events {
+		if !ev.Up {
 			continue
 		}
-		if m.Version < r.version {
-			later = append(later, r) // the DOWN write is not watched yet
-			continue
-		}
+		m, _ := f.tr.Machine(ev.Machine) // the membership repairs only machines it watched
 		pm := m.Proto()
 		pm.Status.State = stateUp
-		p.add(txn.PutMachine(pm, r.version), role{kind: roleRepair, uid: r.machine})
-		p.repairs = append(p.repairs, r)
+		f.rep.Add(txn.PutMachine(pm, ev.Version), role{kind: roleRepair, ev: ev})
 	}
-	for _, r := range later {
-		f.repairs.Push(r)
-	}
-	return p
-}
-
-func (p *plan) add(op txn.Op, r role) {
-	p.ops = append(p.ops, op)
-	p.roles = append(p.roles, r)
 }
 
 // settle reads a committed status transaction's outcomes.
-func (f *SimFleet) settle(p *plan, res *txn.Result, at int64) {
-	f.counters.StatusTxns++
-	if res.Conflicted() {
-		f.counters.ConflictedTxns++
-	}
-	for i, r := range p.roles {
+func (f *SimFleet) settle(res *txn.Result, at int64) {
+	for i, r := range f.rep.Roles() {
 		ok := res.Outcomes[i].Committed()
-		if !ok {
-			f.counters.Conflicts++
-		}
 		switch r.kind {
 		case roleFinish:
-			f.forget(r.uid)
+			f.tr.Forget(r.uid)
 			if ok {
 				f.counters.TasksFinished++
 			}
 		case roleLost:
-			f.forget(r.uid)
+			f.tr.Forget(r.uid)
 			if ok {
 				f.counters.TasksLost++
 			}
 		case roleFail:
+			f.members.Settled(r.ev, ok, res.Revision, at)
 			if ok {
 				f.counters.MachinesFailed++
-				f.failed[r.uid] = res.Revision
-				f.repairs.Push(repairEntry{at: addSat(at, int64(f.cfg.RepairTime)), machine: r.uid, version: res.Revision})
 			}
 		case roleRepair:
-			delete(f.failed, r.uid)
+			f.members.Settled(r.ev, ok, res.Revision, at)
 			if ok {
 				f.counters.MachinesRepaired++
 			}
@@ -601,25 +328,13 @@ func (f *SimFleet) settle(p *plan, res *txn.Result, at int64) {
 	f.strays = f.strays[:0]
 }
 
-// restore puts back what a plan took off the queues, after a commit error.
-func (f *SimFleet) restore(p *plan) {
-	for _, e := range p.popped {
-		if tr, ok := f.live(e); ok {
-			tr.inHeap = true
-			f.tasks[e.uid] = tr
-			f.finishes.Push(e)
-		}
+// restore puts back what a plan took, after a commit error.
+func (f *SimFleet) restore() {
+	for _, e := range f.exits {
+		f.exec.Unsent(e)
 	}
-	for _, r := range p.roles {
-		if r.kind == roleFail {
-			if m, ok := f.machines[r.uid]; ok && m.State == stateUp {
-				f.up.Add(r.uid)
-				f.pendingFails = append(f.pendingFails, failure{at: r.at, machine: r.uid})
-			}
-		}
-	}
-	for _, r := range p.repairs {
-		f.repairs.Push(r)
+	for _, ev := range f.events {
+		f.members.Unsent(ev)
 	}
 }
 
@@ -632,26 +347,14 @@ func (f *SimFleet) restore(p *plan) {
 // waking for it is harmless.
 func (f *SimFleet) NextEvent() time.Time {
 	best, found := int64(math.MaxInt64), false
-	consider := func(t int64) {
+	if t, ok := f.exec.Next(); ok {
+		best, found = t, true
+	}
+	if t, ok := f.members.Next(); ok {
 		best, found = min(best, t), true
 	}
-	for f.finishes.Len() > 0 {
-		e := f.finishes.Peek()
-		if _, ok := f.live(e); ok {
-			consider(e.at)
-			break
-		}
-		f.finishes.Pop()
-		f.stale--
-	}
-	if f.failArmed {
-		consider(f.nextFail)
-	}
-	if f.repairs.Len() > 0 {
-		consider(f.repairs.Peek().at)
-	}
-	if len(f.strays) > 0 || len(f.pendingFails) > 0 {
-		consider(f.lastTick.UnixNano())
+	if len(f.strays) > 0 {
+		best, found = min(best, f.lastTick.UnixNano()), true
 	}
 	if !found {
 		return time.Time{}
