@@ -7,7 +7,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -54,11 +53,6 @@ type Fleet interface {
 	Tick(ctx context.Context, now time.Time) (txn.Result, error)
 }
 
-// RunnerSpec is one scheduler instance to run.
-type RunnerSpec struct {
-	Runner *schedulers.Runner
-}
-
 // Options configures an Engine.
 type Options struct {
 	Store     *store.Store
@@ -67,6 +61,10 @@ type Options struct {
 	Fleet     Fleet
 	Source    Source
 	Clock     *Clock
+	// Actors are components beside the built-in ones (arrivals, the
+	// runners, the fleet, expiry, sampling) — an offer allocator, a trace
+	// source — started at Epoch after them, in this order.
+	Actors []Actor
 	// Duration of the simulation; not negative.
 	Duration time.Duration
 	// FleetTick is the interval of the fleet's status transactions. Zero
@@ -87,19 +85,35 @@ type Options struct {
 	LockThread bool
 }
 
-// Engine runs one simulation. It is single-threaded: Run drives every
-// component in turn.
+// Waker is an actor that something else can hand work to (a scheduler the
+// intake routed a job to): Wake is called at once, in whatever phase the
+// waking happened, and answers with the actor's next time like Step.
+type Waker interface {
+	Wake(ctx context.Context, now time.Time) (Next, error)
+}
+
+// slot is an actor and its place in the queue.
+type slot struct {
+	a    Actor
+	next Next
+	seq  uint64 // the queued entry's seq; 0: nothing queued
+}
+
+// Engine runs one simulation. It is single-threaded: Run steps every actor
+// in turn, in the order of the times and phases they ask for, and after
+// each step feeds the cell's watch to the intake, which routes new jobs and
+// lost or evicted tasks to the runners and wakes them.
 type Engine struct {
-	o       Options
-	q       queue
-	seq     uint64
-	busy    []bool
-	intake  *schedulers.Intake         // routes the cell's jobs to the runners
-	index   map[*schedulers.Runner]int // runner → its index
-	events  int64
-	samples []Sample
-	daily   [][]time.Duration // per runner, busy time per simulated day
-	watch   client.Watch      // the cell's changes: lost and evicted tasks
+	o        Options
+	q        queue
+	seq      uint64
+	slots    []slot
+	byRunner map[*schedulers.Runner]int // runner → its slot
+	intake   *schedulers.Intake         // routes the cell's jobs to the runners
+	events   int64
+	samples  []Sample
+	daily    [][]time.Duration // per runner, busy time per simulated day
+	watch    client.Watch      // the cell's changes
 }
 
 // Sample is one utilisation sample.
@@ -121,6 +135,11 @@ func New(o Options) (*Engine, error) {
 			return nil, fmt.Errorf("sim: sim.Options.%s = %v: want 0 or more", d.field, d.v)
 		}
 	}
+	for i, a := range o.Actors {
+		if a == nil {
+			return nil, fmt.Errorf("sim: sim.Options.Actors[%d] is nil", i)
+		}
+	}
 	if o.FleetTick == 0 {
 		o.FleetTick = time.Second
 	}
@@ -130,12 +149,28 @@ func New(o Options) (*Engine, error) {
 	if o.SampleEvery == 0 {
 		o.SampleEvery = time.Minute
 	}
-	e := &Engine{o: o, busy: make([]bool, len(o.Runners)), intake: schedulers.NewIntake(), index: map[*schedulers.Runner]int{}}
+	e := &Engine{o: o, intake: schedulers.NewIntake(), byRunner: map[*schedulers.Runner]int{}}
 	e.intake.Strict = true // every job of the workload must have a scheduler here
 	e.daily = make([][]time.Duration, len(o.Runners))
+	e.add(&arrivals{src: o.Source, sub: o.Submitter})
 	for i, r := range o.Runners {
 		e.intake.Add(r)
-		e.index[r] = i
+		e.byRunner[r] = len(e.slots)
+		e.add(&runnerActor{e: e, i: i, r: r})
+	}
+	if o.Fleet != nil {
+		e.add(&every{first: o.FleetTick, period: o.FleetTick, phase: PhaseReport, act: func(ctx context.Context, now time.Time) error {
+			_, err := o.Fleet.Tick(ctx, now)
+			return err
+		}})
+	}
+	e.add(&every{first: o.ExpireEvery, period: o.ExpireEvery, phase: PhaseExpire, act: func(ctx context.Context, now time.Time) error {
+		_, err := o.Store.Expire(ctx, now)
+		return err
+	}})
+	e.add(&every{period: o.SampleEvery, phase: PhaseSample, act: e.sample})
+	for _, a := range o.Actors {
+		e.add(a)
 	}
 	w, err := o.Submitter.Watch(context.Background(), o.Submitter.View().Revision())
 	if err != nil {
@@ -145,12 +180,29 @@ func New(o Options) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) schedule(at time.Time, kind eventKind, runner int, data any) {
+func (e *Engine) add(a Actor) { e.slots = append(e.slots, slot{a: a}) }
+
+// set queues slot i's next step. An unchanged next keeps its entry (and
+// its place among ties); a new one makes the old entry stale. A time
+// before now is now: nothing acts in the past.
+func (e *Engine) set(i int, n Next, now time.Time) {
+	s := &e.slots[i]
+	if n.At.IsZero() {
+		s.seq = 0
+		return
+	}
+	if n.At.Before(now) {
+		n.At = now
+	}
+	if s.seq != 0 && s.next.At.Equal(n.At) && s.next.Phase == n.Phase {
+		return
+	}
 	e.seq++
-	heap.Push(&e.q, &event{at: at, kind: kind, seq: e.seq, runner: runner, data: data})
+	s.next, s.seq = n, e.seq
+	e.q.push(entry{at: n.At, phase: n.Phase, seq: e.seq, slot: i})
 }
 
-// Events is how many events the engine processed.
+// Events is how many steps the engine took from its queue.
 func (e *Engine) Events() int64 { return e.events }
 
 // Samples returns the utilisation samples.
@@ -168,27 +220,24 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	end := Epoch.Add(e.o.Duration)
 	e.o.Clock.now = Epoch
-	if err := e.nextArrival(); err != nil {
-		return err
+	for i := range e.slots {
+		n, err := e.slots[i].a.Start(ctx, Epoch)
+		if err != nil {
+			return fmt.Errorf("sim at start: %w", err)
+		}
+		e.set(i, n, Epoch)
 	}
-	if e.o.Fleet != nil {
-		e.schedule(Epoch.Add(e.o.FleetTick), evFleetTick, -1, nil)
-	}
-	e.schedule(Epoch.Add(e.o.ExpireEvery), evExpire, -1, nil)
-	e.schedule(Epoch, evSample, -1, nil)
 	lastProgress := time.Duration(0)
-	for e.q.Len() > 0 {
-		ev := heap.Pop(&e.q).(*event)
-		if ev.at.After(end) {
+	for {
+		at, ok, err := e.step(ctx, end)
+		if err != nil {
+			return fmt.Errorf("sim at %v: %w", at.Sub(Epoch), err)
+		}
+		if !ok {
 			break
 		}
-		e.o.Clock.now = ev.at
-		e.events++
-		if err := e.handle(ctx, ev); err != nil {
-			return fmt.Errorf("sim at %v: %w", ev.at.Sub(Epoch), err)
-		}
-		if p := e.o.Progress; p != nil && ev.at.Sub(Epoch)-lastProgress >= time.Hour {
-			lastProgress = ev.at.Sub(Epoch)
+		if p := e.o.Progress; p != nil && at.Sub(Epoch)-lastProgress >= time.Hour {
+			lastProgress = at.Sub(Epoch)
 			p(lastProgress)
 		}
 		if err := ctx.Err(); err != nil {
@@ -202,86 +251,30 @@ func (e *Engine) Run(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) nextArrival() error {
-	a, ok := e.o.Source.Next()
-	if !ok {
-		return nil
-	}
-	e.schedule(Epoch.Add(a.At), evArrival, -1, a)
-	return nil
-}
-
-func (e *Engine) handle(ctx context.Context, ev *event) error {
-	now := ev.at
-	switch ev.kind {
-	case evArrival:
-		a := ev.data.(Arrival)
-		if err := e.submit(ctx, a, now); err != nil {
-			return err
+// step takes the next current entry at or before end off the queue, steps
+// its actor, and feeds the intake what the step changed in the cell. It
+// reports false when nothing is left to do by end.
+func (e *Engine) step(ctx context.Context, end time.Time) (time.Time, bool, error) {
+	for e.q.Len() > 0 {
+		en := e.q.pop()
+		s := &e.slots[en.slot]
+		if en.seq != s.seq {
+			continue // replaced by a later next
 		}
-		return e.nextArrival()
-	case evWake:
-		return e.wake(ctx, ev.runner, now)
-	case evCommit:
-		r := e.o.Runners[ev.runner]
-		a := ev.data.(*schedulers.Attempt)
-		o, err := r.Finish(ctx, a, now)
+		if en.at.After(end) {
+			return en.at, false, nil
+		}
+		s.seq = 0
+		e.o.Clock.now = en.at
+		e.events++
+		n, err := s.a.Step(ctx, en.at)
 		if err != nil {
-			return err
+			return en.at, false, err
 		}
-		if e.o.OnCommit != nil {
-			e.o.OnCommit(r.Name(), now, a, o)
-		}
-		e.busy[ev.runner] = false
-		return e.wake(ctx, ev.runner, now)
-	case evFleetTick:
-		if _, err := e.o.Fleet.Tick(ctx, now); err != nil {
-			return err
-		}
-		if err := e.observe(ctx, now); err != nil {
-			return err
-		}
-		e.schedule(now.Add(e.o.FleetTick), evFleetTick, -1, nil)
-	case evExpire:
-		if _, err := e.o.Store.Expire(ctx, now); err != nil {
-			return err
-		}
-		e.schedule(now.Add(e.o.ExpireEvery), evExpire, -1, nil)
-	case evSample:
-		s := e.o.Store.Snapshot()
-		capacity, alloc := s.Capacity(), s.Allocated()
-		e.samples = append(e.samples, Sample{At: now.Sub(Epoch), CPU: ratio(alloc.CPU, capacity.CPU), Memory: ratio(alloc.Memory, capacity.Memory)})
-		e.schedule(now.Add(e.o.SampleEvery), evSample, -1, nil)
+		e.set(en.slot, n, en.at)
+		return en.at, true, e.observe(ctx, en.at)
 	}
-	return nil
-}
-
-func ratio(a, b int64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
-// submit creates the job and its tasks in one transaction and hands the job
-// to a scheduler of its kind (by a hash of its id).
-func (e *Engine) submit(ctx context.Context, a Arrival, now time.Time) error {
-	c := e.o.Submitter
-	if err := c.Sync(ctx); err != nil {
-		return err
-	}
-	tx := c.NewTxn(c.View())
-	tx.Ops = make([]txn.Op, 0, 1+len(a.Tasks))
-	tx.Ops = append(tx.Ops, txn.CreateJob(a.Job))
-	for _, t := range a.Tasks {
-		tx.Ops = append(tx.Ops, txn.CreateTask(t))
-	}
-	if _, err := c.Commit(ctx, tx); err != nil {
-		return fmt.Errorf("submit job %s: %w", a.Job.GetMeta().GetName(), err)
-	}
-	// The job reaches its scheduler through the cell: the intake reads it
-	// from the watch, as a scheduler process would.
-	return e.observe(ctx, now)
+	return time.Time{}, false, nil
 }
 
 // observe feeds what the cell's watch delivered to the intake, which
@@ -299,38 +292,146 @@ func (e *Engine) observe(ctx context.Context, now time.Time) error {
 			return err
 		}
 		for _, r := range rs {
-			if i := e.index[r]; !e.busy[i] && !slices.Contains(woken, i) {
+			if i := e.byRunner[r]; !slices.Contains(woken, i) {
 				woken = append(woken, i)
 			}
 		}
 	}
 	for _, i := range woken {
-		if err := e.wake(ctx, i, now); err != nil {
+		w, ok := e.slots[i].a.(Waker)
+		if !ok {
+			continue
+		}
+		n, err := w.Wake(ctx, now)
+		if err != nil {
 			return err
 		}
+		e.set(i, n, now)
 	}
 	return nil
 }
 
-func (e *Engine) wake(ctx context.Context, i int, now time.Time) error {
-	if e.busy[i] {
-		return nil
+func (e *Engine) sample(_ context.Context, now time.Time) error {
+	s := e.o.Store.Snapshot()
+	capacity, alloc := s.Capacity(), s.Allocated()
+	e.samples = append(e.samples, Sample{At: now.Sub(Epoch), CPU: ratio(alloc.CPU, capacity.CPU), Memory: ratio(alloc.Memory, capacity.Memory)})
+	return nil
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
 	}
-	r := e.o.Runners[i]
-	a, ok, err := r.Begin(ctx, now)
+	return float64(a) / float64(b)
+}
+
+// arrivals submits the workload's jobs at their times: each job and its
+// tasks in one transaction. The job reaches its scheduler through the
+// cell: the intake reads it from the watch, as a scheduler process would.
+type arrivals struct {
+	src  Source
+	sub  *client.Client
+	next Arrival
+}
+
+func (a *arrivals) Start(context.Context, time.Time) (Next, error) { return a.load(), nil }
+
+func (a *arrivals) load() Next {
+	x, ok := a.src.Next()
+	if !ok {
+		return Next{}
+	}
+	a.next = x
+	return Next{At: Epoch.Add(x.At), Phase: PhaseArrive}
+}
+
+func (a *arrivals) Step(ctx context.Context, _ time.Time) (Next, error) {
+	c := a.sub
+	if err := c.Sync(ctx); err != nil {
+		return Next{}, err
+	}
+	tx := c.NewTxn(c.View())
+	tx.Ops = make([]txn.Op, 0, 1+len(a.next.Tasks))
+	tx.Ops = append(tx.Ops, txn.CreateJob(a.next.Job))
+	for _, t := range a.next.Tasks {
+		tx.Ops = append(tx.Ops, txn.CreateTask(t))
+	}
+	if _, err := c.Commit(ctx, tx); err != nil {
+		return Next{}, fmt.Errorf("submit job %s: %w", a.next.Job.GetMeta().GetName(), err)
+	}
+	return a.load(), nil
+}
+
+// runnerActor drives one scheduler's Runner: idle until the intake gives
+// it work, then an attempt at a time, each landing (PhaseCommit) after its
+// decision time; with work that is not ready yet it asks to look again
+// then (PhaseWake).
+type runnerActor struct {
+	e  *Engine
+	i  int // the runner's index in Options.Runners
+	r  *schedulers.Runner
+	a  *schedulers.Attempt // in flight
+	at time.Time           // when it lands
+}
+
+func (ra *runnerActor) Start(context.Context, time.Time) (Next, error) { return Next{}, nil }
+
+func (ra *runnerActor) Step(ctx context.Context, now time.Time) (Next, error) {
+	if a := ra.a; a != nil {
+		if now.Before(ra.at) {
+			return Next{At: ra.at, Phase: PhaseCommit}, nil
+		}
+		ra.a = nil
+		o, err := ra.r.Finish(ctx, a, now)
+		if err != nil {
+			return Next{}, err
+		}
+		if ra.e.o.OnCommit != nil {
+			ra.e.o.OnCommit(ra.r.Name(), now, a, o)
+		}
+	}
+	return ra.begin(ctx, now)
+}
+
+func (ra *runnerActor) Wake(ctx context.Context, now time.Time) (Next, error) {
+	if ra.a != nil {
+		return Next{At: ra.at, Phase: PhaseCommit}, nil // busy: the work waits for the attempt to land
+	}
+	return ra.begin(ctx, now)
+}
+
+func (ra *runnerActor) begin(ctx context.Context, now time.Time) (Next, error) {
+	a, ok, err := ra.r.Begin(ctx, now)
 	if err != nil {
-		return err
+		return Next{}, err
 	}
 	if ok {
-		e.busy[i] = true
-		e.addBusy(i, now, a.DecisionTime)
-		e.schedule(now.Add(a.DecisionTime), evCommit, i, a)
-		return nil
+		ra.a, ra.at = a, now.Add(a.DecisionTime)
+		ra.e.addBusy(ra.i, now, a.DecisionTime)
+		return Next{At: ra.at, Phase: PhaseCommit}, nil
 	}
-	if at, ok := r.NextReady(); ok {
-		e.schedule(at, evWake, i, nil)
+	if at, ok := ra.r.NextReady(); ok {
+		return Next{At: at, Phase: PhaseWake}, nil
 	}
-	return nil
+	return Next{}, nil
+}
+
+// every acts at first (after Epoch) and then every period.
+type every struct {
+	first, period time.Duration
+	phase         Phase
+	act           func(ctx context.Context, now time.Time) error
+}
+
+func (v *every) Start(_ context.Context, now time.Time) (Next, error) {
+	return Next{At: now.Add(v.first), Phase: v.phase}, nil
+}
+
+func (v *every) Step(ctx context.Context, now time.Time) (Next, error) {
+	if err := v.act(ctx, now); err != nil {
+		return Next{}, err
+	}
+	return Next{At: now.Add(v.period), Phase: v.phase}, nil
 }
 
 // addBusy books decision time [start, start+d) to the days it spans.

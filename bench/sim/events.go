@@ -1,54 +1,103 @@
 package sim
 
 import (
-	"container/heap"
+	"context"
 	"time"
 )
 
-// eventKind orders simultaneous events: at one instant, arrivals are queued
-// before commits land, commits before the fleet reports, and wakes last, so
-// a scheduler freed at t sees everything else that happened at t.
-type eventKind int
+// Phase orders what happens at one instant: at one time, arrivals are
+// queued before scheduler attempts land, attempts before the fleet
+// reports, the store's expiry and sampling after, and idle schedulers look
+// for work last, so a scheduler freed at t sees everything else that
+// happened at t. An actor that plugs in (an offer allocator, a trace
+// source) picks the phase its steps belong to.
+type Phase uint8
 
 const (
-	evArrival eventKind = iota
-	evCommit
-	evFleetTick
-	evExpire
-	evSample
-	evWake
+	PhaseArrive Phase = iota
+	PhaseCommit
+	PhaseReport
+	PhaseExpire
+	PhaseSample
+	PhaseWake
 )
 
-type event struct {
-	at     time.Time
-	kind   eventKind
-	seq    uint64 // insertion order breaks remaining ties: deterministic
-	runner int
-	data   any
+// Next is when an actor next needs to act; the zero At means not until it
+// is woken.
+type Next struct {
+	At    time.Time
+	Phase Phase
 }
 
-// queue is the engine's single event queue, ordered by (time, kind, seq).
-type queue []*event
+// Actor is a component of the simulation: it says when it first and next
+// needs to act, and acts when stepped. The engine steps an actor at the
+// time it asked for, and also at once when something wakes it (the intake
+// gave a scheduler work): an actor stepped before its time does what it
+// can now and answers with its next time again. An actor reads the time
+// from now, never from a clock, and starts no goroutine.
+type Actor interface {
+	Start(ctx context.Context, now time.Time) (Next, error)
+	Step(ctx context.Context, now time.Time) (Next, error)
+}
 
-func (q queue) Len() int { return len(q) }
-func (q queue) Less(i, j int) bool {
-	a, b := q[i], q[j]
+// entry is an actor's place in the queue. Each actor has at most one
+// current entry: one with the seq its slot holds; others are stale.
+type entry struct {
+	at    time.Time
+	phase Phase
+	seq   uint64 // scheduling order breaks remaining ties: deterministic
+	slot  int
+}
+
+func (a entry) less(b entry) bool {
 	if !a.at.Equal(b.at) {
 		return a.at.Before(b.at)
 	}
-	if a.kind != b.kind {
-		return a.kind < b.kind
+	if a.phase != b.phase {
+		return a.phase < b.phase
 	}
 	return a.seq < b.seq
 }
-func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *queue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	return e
+
+// queue is the engine's single event queue, a binary min-heap of entries
+// by (time, phase, seq).
+type queue struct{ items []entry }
+
+func (q *queue) Len() int { return len(q.items) }
+
+func (q *queue) push(x entry) {
+	q.items = append(q.items, x)
+	i := len(q.items) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.items[i].less(q.items[p]) {
+			break
+		}
+		q.items[i], q.items[p] = q.items[p], q.items[i]
+		i = p
+	}
 }
 
-var _ heap.Interface = (*queue)(nil)
+func (q *queue) pop() entry {
+	top := q.items[0]
+	n := len(q.items) - 1
+	q.items[0] = q.items[n]
+	q.items = q.items[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.items[r].less(q.items[l]) {
+			m = r
+		}
+		if !q.items[m].less(q.items[i]) {
+			break
+		}
+		q.items[i], q.items[m] = q.items[m], q.items[i]
+		i = m
+	}
+	return top
+}

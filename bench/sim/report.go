@@ -18,7 +18,7 @@ import (
 type Summary struct {
 	Seed            uint64             `json:"seed"`
 	SimSeconds      float64            `json:"sim_seconds"`
-	Events          int64              `json:"events"`
+	Events          int64              `json:"events"` // the steps the engine took from its queue
 	Machines        int                `json:"machines"`
 	JobsSubmitted   int                `json:"jobs_submitted"`
 	JobsScheduled   int                `json:"jobs_scheduled"`

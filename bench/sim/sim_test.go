@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -238,17 +237,20 @@ func TestEvictedJobPlacedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The job's runner took it back and, idle, began an attempt at once:
-	// its commit is the next commit event.
-	for s.e.q.Len() > 0 {
-		ev := heap.Pop(&s.e.q).(*event)
-		if ev.kind != evCommit {
-			continue
+	// its slot holds an attempt landing after its decision time.
+	owner, ok := s.e.intake.Owner(victim.Job)
+	if !ok {
+		t.Fatalf("seed %d: the victim's job %s has no owner", seed, victim.Job)
+	}
+	sl := &s.e.slots[s.e.byRunner[owner]]
+	if sl.seq == 0 || sl.next.Phase != PhaseCommit || sl.next.At.Before(now) {
+		t.Fatalf("seed %d: the owner was not woken into an attempt: next %+v queued %v", seed, sl.next, sl.seq != 0)
+	}
+	// Step the engine until that attempt has landed.
+	for pending := sl.seq; sl.seq == pending; {
+		if _, ok, err := s.e.step(ctx, sl.next.At); err != nil || !ok {
+			t.Fatalf("seed %d: step: ok %v, %v", seed, ok, err)
 		}
-		s.e.o.Clock.now = ev.at
-		if err := s.e.handle(ctx, ev); err != nil {
-			t.Fatal(err)
-		}
-		break
 	}
 	tk, _ := s.st.Snapshot().Task(victim.UID)
 	if !tk.Placed() {
