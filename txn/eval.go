@@ -447,7 +447,10 @@ func (e *evaluator) setStatus(op *Op) (Outcome, error) {
 		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_TASK_CHANGED,
 			"task %s is at version %d, the caller saw %d", t.UID, baseVer, op.ExpectVersion), nil
 	}
-	illegal := t.Terminal() || (target == omegav1.TaskState_TASK_STATE_RUNNING && !t.Placed())
+	// RUNNING needs a placement; ABANDONED (its scheduler gave up placing
+	// it) needs none: it is written only on a PENDING task.
+	illegal := t.Terminal() || (target == omegav1.TaskState_TASK_STATE_RUNNING && !t.Placed()) ||
+		(target == omegav1.TaskState_TASK_STATE_ABANDONED && t.State != omegav1.TaskState_TASK_STATE_PENDING)
 	if illegal {
 		if blind {
 			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_TASK_CHANGED, "task %s is %s, cannot become %s", t.UID, t.State, target), nil

@@ -32,6 +32,7 @@ const (
 	failed    = omegav1.TaskState_TASK_STATE_FAILED
 	lost      = omegav1.TaskState_TASK_STATE_LOST
 	killed    = omegav1.TaskState_TASK_STATE_KILLED
+	abandoned = omegav1.TaskState_TASK_STATE_ABANDONED
 
 	up       = omegav1.MachineState_MACHINE_STATE_UP
 	draining = omegav1.MachineState_MACHINE_STATE_DRAINING

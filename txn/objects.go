@@ -67,11 +67,13 @@ func (t *Task) Placed() bool {
 // Terminal reports whether the task reached a final state.
 func (t *Task) Terminal() bool { return IsTerminal(t.State) }
 
-// IsTerminal reports whether s is SUCCEEDED, FAILED, LOST or KILLED.
+// IsTerminal reports whether s is SUCCEEDED, FAILED, LOST, KILLED or
+// ABANDONED.
 func IsTerminal(s omegav1.TaskState) bool {
 	switch s {
 	case omegav1.TaskState_TASK_STATE_SUCCEEDED, omegav1.TaskState_TASK_STATE_FAILED,
-		omegav1.TaskState_TASK_STATE_LOST, omegav1.TaskState_TASK_STATE_KILLED:
+		omegav1.TaskState_TASK_STATE_LOST, omegav1.TaskState_TASK_STATE_KILLED,
+		omegav1.TaskState_TASK_STATE_ABANDONED:
 		return true
 	}
 	return false

@@ -77,6 +77,29 @@ func TestSetStatusTerminalOfPendingTask(t *testing.T) {
 	}
 }
 
+// ABANDONED (the scheduler gave up placing it) is written on a PENDING
+// task: it becomes terminal with the reason, leaves the pending index and
+// touches no machine.
+func TestSetStatusAbandonedOfPendingTask(t *testing.T) {
+	c := std(t)
+	before := c.machine(m1)
+	r := c.commit(c.tx(txn.SetStatus(t1, abandoned, c.ver(t1), "gave up after 1000 attempts")))
+	wantCodes(t, r, cCommitted)
+	tk := c.task(t1)
+	if tk.State != abandoned || !tk.Terminal() || tk.Message != "gave up after 1000 attempts" || tk.Finished == 0 {
+		t.Fatalf("task %+v", tk)
+	}
+	c.s.RangePendingTasks(tk.Job, func(p *txn.Task) bool {
+		if p.UID == t1 {
+			t.Fatal("an abandoned task is still in the pending index")
+		}
+		return true
+	})
+	if m := c.machine(m1); m.Seq != before.Seq {
+		t.Fatal("a pending task's abandonment changed a machine")
+	}
+}
+
 func TestSetStatusRejected(t *testing.T) {
 	cases := []struct {
 		name string
@@ -91,6 +114,9 @@ func TestSetStatusRejected(t *testing.T) {
 		{"terminal to terminal, blind", func(c *cell) txn.Op { return txn.SetStatus(t1, lost, 0, "") }, cTaskChanged, nil},
 		{"running unplaced, matching version", func(c *cell) txn.Op { return txn.SetStatus(t3, running, c.ver(t3), "") }, 0, txn.ErrIllegalState},
 		{"running unplaced, blind", func(c *cell) txn.Op { return txn.SetStatus(t3, running, 0, "") }, cTaskChanged, nil},
+		{"abandon placed, matching version", func(c *cell) txn.Op { return txn.SetStatus(t2, abandoned, c.ver(t2), "") }, 0, txn.ErrIllegalState},
+		{"abandon placed, blind", func(c *cell) txn.Op { return txn.SetStatus(t2, abandoned, 0, "") }, cTaskChanged, nil},
+		{"abandon terminal, blind", func(c *cell) txn.Op { return txn.SetStatus(t1, abandoned, 0, "") }, cTaskChanged, nil},
 		{"stale version", func(c *cell) txn.Op { return txn.SetStatus(t2, running, c.ver(t2)-1, "") }, cTaskChanged, nil},
 		{"stale version of a terminal task", func(c *cell) txn.Op { return txn.SetStatus(t1, running, 2, "") }, cTaskChanged, nil},
 		{"target PENDING", func(c *cell) txn.Op { return txn.SetStatus(t2, pending, 0, "") }, 0, txn.ErrInvalid},

@@ -39,7 +39,7 @@ const (
 
 var setStates = []omegav1.TaskState{
 	omegav1.TaskState_TASK_STATE_RUNNING, omegav1.TaskState_TASK_STATE_SUCCEEDED, omegav1.TaskState_TASK_STATE_FAILED,
-	omegav1.TaskState_TASK_STATE_LOST, omegav1.TaskState_TASK_STATE_KILLED,
+	omegav1.TaskState_TASK_STATE_LOST, omegav1.TaskState_TASK_STATE_KILLED, omegav1.TaskState_TASK_STATE_ABANDONED,
 	omegav1.TaskState_TASK_STATE_UNSPECIFIED, omegav1.TaskState_TASK_STATE_PENDING, omegav1.TaskState_TASK_STATE_ASSIGNED, 42,
 }
 

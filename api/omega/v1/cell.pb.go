@@ -209,6 +209,10 @@ const (
 	TaskState_TASK_STATE_FAILED    TaskState = 5
 	TaskState_TASK_STATE_LOST      TaskState = 6
 	TaskState_TASK_STATE_KILLED    TaskState = 7
+	// Its scheduler gave up placing it (the job's attempt bounds): written
+	// only on a PENDING task, by the job's scheduler, beside the job's
+	// ABANDONED phase.
+	TaskState_TASK_STATE_ABANDONED TaskState = 8
 )
 
 // Enum value maps for TaskState.
@@ -222,6 +226,7 @@ var (
 		5: "TASK_STATE_FAILED",
 		6: "TASK_STATE_LOST",
 		7: "TASK_STATE_KILLED",
+		8: "TASK_STATE_ABANDONED",
 	}
 	TaskState_value = map[string]int32{
 		"TASK_STATE_UNSPECIFIED": 0,
@@ -232,6 +237,7 @@ var (
 		"TASK_STATE_FAILED":      5,
 		"TASK_STATE_LOST":        6,
 		"TASK_STATE_KILLED":      7,
+		"TASK_STATE_ABANDONED":   8,
 	}
 )
 
@@ -1702,7 +1708,7 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x13JOB_PHASE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_PHASE_FAILED\x10\x04\x12\x17\n" +
 	"\x13JOB_PHASE_ABANDONED\x10\x05\x12\x14\n" +
-	"\x10JOB_PHASE_KILLED\x10\x06*\xcd\x01\n" +
+	"\x10JOB_PHASE_KILLED\x10\x06*\xe7\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_PENDING\x10\x01\x12\x17\n" +
@@ -1711,7 +1717,8 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x14TASK_STATE_SUCCEEDED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x05\x12\x13\n" +
 	"\x0fTASK_STATE_LOST\x10\x06\x12\x15\n" +
-	"\x11TASK_STATE_KILLED\x10\aB2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
+	"\x11TASK_STATE_KILLED\x10\a\x12\x18\n" +
+	"\x14TASK_STATE_ABANDONED\x10\bB2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
 
 var (
 	file_omega_v1_cell_proto_rawDescOnce sync.Once
