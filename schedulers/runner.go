@@ -112,6 +112,9 @@ type Runner struct {
 	jobs  map[uuid.UUID]*jobState
 	seq   uint64
 	busy  time.Duration
+	// verdicts counts the transactions that wrote abandoned jobs' verdicts
+	// (not scheduling attempts: the reports leave them out).
+	verdicts client.Counters
 }
 
 type jobState struct {
@@ -407,6 +410,9 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 		return OutcomePlaced, nil
 	case d.GiveUp:
 		j.Abandoned, j.done = true, true
+		if err := r.abandon(ctx, j, now); err != nil {
+			return OutcomeAbandoned, err
+		}
 		return OutcomeAbandoned, nil
 	}
 	if !j.queued { // Submit may have queued it again during the attempt
@@ -414,6 +420,49 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 	}
 	return OutcomeRetry, nil
 }
+
+// abandon writes the runner's verdict on a job it gave up on: the job
+// ABANDONED with the reason and the time, and each of its PENDING tasks
+// ABANDONED, in one transaction through the client's loop (retried on a
+// fresh view if the job or a task moved meanwhile). Its placed tasks run
+// on. The job's status is otherwise the job controller's to write
+// (DESIGN.md "Jobs finish"); a verdict ends that.
+func (r *Runner) abandon(ctx context.Context, j *jobState, now time.Time) error {
+	reason := fmt.Sprintf("%s gave up after %d attempts without a placement", r.c.Component(), r.cfg.MaxAttemptsNoPlacement)
+	if j.Attempts >= r.cfg.MaxAttempts {
+		reason = fmt.Sprintf("%s gave up after %d attempts", r.c.Component(), j.Attempts)
+	}
+	before := r.c.Counters()
+	_, err := r.c.Transact(ctx, func(v client.View) (*txn.Txn, error) {
+		tx := r.c.NewTxn(v)
+		tx.UnixNanos = now.UnixNano()
+		if job, ok := v.Job(j.UID); ok && !job.Finished() {
+			pj := job.Proto()
+			st := pj.Status
+			st.Phase, st.Message, st.FinishUnixNanos = omegav1.JobPhase_JOB_PHASE_ABANDONED, reason, now.UnixNano()
+			tx.Ops = append(tx.Ops, txn.PutJob(pj, job.Version))
+		}
+		v.RangePendingTasks(j.UID, func(t *txn.Task) bool {
+			tx.Ops = append(tx.Ops, txn.SetStatus(t.UID, omegav1.TaskState_TASK_STATE_ABANDONED, t.Version, reason))
+			return true
+		})
+		return tx, nil
+	})
+	after := r.c.Counters()
+	r.verdicts.Attempts += after.Attempts - before.Attempts
+	r.verdicts.Conflicted += after.Conflicted - before.Conflicted
+	r.verdicts.Partial += after.Partial - before.Partial
+	r.verdicts.GaveUp += after.GaveUp - before.GaveUp
+	if err != nil {
+		return fmt.Errorf("%s: abandon job %s: %w", r.c.Component(), j.UID, err)
+	}
+	return nil
+}
+
+// VerdictCounters counts, out of the client's counters, the transactions
+// that wrote abandoned jobs' verdicts: a report of scheduling attempts
+// subtracts them.
+func (r *Runner) VerdictCounters() client.Counters { return r.verdicts }
 
 // newJob records a job first seen at now.
 func (r *Runner) newJob(job uuid.UUID, now time.Time) *jobState {

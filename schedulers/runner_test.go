@@ -129,12 +129,14 @@ func TestRunnerRetriesAJobThatDoesNotFitThenAbandonsIt(t *testing.T) {
 	r := c.runner(NewBatch(), "batch-0", 1, cfg, nil)
 	r.Submit(job, t0)
 	now := t0
+	var lastEnd time.Time
 	for i := 1; i <= 3; i++ {
 		a := begin(t, r, now)
 		if len(a.Txn.Ops) != 0 || a.Decision.Unplaceable != 2 {
 			t.Fatalf("attempt %d: %d ops, %d unplaceable", i, len(a.Txn.Ops), a.Decision.Unplaceable)
 		}
 		o, end := finish(t, r, a, now)
+		lastEnd = end
 		if i < 3 {
 			if o != OutcomeRetry || nextReady(t, r) != end.Add(cfg.RetryDelay) {
 				t.Fatalf("attempt %d: outcome %v, next ready %v; want retry at %v", i, o, nextReady(t, r).Sub(t0), end.Add(cfg.RetryDelay).Sub(t0))
@@ -154,8 +156,28 @@ func TestRunnerRetriesAJobThatDoesNotFitThenAbandonsIt(t *testing.T) {
 	if want := 3 * (cfg.TJob + 2*cfg.TTask); r.Busy() != want {
 		t.Fatalf("busy %v, want %v: every attempt costs its decision time", r.Busy(), want)
 	}
-	if n := r.Client().Counters().Attempts; n != 0 {
-		t.Fatalf("%d transactions sent for decisions without operations", n)
+	if n, v := r.Client().Counters().Attempts, r.VerdictCounters().Attempts; n-v != 0 || v != 1 {
+		t.Fatalf("%d transactions sent for decisions without operations, %d for the verdict (want 0 and 1)", n-v, v)
+	}
+	// The verdict is in the cell: the job ABANDONED with the reason, at the
+	// time of the last attempt's end, and its pending tasks ABANDONED.
+	s := c.state()
+	j, _ := s.Job(job)
+	if j.Status.GetPhase() != omegav1.JobPhase_JOB_PHASE_ABANDONED || !strings.Contains(j.Status.GetMessage(), "3 attempts without a placement") || j.Status.GetFinishUnixNanos() != lastEnd.UnixNano() {
+		t.Fatalf("job status %v, want ABANDONED after 3 attempts without a placement at %v", j.Status, lastEnd.Sub(t0))
+	}
+	n := 0
+	s.RangeTasks(func(tk *txn.Task) bool {
+		if tk.Job == job {
+			n++
+			if tk.State != omegav1.TaskState_TASK_STATE_ABANDONED || tk.Message != j.Status.GetMessage() {
+				t.Fatalf("task %s is %s (%q), want ABANDONED with the job's reason", tk.UID, tk.State, tk.Message)
+			}
+		}
+		return true
+	})
+	if n != 2 {
+		t.Fatalf("%d tasks of the job in the cell, want 2", n)
 	}
 }
 

@@ -120,7 +120,10 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 				waits = append(waits, j.FirstAttempt.Sub(j.Submitted).Seconds())
 			}
 		}
-		c := r.Client().Counters()
+		// Scheduling attempts only: the verdicts written on abandoned jobs
+		// are the runner's too, but not attempts to place anything.
+		c, v := r.Client().Counters(), r.VerdictCounters()
+		c.Attempts, c.Conflicted, c.Partial = c.Attempts-v.Attempts, c.Conflicted-v.Conflicted, c.Partial-v.Partial
 		ss.Transactions, ss.Conflicts, ss.ClaimsConflicted = c.Attempts, c.Conflicted, c.ClaimsConflicted
 		ss.ConflictFraction = c.ConflictFraction()
 		ss.BusynessMedian, ss.BusynessMAD = busyness(e.daily[i], e.o.Duration)
