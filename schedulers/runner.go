@@ -438,8 +438,11 @@ func (r *Runner) abandon(ctx context.Context, j *jobState, now time.Time) error 
 		tx.UnixNanos = now.UnixNano()
 		if job, ok := v.Job(j.UID); ok && !job.Finished() {
 			pj := job.Proto()
-			st := pj.Status
-			st.Phase, st.Message, st.FinishUnixNanos = omegav1.JobPhase_JOB_PHASE_ABANDONED, reason, now.UnixNano()
+			old := pj.Status // the state's, shared: never written
+			pj.Status = &omegav1.JobStatus{
+				Phase: omegav1.JobPhase_JOB_PHASE_ABANDONED, Message: reason, FinishUnixNanos: now.UnixNano(),
+				Running: old.GetRunning(), Succeeded: old.GetSucceeded(), Failed: old.GetFailed(), // its pending tasks are abandoned below
+			}
 			tx.Ops = append(tx.Ops, txn.PutJob(pj, job.Version))
 		}
 		v.RangePendingTasks(j.UID, func(t *txn.Task) bool {

@@ -33,6 +33,8 @@ var mayImport = map[string][]string{
 	"client":                         {"api/omega/v1", "txn", "client/transport"},
 	"schedulers":                     {"api/omega/v1", "txn", "client", "client/transport"},
 	"agents":                         {"api/omega/v1", "txn", "client", "client/transport"},
+	// The job controller: a client of the cell like the agents.
+	"jobs": {"api/omega/v1", "txn", "client", "client/transport"},
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
 	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
@@ -41,7 +43,7 @@ var mayImport = map[string][]string{
 // remoteOnly are the packages a scheduler or agent binary that talks to a
 // remote store links: none of them may pull in the store or pebble, at any
 // depth (the in-process transport is client/inproc, of its own).
-var remoteOnly = []string{"client", "client/transport", "schedulers", "schedulers/live", "agents"}
+var remoteOnly = []string{"client", "client/transport", "schedulers", "schedulers/live", "agents", "jobs"}
 
 func TestRemoteComponentsDoNotLinkTheStore(t *testing.T) {
 	root := repoRoot(t)

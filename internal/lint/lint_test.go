@@ -20,12 +20,13 @@ import (
 // decisionPackages are the folders (with their subfolders) whose code must
 // run unchanged under the simulation's virtual clock: no wall clock, no
 // goroutines of their own (DESIGN.md "Layout"). The agents' core (the
-// simulated fleet, the dead machine's transaction) is decision code too.
+// tracker, executor, membership and reporter, the simulated fleet, the dead
+// machine's transaction) and the job controller are decision code too.
 // Live code — schedulers/live, the live agent and the gRPC transport with
 // the live cell — waits only through an injected client.Clock and context
 // deadlines, and where it must own goroutines it is listed in notDecision
 // with the reason. A folder that does not exist yet is skipped.
-var decisionPackages = []string{"txn", "client", "schedulers", "agents"}
+var decisionPackages = []string{"txn", "client", "schedulers", "agents", "jobs"}
 
 // notDecision are folders below decisionPackages that are not decision
 // code, and why.

@@ -1,0 +1,339 @@
+// Package jobs keeps each job's status following its tasks: the job
+// controller, the one component that writes a job's phase, counts and
+// finish time (DESIGN.md "Jobs finish"). It follows the cell through the
+// client library — a view and the watch after it, re-listing when the
+// watch falls behind — and writes what changed in one incremental
+// transaction per tick, live (the server runs it on a ticker) and in
+// virtual time (the simulation steps it). A scheduler's verdict on a job
+// it gave up on (ABANDONED, schedulers.Runner) ends the controller's part:
+// it never writes a job whose phase is terminal. Finished jobs leave the
+// cell after the store's retention window like finished tasks.
+//
+// It is decision code: no clock (time is the now passed to Tick), no
+// goroutine, and the same history gives the same transactions.
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
+)
+
+// Component is the controller's component name in the cell.
+const Component = "jobs"
+
+// Counters are what a Controller counts.
+type Counters struct {
+	// Txns counts the status transactions the store evaluated; Writes the
+	// job status writes that committed; Conflicts those that did not (the
+	// job moved meanwhile: a verdict, a deletion; the watch brings it).
+	Txns, Writes, Conflicts int64
+	// Finished counts the jobs the controller wrote SUCCEEDED or FAILED.
+	Finished int64
+	// Relists counts the fresh views taken after the watch fell behind.
+	Relists int64
+}
+
+// count is what the controller knows of one job's tasks.
+type count struct {
+	job *txn.Job // as last watched; nil until the job is seen
+	// The tasks by state: those not terminal as they are now, the terminal
+	// ones as they ended (deleting a terminal task does not undo its count).
+	pending, running, succeeded, failed, lost, abandoned int32
+	tasks                                                int32 // tasks seen and not deleted
+	lastEnd                                              int64 // when the latest task ended, Unix nanoseconds
+	dirty                                                bool  // queued in Controller.dirty
+}
+
+// live is a task not yet terminal: its job and state.
+type live struct {
+	job   uuid.UUID
+	state omegav1.TaskState
+}
+
+// Controller writes every job's status from its tasks. It belongs to one
+// goroutine.
+type Controller struct {
+	c        *client.Client
+	w        client.Watch
+	rev      uint64
+	jobs     map[uuid.UUID]*count
+	live     map[uuid.UUID]live // tasks not terminal
+	dirty    []uuid.UUID        // jobs whose status may have to change, in the order they changed
+	counters Counters
+}
+
+// New starts a controller over c: it lists the cell, counts every job's
+// tasks and watches from there. c should be the controller's own client
+// (its commits count in c's counters, under c's component name).
+func New(ctx context.Context, c *client.Client) (*Controller, error) {
+	if c == nil {
+		return nil, errors.New("new job controller: client is nil")
+	}
+	jc := &Controller{c: c}
+	if err := jc.list(ctx); err != nil {
+		return nil, fmt.Errorf("new job controller (%s): %w", c.Component(), err)
+	}
+	return jc, nil
+}
+
+// Counters returns the counts so far.
+func (jc *Controller) Counters() Counters { return jc.counters }
+
+// Close stops watching.
+func (jc *Controller) Close() {
+	if jc.w != nil {
+		jc.w.Close()
+	}
+}
+
+func (jc *Controller) list(ctx context.Context) error {
+	st, w, err := jc.c.ListAndWatch(ctx)
+	if err != nil {
+		return err
+	}
+	if jc.w != nil {
+		jc.w.Close()
+	}
+	jc.w = w
+	jc.jobs = make(map[uuid.UUID]*count, st.NumJobs())
+	jc.live = map[uuid.UUID]live{}
+	jc.dirty = jc.dirty[:0]
+	st.RangeJobs(func(j *txn.Job) bool {
+		jc.noteJob(j)
+		return true
+	})
+	st.RangeTasks(func(t *txn.Task) bool {
+		jc.noteTask(t, false, t.Finished)
+		return true
+	})
+	jc.rev = st.Revision()
+	return nil
+}
+
+// Poll takes in what the watch delivered since the last call, without
+// blocking; a watch that fell behind the retained history is not an error:
+// the controller lists again.
+func (jc *Controller) Poll(ctx context.Context) error {
+	sets, err := jc.w.Poll(0)
+	if errors.Is(err, client.ErrCompacted) {
+		jc.counters.Relists++
+		return jc.list(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("job controller watch after revision %d: %w", jc.rev, err)
+	}
+	for _, ws := range sets {
+		if ws.Revision <= jc.rev {
+			continue
+		}
+		for i := range ws.Changes {
+			ch := &ws.Changes[i]
+			switch {
+			case ch.Job != nil && ch.Deleted:
+				delete(jc.jobs, ch.Job.UID) // its tasks that change later find no job and are not counted
+			case ch.Job != nil:
+				jc.noteJob(ch.Job)
+			case ch.Task != nil:
+				jc.noteTask(ch.Task, ch.Deleted, ws.UnixNanos)
+			}
+		}
+		jc.rev = ws.Revision
+	}
+	return nil
+}
+
+func (jc *Controller) noteJob(j *txn.Job) {
+	n := jc.jobs[j.UID]
+	if n == nil {
+		n = &count{}
+		jc.jobs[j.UID] = n
+	}
+	n.job = j
+	jc.mark(j.UID, n)
+}
+
+func (jc *Controller) mark(uid uuid.UUID, n *count) {
+	if !n.dirty {
+		n.dirty = true
+		jc.dirty = append(jc.dirty, uid)
+	}
+}
+
+// noteTask counts a task's change: at is the time of the revision (the
+// end time of a task that ended then).
+func (jc *Controller) noteTask(t *txn.Task, deleted bool, at int64) {
+	prev, had := jc.live[t.UID]
+	job := t.Job
+	if had {
+		job = prev.job
+	}
+	if job == uuid.Nil {
+		return // a task of no job
+	}
+	n := jc.jobs[job]
+	if n == nil {
+		if had {
+			delete(jc.live, t.UID)
+		}
+		return // its job is gone
+	}
+	switch {
+	case deleted && !had:
+		return // a terminal task expiring: its count stays
+	case deleted:
+		n.add(prev.state, -1)
+		n.tasks--
+		delete(jc.live, t.UID)
+	case had:
+		n.add(prev.state, -1)
+		n.add(t.State, 1)
+		if t.Terminal() {
+			delete(jc.live, t.UID)
+			n.lastEnd = max(n.lastEnd, at)
+		} else if t.State != prev.state {
+			jc.live[t.UID] = live{job: job, state: t.State}
+		}
+	default: // first seen
+		n.tasks++
+		n.add(t.State, 1)
+		if t.Terminal() {
+			n.lastEnd = max(n.lastEnd, at)
+		} else {
+			jc.live[t.UID] = live{job: job, state: t.State}
+		}
+	}
+	jc.mark(job, n)
+}
+
+func (n *count) add(s omegav1.TaskState, d int32) {
+	switch s {
+	case omegav1.TaskState_TASK_STATE_PENDING:
+		n.pending += d
+	case omegav1.TaskState_TASK_STATE_ASSIGNED, omegav1.TaskState_TASK_STATE_RUNNING:
+		n.running += d
+	case omegav1.TaskState_TASK_STATE_SUCCEEDED:
+		n.succeeded += d
+	case omegav1.TaskState_TASK_STATE_FAILED, omegav1.TaskState_TASK_STATE_KILLED:
+		n.failed += d
+	case omegav1.TaskState_TASK_STATE_LOST:
+		n.lost += d
+	case omegav1.TaskState_TASK_STATE_ABANDONED:
+		n.abandoned += d
+	}
+}
+
+// Status is the status a job's tasks give it (the job not finished):
+//   - SUCCEEDED or FAILED once no task is pending or placed and as many
+//     tasks ended as the job asked for (Spec.Replicas, at least one) — a
+//     lost task does not count, its replacement does — FAILED if any
+//     failed or was killed, at the time the last one ended;
+//   - RUNNING while a task is placed or some have ended;
+//   - PENDING otherwise.
+func (n *count) status(j *txn.Job) *omegav1.JobStatus {
+	st := &omegav1.JobStatus{Pending: n.pending, Running: n.running, Succeeded: n.succeeded, Failed: n.failed}
+	ended := n.succeeded + n.failed
+	switch {
+	case n.pending == 0 && n.running == 0 && ended > 0 && ended >= max(j.Spec.GetReplicas(), 1):
+		st.Phase, st.FinishUnixNanos = omegav1.JobPhase_JOB_PHASE_SUCCEEDED, n.lastEnd
+		if n.failed > 0 {
+			st.Phase = omegav1.JobPhase_JOB_PHASE_FAILED
+			st.Message = fmt.Sprintf("%d of %d tasks failed", n.failed, ended)
+		}
+	case n.running > 0 || ended > 0:
+		st.Phase = omegav1.JobPhase_JOB_PHASE_RUNNING
+	default:
+		st.Phase = omegav1.JobPhase_JOB_PHASE_PENDING
+	}
+	return st
+}
+
+func sameStatus(a, b *omegav1.JobStatus) bool {
+	return a.GetPhase() == b.GetPhase() && a.GetPending() == b.GetPending() && a.GetRunning() == b.GetRunning() &&
+		a.GetSucceeded() == b.GetSucceeded() && a.GetFailed() == b.GetFailed() &&
+		a.GetFinishUnixNanos() == b.GetFinishUnixNanos() && a.GetMessage() == b.GetMessage()
+}
+
+// Tick polls the watch and writes, in one incremental transaction stamped
+// with now, the status of every job whose tasks moved it since the last
+// tick (in the order they moved; one write per job). It returns the
+// store's result: Revision 0 and no outcomes when nothing changed (then
+// nothing was sent). A write that conflicts is dropped: the job moved (a
+// scheduler's verdict, a deletion) and the watch brings it. On a commit
+// error nothing changed and the jobs are looked at again next tick.
+func (jc *Controller) Tick(ctx context.Context, nowUnixNanos int64) (txn.Result, error) {
+	if err := jc.Poll(ctx); err != nil {
+		return txn.Result{}, err
+	}
+	var ops []txn.Op
+	var uids []uuid.UUID
+	for _, u := range jc.dirty {
+		n := jc.jobs[u]
+		if n == nil {
+			continue // deleted since
+		}
+		n.dirty = false
+		if n.job == nil || n.job.Finished() {
+			continue
+		}
+		st := n.status(n.job)
+		if sameStatus(st, n.job.Status) {
+			continue
+		}
+		pj := n.job.Proto()
+		pj.Status = st
+		ops = append(ops, txn.PutJob(pj, n.job.Version))
+		uids = append(uids, u)
+	}
+	jc.dirty = jc.dirty[:0]
+	if len(ops) == 0 {
+		return txn.Result{}, nil
+	}
+	res, err := jc.c.Commit(ctx, &txn.Txn{
+		ViewRevision: jc.rev,
+		Conflict:     omegav1.ConflictMode_CONFLICT_MODE_FINE,
+		Commit:       omegav1.CommitMode_COMMIT_MODE_INCREMENTAL,
+		Component:    jc.c.Component(),
+		UnixNanos:    nowUnixNanos,
+		Ops:          ops,
+	})
+	if err != nil {
+		for _, u := range uids { // look again next tick
+			if n := jc.jobs[u]; n != nil {
+				jc.mark(u, n)
+			}
+		}
+		return res, fmt.Errorf("job status transaction (%d jobs): %w", len(ops), err)
+	}
+	jc.counters.Txns++
+	for i := range ops {
+		if !res.Outcomes[i].Committed() {
+			jc.counters.Conflicts++
+			continue
+		}
+		jc.counters.Writes++
+		if p := ops[i].NewJob.Status.GetPhase(); p == omegav1.JobPhase_JOB_PHASE_SUCCEEDED || p == omegav1.JobPhase_JOB_PHASE_FAILED {
+			jc.counters.Finished++
+		}
+	}
+	return res, nil
+}
+
+// Jobs returns the uids of the jobs the controller follows, in uid order
+// (tests, reports).
+func (jc *Controller) Jobs() []uuid.UUID {
+	out := make([]uuid.UUID, 0, len(jc.jobs))
+	for u := range jc.jobs {
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return out
+}

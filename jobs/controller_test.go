@@ -1,0 +1,380 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/internal/testkit/storekit"
+	"github.com/omega-cell/omega/store"
+	"github.com/omega-cell/omega/txn"
+)
+
+var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+const (
+	pending   = omegav1.TaskState_TASK_STATE_PENDING
+	succeeded = omegav1.TaskState_TASK_STATE_SUCCEEDED
+	failed    = omegav1.TaskState_TASK_STATE_FAILED
+	lost      = omegav1.TaskState_TASK_STATE_LOST
+	abandoned = omegav1.TaskState_TASK_STATE_ABANDONED
+
+	phPending   = omegav1.JobPhase_JOB_PHASE_PENDING
+	phRunning   = omegav1.JobPhase_JOB_PHASE_RUNNING
+	phSucceeded = omegav1.JobPhase_JOB_PHASE_SUCCEEDED
+	phFailed    = omegav1.JobPhase_JOB_PHASE_FAILED
+	phAbandoned = omegav1.JobPhase_JOB_PHASE_ABANDONED
+)
+
+type cell struct {
+	t   *testing.T
+	st  *store.Store
+	ids *testkit.IDs
+	m   uuid.UUID
+	jc  *Controller
+	cl  *client.Client
+}
+
+func newCell(t *testing.T, o store.Options) *cell {
+	t.Helper()
+	c := &cell{t: t, st: storekit.Open(t, o), ids: testkit.NewIDs(1, 0x70b)}
+	c.m = c.ids.Next()
+	c.commit(t0, txn.CreateMachine(testkit.Machine(c.m, "m0", testkit.Res(1_000_000, 1<<40))))
+	cl, err := client.New(context.Background(), inproc.New(c.st), client.Config{
+		Component: Component, Clock: testkit.NewClock(t0), Rand: rand.New(rand.NewPCG(2, 2)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cl = cl
+	jc, err := New(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(jc.Close)
+	c.jc = jc
+	return c
+}
+
+func (c *cell) commit(at time.Time, ops ...txn.Op) txn.Result {
+	c.t.Helper()
+	r, err := c.st.Commit(context.Background(), &txn.Txn{ViewRevision: c.st.Revision(), Component: "test", UnixNanos: at.UnixNano(), Ops: ops})
+	if err != nil || r.Conflicted() {
+		c.t.Fatalf("commit: %+v %v", r.Outcomes, err)
+	}
+	return r
+}
+
+// job creates a job of replicas tasks; it returns the job and task uids.
+func (c *cell) job(replicas int) (uuid.UUID, []uuid.UUID) {
+	c.t.Helper()
+	j := c.ids.Next()
+	pj := testkit.Job(j, "job-"+j.String()[:6], "batch")
+	pj.Spec.Replicas = int32(replicas)
+	ops := []txn.Op{txn.CreateJob(pj)}
+	var ts []uuid.UUID
+	for range replicas {
+		ts = append(ts, c.task(j, &ops))
+	}
+	c.commit(t0, ops...)
+	return j, ts
+}
+
+func (c *cell) task(j uuid.UUID, ops *[]txn.Op) uuid.UUID {
+	u := c.ids.Next()
+	*ops = append(*ops, txn.CreateTask(testkit.Task(u, j, "t-"+u.String()[:6], testkit.Res(100, 100))))
+	return u
+}
+
+func (c *cell) ver(u uuid.UUID) uint64 {
+	tk, ok := c.st.Snapshot().Task(u)
+	if !ok {
+		c.t.Fatalf("task %s missing", u)
+	}
+	return tk.Version
+}
+
+func (c *cell) claim(at time.Time, us ...uuid.UUID) {
+	c.t.Helper()
+	var ops []txn.Op
+	for _, u := range us {
+		ops = append(ops, txn.Claim(u, c.m, testkit.Res(100, 100), c.ver(u)))
+	}
+	c.commit(at, ops...)
+}
+
+func (c *cell) end(at time.Time, s omegav1.TaskState, us ...uuid.UUID) {
+	c.t.Helper()
+	var ops []txn.Op
+	for _, u := range us {
+		ops = append(ops, txn.SetStatus(u, s, c.ver(u), ""))
+	}
+	c.commit(at, ops...)
+}
+
+func (c *cell) tick(at time.Time) txn.Result {
+	c.t.Helper()
+	r, err := c.jc.Tick(context.Background(), at.UnixNano())
+	if err != nil {
+		c.t.Fatalf("tick: %v", err)
+	}
+	return r
+}
+
+func (c *cell) status(j uuid.UUID) *omegav1.JobStatus {
+	c.t.Helper()
+	job, ok := c.st.Snapshot().Job(j)
+	if !ok {
+		c.t.Fatalf("job %s missing", j)
+	}
+	return job.Status
+}
+
+func (c *cell) want(step string, j uuid.UUID, phase omegav1.JobPhase, pend, run, succ, fail int32, finish time.Time) {
+	c.t.Helper()
+	s := c.status(j)
+	var fin int64
+	if !finish.IsZero() {
+		fin = finish.UnixNano()
+	}
+	if s.GetPhase() != phase || s.GetPending() != pend || s.GetRunning() != run || s.GetSucceeded() != succ || s.GetFailed() != fail || s.GetFinishUnixNanos() != fin {
+		c.t.Fatalf("%s: job status %v, want %s pending %d running %d succeeded %d failed %d finish %d", step, s, phase, pend, run, succ, fail, fin)
+	}
+}
+
+// A job's life, tick by tick: PENDING with its counts, RUNNING once a task
+// is placed, SUCCEEDED when the last ends (at that time, not the tick's);
+// a tick with nothing new writes nothing; the finished job then leaves the
+// cell after the retention window.
+func TestJobLife(t *testing.T) {
+	o := storekit.Options(t, store.DurabilityNone)
+	o.Retention = time.Minute
+	c := newCell(t, o)
+	j, ts := c.job(3)
+	if r := c.tick(t0); r.Committed != 1 {
+		t.Fatalf("first tick: %+v", r)
+	}
+	c.want("created", j, phPending, 3, 0, 0, 0, time.Time{})
+	if r := c.tick(t0.Add(time.Second)); r.Revision != 0 {
+		t.Fatalf("a tick with nothing new wrote: %+v", r)
+	}
+	c.claim(t0.Add(2*time.Second), ts[0], ts[1])
+	c.tick(t0.Add(2 * time.Second))
+	c.want("two placed", j, phRunning, 1, 2, 0, 0, time.Time{})
+	c.claim(t0.Add(3*time.Second), ts[2])
+	c.end(t0.Add(3500*time.Millisecond), succeeded, ts[0])
+	c.tick(t0.Add(4 * time.Second))
+	c.want("one done", j, phRunning, 0, 2, 1, 0, time.Time{})
+	c.end(t0.Add(5*time.Second), succeeded, ts[1])
+	c.end(t0.Add(5500*time.Millisecond), succeeded, ts[2])
+	c.tick(t0.Add(6 * time.Second))
+	c.want("all done", j, phSucceeded, 0, 0, 3, 0, t0.Add(5500*time.Millisecond))
+	if cc := c.jc.Counters(); cc.Finished != 1 || cc.Conflicts != 0 || cc.Writes != 4 {
+		t.Fatalf("counters %+v", cc)
+	}
+	// Retention: seen finished at the first Expire, gone one window later.
+	ctx := context.Background()
+	for _, at := range []time.Duration{10 * time.Second, 80 * time.Second} {
+		if _, err := c.st.Expire(ctx, t0.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := c.st.Snapshot().Job(j); ok {
+		t.Fatal("the finished job is still in the cell after the retention window")
+	}
+	c.tick(t0.Add(90 * time.Second)) // the deletions reach the controller: nothing to write
+	if len(c.jc.Jobs()) != 0 {
+		t.Fatalf("the controller still follows %d jobs", len(c.jc.Jobs()))
+	}
+}
+
+// A lost task does not count towards the job's end; its replacement does.
+// A failed task makes the job FAILED, with a message.
+func TestLostAndFailed(t *testing.T) {
+	c := newCell(t, storekit.Options(t, store.DurabilityNone))
+	j, ts := c.job(2)
+	c.claim(t0, ts...)
+	c.end(t0.Add(time.Second), lost, ts[0])
+	c.end(t0.Add(2*time.Second), succeeded, ts[1])
+	c.tick(t0.Add(2 * time.Second))
+	c.want("one lost, one done", j, phRunning, 0, 0, 1, 0, time.Time{})
+	var ops []txn.Op
+	r := c.task(j, &ops)
+	c.commit(t0.Add(3*time.Second), ops...)
+	c.tick(t0.Add(3 * time.Second))
+	c.want("replacement pending", j, phRunning, 1, 0, 1, 0, time.Time{})
+	c.claim(t0.Add(4*time.Second), r)
+	c.end(t0.Add(5*time.Second), succeeded, r)
+	c.tick(t0.Add(5 * time.Second))
+	c.want("replacement done", j, phSucceeded, 0, 0, 2, 0, t0.Add(5*time.Second))
+
+	k, ks := c.job(2)
+	c.claim(t0.Add(6*time.Second), ks...)
+	c.end(t0.Add(7*time.Second), succeeded, ks[0])
+	c.end(t0.Add(8*time.Second), failed, ks[1])
+	c.tick(t0.Add(8 * time.Second))
+	c.want("one failed", k, phFailed, 0, 0, 1, 1, t0.Add(8*time.Second))
+	if m := c.status(k).GetMessage(); m != "1 of 2 tasks failed" {
+		t.Fatalf("message %q", m)
+	}
+}
+
+// A scheduler's verdict ends the controller's part: a job written
+// ABANDONED is never written again, though its placed task ends later.
+func TestVerdictIsLeftAlone(t *testing.T) {
+	c := newCell(t, storekit.Options(t, store.DurabilityNone))
+	j, ts := c.job(2)
+	c.claim(t0, ts[0])
+	c.tick(t0)
+	c.want("one placed", j, phRunning, 1, 1, 0, 0, time.Time{})
+	job, _ := c.st.Snapshot().Job(j)
+	pj := job.Proto()
+	pj.Status = &omegav1.JobStatus{Phase: phAbandoned, Message: "gave up", Running: 1, FinishUnixNanos: t0.Add(time.Second).UnixNano()}
+	c.commit(t0.Add(time.Second), txn.PutJob(pj, job.Version), txn.SetStatus(ts[1], abandoned, c.ver(ts[1]), "gave up"))
+	c.end(t0.Add(2*time.Second), succeeded, ts[0])
+	before := c.st.Revision()
+	if r := c.tick(t0.Add(2 * time.Second)); r.Revision != 0 || c.st.Revision() != before {
+		t.Fatalf("the controller wrote an abandoned job: %+v", r)
+	}
+	if s := c.status(j); s.GetPhase() != phAbandoned || s.GetMessage() != "gave up" {
+		t.Fatalf("status %v", s)
+	}
+}
+
+// transport lets a test commit between the controller's poll and its
+// commit, so its write races another.
+type racing struct {
+	client.Transport
+	before func()
+}
+
+func (r *racing) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
+	if r.before != nil {
+		f := r.before
+		r.before = nil
+		f()
+	}
+	return r.Transport.Commit(ctx, tx)
+}
+
+// A write that races another writer of the job conflicts, is dropped and
+// counted; the next tick, from the watched job, writes the status again.
+func TestConflictIsDroppedAndHealed(t *testing.T) {
+	st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
+	c := &cell{t: t, st: st, ids: testkit.NewIDs(3, 0x70b)}
+	c.m = c.ids.Next()
+	c.commit(t0, txn.CreateMachine(testkit.Machine(c.m, "m0", testkit.Res(1_000_000, 1<<40))))
+	tr := &racing{Transport: inproc.New(st, inproc.WithoutSharing())}
+	cl, err := client.New(context.Background(), tr, client.Config{Component: Component, Clock: testkit.NewClock(t0), Rand: rand.New(rand.NewPCG(2, 2))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.jc, err = New(context.Background(), cl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.jc.Close)
+	j, ts := c.job(1)
+	tr.before = func() { // someone relabels the job meanwhile
+		job, _ := st.Snapshot().Job(j)
+		pj := job.Proto()
+		pj.Meta.Labels = map[string]string{"team": "x"}
+		c.commit(t0, txn.PutJob(pj, job.Version))
+	}
+	if r := c.tick(t0); !r.Conflicted() || r.Committed != 0 {
+		t.Fatalf("racing write: %+v", r)
+	}
+	if cc := c.jc.Counters(); cc.Conflicts != 1 || cc.Writes != 0 {
+		t.Fatalf("counters %+v", cc)
+	}
+	c.tick(t0.Add(time.Second))
+	c.want("healed", j, phPending, 1, 0, 0, 0, time.Time{})
+	_ = ts
+}
+
+// model is the status the controller must reach for a job, from a scan of
+// the final state (histories here delete no task).
+func model(s *txn.State, j *txn.Job) *omegav1.JobStatus {
+	n := &count{}
+	s.RangeTasks(func(t *txn.Task) bool {
+		if t.Job == j.UID {
+			n.tasks++
+			n.add(t.State, 1)
+			if t.Terminal() {
+				n.lastEnd = max(n.lastEnd, t.Finished)
+			}
+		}
+		return true
+	})
+	return n.status(j)
+}
+
+// Random histories — tasks created, claimed, evicted, ended in every
+// terminal way, replacements for the lost, ticks in between, the watch
+// falling behind now and then — end with every job's status equal to what
+// a scan of the final state gives it.
+func TestRandomHistoriesMatchTheModel(t *testing.T) {
+	seed := testkit.Seed(t, "OMEGA_JOBS_SEED")
+	rng := rand.New(rand.NewPCG(seed, 1))
+	o := storekit.Options(t, store.DurabilityNone)
+	o.HistoryChanges = 16 // small: the controller re-lists now and then
+	c := newCell(t, o)
+	var jobs []uuid.UUID
+	tasks := map[uuid.UUID][]uuid.UUID{}
+	now := t0
+	for step := range 600 {
+		now = now.Add(time.Duration(rng.IntN(900)+100) * time.Millisecond)
+		switch k := rng.IntN(10); {
+		case k == 0 || len(jobs) == 0:
+			j, ts := c.job(1 + rng.IntN(4))
+			jobs = append(jobs, j)
+			tasks[j] = ts
+		case k < 8:
+			j := jobs[rng.IntN(len(jobs))]
+			u := tasks[j][rng.IntN(len(tasks[j]))]
+			tk, _ := c.st.Snapshot().Task(u)
+			switch {
+			case tk.State == pending:
+				c.claim(now, u)
+			case tk.Placed() && rng.IntN(4) == 0:
+				c.commit(now, txn.ForceEvict(u, tk.Version, "test"))
+			case tk.Placed():
+				ends := []omegav1.TaskState{succeeded, succeeded, succeeded, failed, lost, omegav1.TaskState_TASK_STATE_KILLED}
+				c.end(now, ends[rng.IntN(len(ends))], u)
+			case tk.State == lost:
+				job, _ := c.st.Snapshot().Job(j)
+				if job.Finished() || model(c.st.Snapshot(), job).GetPhase() == phSucceeded || model(c.st.Snapshot(), job).GetPhase() == phFailed {
+					break // the job is done: nothing replaces its lost task
+				}
+				var ops []txn.Op
+				r := c.task(j, &ops)
+				c.commit(now, ops...)
+				tasks[j] = append(tasks[j], r)
+			}
+		default:
+			c.tick(now)
+		}
+		if step%97 == 0 {
+			c.commit(now, txn.CreateMachine(testkit.Machine(c.ids.Next(), fmt.Sprintf("filler-%d", step), testkit.Res(1, 1)))) // history moves on
+		}
+	}
+	c.tick(now.Add(time.Second))
+	s := c.st.Snapshot()
+	for _, j := range jobs {
+		job, _ := s.Job(j)
+		want := model(s, job)
+		if !sameStatus(job.Status, want) {
+			t.Fatalf("seed %d: job %s status %v, the final state gives %v", seed, j, job.Status, want)
+		}
+	}
+	if cc := c.jc.Counters(); cc.Conflicts != 0 || cc.Relists == 0 || cc.Finished == 0 {
+		t.Fatalf("seed %d: counters %+v: want no conflicts (no other writer), some re-lists and finished jobs", seed, cc)
+	}
+}
