@@ -19,6 +19,7 @@ import (
 	"github.com/omega-cell/omega/bench/workload"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/jobs"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
@@ -359,10 +360,18 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
+	jc, err := newClient(jobs.Component)
+	if err != nil {
+		return nil, err
+	}
+	jobCtl, err := jobs.New(ctx, jc)
+	if err != nil {
+		return nil, err
+	}
 	src := &genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000))), route: cfg.Route}
 	e, err := New(Options{
 		LockThread: cfg.CPUTime,
-		Store:      st, Submitter: sub, Runners: runners, Fleet: fleet, Source: src, Clock: clock,
+		Store:      st, Submitter: sub, Runners: runners, Fleet: fleet, Jobs: jobCtl, Source: src, Clock: clock,
 		Duration: time.Duration(cfg.Workload.Days * float64(24*time.Hour)), FleetTick: cfg.FleetTick,
 		Progress: cfg.Progress,
 	})

@@ -138,3 +138,72 @@ func TestSaturationWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsFinishInTheCell: a job's status follows its tasks in the cell,
+// written by the job controller, and a scheduler's verdict is there too: at
+// the end every job the runners abandoned is ABANDONED in the cell (or
+// expired), every SUCCEEDED or FAILED job has only terminal tasks, the jobs
+// no longer in the cell are exactly finished ones that expired after the
+// store's retention window (15 minutes, inside this 36-minute run), and the
+// summary's jobs_finished counts them all.
+func TestJobsFinishInTheCell(t *testing.T) {
+	const seed = 5
+	cfg := smallConfig(seed)
+	cfg.Workload.Machines = 50
+	cfg.Workload.Days = 0.025
+	cfg.Workload.Load = 100 // a saturated cell: some jobs cannot be placed and are abandoned
+	s, err := Build(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Engine.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sum := s.Engine.Summarize(seed, cfg.Workload.Machines)
+	st := s.Store.Snapshot()
+	live := map[[16]byte]int{} // job → its tasks not terminal
+	st.RangeTasks(func(tk *txn.Task) bool {
+		if !tk.Terminal() {
+			live[tk.Job]++
+		}
+		return true
+	})
+	var inCellFinished, expired, abandoned int64
+	for _, r := range s.Engine.o.Runners {
+		for _, rec := range r.Records() {
+			j, ok := st.Job(rec.UID)
+			if !ok {
+				// Only finished jobs expire: abandoned ones or those the
+				// controller finished.
+				if !rec.Abandoned {
+					expired++
+				}
+				continue
+			}
+			switch p := j.Status.GetPhase(); {
+			case rec.Abandoned:
+				abandoned++
+				if p != omegav1.JobPhase_JOB_PHASE_ABANDONED {
+					t.Fatalf("seed %d: job %s abandoned by %s is %s in the cell", seed, rec.UID, r.Name(), p)
+				}
+			case p == omegav1.JobPhase_JOB_PHASE_ABANDONED:
+				t.Fatalf("seed %d: job %s is ABANDONED in the cell but not by its runner", seed, rec.UID)
+			case p == omegav1.JobPhase_JOB_PHASE_SUCCEEDED || p == omegav1.JobPhase_JOB_PHASE_FAILED:
+				inCellFinished++
+				if live[j.UID] != 0 || j.Status.GetFinishUnixNanos() == 0 {
+					t.Fatalf("seed %d: job %s is %s with %d tasks not terminal, finished at %d", seed, rec.UID, p, live[j.UID], j.Status.GetFinishUnixNanos())
+				}
+			}
+		}
+	}
+	if sum.JobsAbandoned == 0 || expired == 0 || inCellFinished == 0 {
+		t.Fatalf("seed %d: abandoned %d, expired %d, finished in the cell %d: the run shows too little", seed, sum.JobsAbandoned, expired, inCellFinished)
+	}
+	if sum.JobsFinished != inCellFinished+expired {
+		t.Fatalf("seed %d: summary says %d jobs finished; %d in the cell and %d expired", seed, sum.JobsFinished, inCellFinished, expired)
+	}
+	if int64(sum.JobsAbandoned) < abandoned {
+		t.Fatalf("seed %d: %d abandoned in the cell, the summary says %d", seed, abandoned, sum.JobsAbandoned)
+	}
+}

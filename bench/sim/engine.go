@@ -16,6 +16,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/jobs"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
@@ -59,8 +60,11 @@ type Options struct {
 	Submitter *client.Client // creates the arriving jobs
 	Runners   []*schedulers.Runner
 	Fleet     Fleet
-	Source    Source
-	Clock     *Clock
+	// Jobs, if set, is the job controller, ticked at FleetTick after the
+	// fleet's reports.
+	Jobs   *jobs.Controller
+	Source Source
+	Clock  *Clock
 	// Actors are components beside the built-in ones (arrivals, the
 	// runners, the fleet, expiry, sampling) — an offer allocator, a trace
 	// source — started at Epoch after them, in this order.
@@ -163,6 +167,12 @@ func New(o Options) (*Engine, error) {
 			_, err := o.Fleet.Tick(ctx, now)
 			return err
 		}})
+	}
+	if o.Jobs != nil {
+		e.add(Every(o.FleetTick, o.FleetTick, PhaseStatus, func(ctx context.Context, now time.Time) error {
+			_, err := o.Jobs.Tick(ctx, now.UnixNano())
+			return err
+		}))
 	}
 	e.add(&every{first: o.ExpireEvery, period: o.ExpireEvery, phase: PhaseExpire, act: func(ctx context.Context, now time.Time) error {
 		_, err := o.Store.Expire(ctx, now)
@@ -416,6 +426,13 @@ func (ra *runnerActor) begin(ctx context.Context, now time.Time) (Next, error) {
 	return Next{}, nil
 }
 
+// Every is an actor that calls act at first after the start and then
+// every period (a period of 0 or less: once), in phase: a periodic component (the job controller's tick,
+// a sampler of one's own) without an actor type of its own.
+func Every(first, period time.Duration, phase Phase, act func(ctx context.Context, now time.Time) error) Actor {
+	return &every{first: first, period: period, phase: phase, act: act}
+}
+
 // every acts at first (after Epoch) and then every period.
 type every struct {
 	first, period time.Duration
@@ -430,6 +447,9 @@ func (v *every) Start(_ context.Context, now time.Time) (Next, error) {
 func (v *every) Step(ctx context.Context, now time.Time) (Next, error) {
 	if err := v.act(ctx, now); err != nil {
 		return Next{}, err
+	}
+	if v.period <= 0 {
+		return Next{}, nil // once
 	}
 	return Next{At: now.Add(v.period), Phase: v.phase}, nil
 }

@@ -7,8 +7,9 @@ import (
 
 // Phase orders what happens at one instant: at one time, arrivals are
 // queued before scheduler attempts land, attempts before the fleet
-// reports, the store's expiry and sampling after, and idle schedulers look
-// for work last, so a scheduler freed at t sees everything else that
+// reports, the job controller writes the jobs' status after the reports,
+// the store's expiry and sampling come after, and idle schedulers look for
+// work last, so a scheduler freed at t sees everything else that
 // happened at t. An actor that plugs in (an offer allocator, a trace
 // source) picks the phase its steps belong to.
 type Phase uint8
@@ -17,6 +18,7 @@ const (
 	PhaseArrive Phase = iota
 	PhaseCommit
 	PhaseReport
+	PhaseStatus
 	PhaseExpire
 	PhaseSample
 	PhaseWake

@@ -16,14 +16,17 @@ import (
 // Summary is summary.json (DESIGN.md, "summary.json": a contract). Every
 // field outside Host is identical for the same seed and inputs.
 type Summary struct {
-	Seed            uint64             `json:"seed"`
-	SimSeconds      float64            `json:"sim_seconds"`
-	Events          int64              `json:"events"` // the steps the engine took from its queue
-	Machines        int                `json:"machines"`
-	JobsSubmitted   int                `json:"jobs_submitted"`
-	JobsScheduled   int                `json:"jobs_scheduled"`
-	JobsAbandoned   int                `json:"jobs_abandoned"`
-	JobsPending     int                `json:"jobs_pending"`
+	Seed          uint64  `json:"seed"`
+	SimSeconds    float64 `json:"sim_seconds"`
+	Events        int64   `json:"events"` // the steps the engine took from its queue
+	Machines      int     `json:"machines"`
+	JobsSubmitted int     `json:"jobs_submitted"`
+	JobsScheduled int     `json:"jobs_scheduled"`
+	JobsAbandoned int     `json:"jobs_abandoned"`
+	JobsPending   int     `json:"jobs_pending"`
+	// JobsFinished counts the jobs the job controller wrote SUCCEEDED or
+	// FAILED: all their tasks ended.
+	JobsFinished    int64              `json:"jobs_finished"`
 	TasksPlaced     int                `json:"tasks_placed"`
 	UtilizationMean float64            `json:"utilization_mean"`
 	Schedulers      []SchedulerSummary `json:"schedulers"`
@@ -98,6 +101,9 @@ type Host struct {
 // Summarize computes the summary of a finished engine.
 func (e *Engine) Summarize(seed uint64, machines int) Summary {
 	s := Summary{Seed: seed, SimSeconds: e.o.Duration.Seconds(), Events: e.events, Machines: machines}
+	if e.o.Jobs != nil {
+		s.JobsFinished = e.o.Jobs.Counters().Finished
+	}
 	for i, r := range e.o.Runners {
 		ss := SchedulerSummary{Name: r.Name(), Kind: r.Scheduler().Kind()}
 		var waits, placedWaits, speedups []float64
