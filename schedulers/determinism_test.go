@@ -87,7 +87,7 @@ func runScenario(t *testing.T, seed uint64) scenarioResult {
 	runnerFor := func(job uuid.UUID, s jobSpec) int {
 		switch s.scheduler {
 		case "batch":
-			return Pick(job, 2)
+			return Pick(job, []string{"batch-0", "batch-1"})
 		case "service":
 			return 2
 		}

@@ -16,45 +16,137 @@ import (
 // the cell, as they would reach a scheduler running as its own process:
 //
 //   - a job created in the cell goes to an instance of the kind its spec
-//     names (JobSpec.scheduler), by a hash of its uid over the instances of
-//     that kind (Pick, as the paper shares a kind's load);
+//     names (JobSpec.scheduler), by a hash of its uid with the names of the
+//     instances of that kind (Pick, as the paper shares a kind's load);
 //   - a task of a routed job that becomes LOST goes to the job's instance
 //     (Runner.Lost: its next attempt creates a replacement), and one evicted
 //     back to PENDING re-queues the job (Runner.Resubmit);
 //   - a deleted job is forgotten.
 //
+// The instances of a kind are those added here (Add) — unless the kind's
+// members were set (SetMembers): the names of every instance of the kind in
+// the cell, here and in other processes, as the cell's membership lists
+// them. A job whose instance is elsewhere is that process's, and left
+// alone. When the members change, the jobs whose instance changed move: a
+// dead instance's jobs go to the others, a new one takes its share, each
+// adopted with its placed tasks from a view of the cell.
+//
 // It is decision code: no clock, no goroutine. The simulation feeds it the
 // watch of the whole cell for every runner; a scheduler process feeds it
-// its own watch, with only its own instances added (jobs of kinds it does
-// not run are then another process's, and ignored); a scheduler that
-// starts on a running cell calls Recover with its snapshot first. Still
-// to come: instances that announce themselves in the cell, so the set of a
-// kind can change and a dead instance's jobs move to the others.
+// its own watch, with only its own instances added; a scheduler that
+// starts on a running cell calls Recover with its snapshot first.
 type Intake struct {
 	// Strict makes a job of a kind no instance serves an error (the
 	// simulation runs every kind its workload submits); otherwise it is
 	// left for another process.
-	Strict bool
-	kinds  map[string][]*Runner
-	owner  map[uuid.UUID]*Runner
+	Strict  bool
+	local   map[string]*Runner  // the instances here, by name
+	members map[string][]string // kind → the names of its instances (here and elsewhere), sorted
+	owner   map[uuid.UUID]*Runner
 }
 
 // NewIntake returns an intake with no instances.
 func NewIntake() *Intake {
-	return &Intake{kinds: map[string][]*Runner{}, owner: map[uuid.UUID]*Runner{}}
+	return &Intake{local: map[string]*Runner{}, members: map[string][]string{}, owner: map[uuid.UUID]*Runner{}}
 }
 
-// Add makes r an instance of its scheduler's kind; instances of a kind are
-// numbered in the order added (the order Pick hashes over).
+// Add makes r an instance of its scheduler's kind, named by r.Name().
 func (in *Intake) Add(r *Runner) {
-	k := r.Scheduler().Kind()
-	in.kinds[k] = append(in.kinds[k], r)
+	k, name := r.Scheduler().Kind(), r.Name()
+	in.local[name] = r
+	if ms := in.members[k]; !slices.Contains(ms, name) {
+		ms = append(ms, name)
+		slices.Sort(ms)
+		in.members[k] = ms
+	}
+}
+
+// route returns the instance a job of kind goes to: nil when it is another
+// process's; served is false when no instance of the kind is known.
+func (in *Intake) route(job uuid.UUID, kind string) (r *Runner, served bool) {
+	ms := in.members[kind]
+	if len(ms) == 0 {
+		return nil, false
+	}
+	r = in.local[ms[Pick(job, ms)]]
+	if r != nil && r.Scheduler().Kind() != kind {
+		return nil, true // a name of another kind's instance here: not this kind's
+	}
+	return r, true
 }
 
 // Owner returns the instance a job was routed to.
 func (in *Intake) Owner(job uuid.UUID) (*Runner, bool) {
 	r, ok := in.owner[job]
 	return r, ok
+}
+
+// SetMembers sets the instances of kind to names — every instance of the
+// kind in the cell, here or in other processes, as the membership lists
+// them (the order does not matter) — and moves the jobs of st whose
+// instance changed: a job that leaves an instance here is released
+// (Runner.Release), one that reaches an instance here is adopted with its
+// placed tasks, and queued if it has work. An instance added here but not
+// named gets no jobs. It returns the instances that got work, each once.
+func (in *Intake) SetMembers(kind string, names []string, st *txn.State, now time.Time) ([]*Runner, error) {
+	ms := slices.Clone(names)
+	slices.Sort(ms)
+	for i, n := range ms {
+		if n == "" {
+			return nil, fmt.Errorf("members of %q: an empty name", kind)
+		}
+		if i > 0 && ms[i-1] == n {
+			return nil, fmt.Errorf("members of %q: %q twice", kind, n)
+		}
+	}
+	in.members[kind] = ms
+	placed := placedByJob(st)
+	var woken []*Runner
+	st.RangeJobs(func(j *txn.Job) bool {
+		if j.Spec.GetScheduler() != kind || j.Finished() {
+			return true
+		}
+		r, _ := in.route(j.UID, kind)
+		cur, owned := in.owner[j.UID]
+		if owned && cur == r {
+			return true
+		}
+		if owned {
+			cur.Release(j.UID)
+			delete(in.owner, j.UID)
+		}
+		if r != nil && in.adopt(r, j, st, placed[j.UID], now) && !slices.Contains(woken, r) {
+			woken = append(woken, r)
+		}
+		return true
+	})
+	return woken, nil
+}
+
+// placedByJob lists the placed tasks of each job, in the state's order:
+// one pass, as the state has no index of a job's tasks.
+func placedByJob(st *txn.State) map[uuid.UUID][]uuid.UUID {
+	placed := map[uuid.UUID][]uuid.UUID{}
+	st.RangeTasks(func(t *txn.Task) bool {
+		if t.Placed() {
+			placed[t.Job] = append(placed[t.Job], t.UID)
+		}
+		return true
+	})
+	return placed
+}
+
+// adopt makes j r's with its placed tasks, queued if it has work (PENDING
+// tasks, or a Grower that wants more), and reports whether it has.
+func (in *Intake) adopt(r *Runner, j *txn.Job, st *txn.State, placed []uuid.UUID, now time.Time) bool {
+	in.owner[j.UID] = r
+	work := false
+	st.RangePendingTasks(j.UID, func(*txn.Task) bool { work = true; return false })
+	if g, ok := r.Scheduler().(Grower); ok && !work {
+		work = g.WantsMore(j, len(placed))
+	}
+	r.Adopt(j.UID, placed, work, now)
+	return work
 }
 
 // Recover routes every job of st that an instance here serves and that no
@@ -68,33 +160,20 @@ func (in *Intake) Owner(job uuid.UUID) (*Runner, bool) {
 // st's revision on. Jobs are visited in the state's own order, so the same
 // state routes the same way.
 func (in *Intake) Recover(st *txn.State, now time.Time) []*Runner {
-	// The placed tasks by job, in the state's order: one pass, as the
-	// state has no index of a job's tasks.
-	placed := map[uuid.UUID][]uuid.UUID{}
-	st.RangeTasks(func(t *txn.Task) bool {
-		if t.Placed() {
-			placed[t.Job] = append(placed[t.Job], t.UID)
-		}
-		return true
-	})
+	placed := placedByJob(st)
 	var woken []*Runner
 	st.RangeJobs(func(j *txn.Job) bool {
-		rs := in.kinds[j.Spec.GetScheduler()]
-		if len(rs) == 0 || j.Finished() {
+		if j.Finished() {
 			return true
 		}
 		if _, owned := in.owner[j.UID]; owned {
 			return true
 		}
-		r := rs[Pick(j.UID, len(rs))]
-		in.owner[j.UID] = r
-		work := false
-		st.RangePendingTasks(j.UID, func(*txn.Task) bool { work = true; return false })
-		if g, ok := r.Scheduler().(Grower); ok && !work {
-			work = g.WantsMore(j, len(placed[j.UID]))
+		r, _ := in.route(j.UID, j.Spec.GetScheduler())
+		if r == nil {
+			return true
 		}
-		r.Adopt(j.UID, placed[j.UID], work, now)
-		if work && !slices.Contains(woken, r) {
+		if in.adopt(r, j, st, placed[j.UID], now) && !slices.Contains(woken, r) {
 			woken = append(woken, r)
 		}
 		return true
@@ -119,14 +198,13 @@ func (in *Intake) Observe(ws *txn.WriteSet, now time.Time) ([]*Runner, error) {
 			delete(in.owner, c.Job.UID)
 		case c.Job != nil && c.Created:
 			kind := c.Job.Spec.GetScheduler()
-			rs := in.kinds[kind]
-			if len(rs) == 0 {
-				if in.Strict {
-					return woken, fmt.Errorf("job %s asks for scheduler %q, which nothing here runs", c.Job.Meta.GetName(), kind)
-				}
-				continue
+			r, served := in.route(c.Job.UID, kind)
+			if !served && in.Strict {
+				return woken, fmt.Errorf("job %s asks for scheduler %q, which nothing here runs", c.Job.Meta.GetName(), kind)
 			}
-			r := rs[Pick(c.Job.UID, len(rs))]
+			if r == nil {
+				continue // another process's
+			}
 			in.owner[c.Job.UID] = r
 			r.Submit(c.Job.UID, now)
 			wake(r)

@@ -2,6 +2,7 @@ package schedulers
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -77,11 +78,11 @@ func TestIntakeRoutesThroughTheCell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := []*Runner{b0, b1}
+	batch, batchNames := []*Runner{b0, b1}, []string{"batch-0", "batch-1"}
 	for _, j := range jobs {
 		r, ok := in.Owner(j)
-		if !ok || r != batch[Pick(j, 2)] {
-			t.Fatalf("job %s routed to %v, want batch-%d", j, r, Pick(j, 2))
+		if !ok || r != batch[Pick(j, batchNames)] {
+			t.Fatalf("job %s routed to %v, want batch-%d", j, r, Pick(j, batchNames))
 		}
 	}
 	if r, _ := in.Owner(svc); r != sv {
@@ -120,7 +121,7 @@ func TestIntakeRoutesThroughTheCell(t *testing.T) {
 
 	// A batch job placed, then one of its tasks evicted back to PENDING:
 	// its instance re-queues it.
-	owner := batch[Pick(jobs[1], 2)]
+	owner := batch[Pick(jobs[1], batchNames)]
 	for owner.Queued() > 0 {
 		a := begin(t, owner, t0)
 		finish(t, owner, a, t0)
@@ -276,5 +277,156 @@ func TestIntakeRecoversMapReduce(t *testing.T) {
 	}
 	if woken := in.Recover(c.state(), t0.Add(time.Second)); len(woken) != 0 || r.Queued() != 0 {
 		t.Fatalf("recover again: woken %d, queued %d; want the owned jobs left as they are", len(woken), r.Queued())
+	}
+}
+
+// TestIntakeMembersChange: instances of a kind announce themselves in the
+// cell's membership and the intake follows. Two processes run batch, this
+// one batch-0 and batch-1, another batch-9: a new job hashing to batch-9 is
+// left alone (strict or not); when batch-1 dies, each of its jobs — placed,
+// or with an attempt in flight — moves to the survivor the hash picks
+// (adopted here with its placed tasks, queued if it has work, or left to
+// batch-9) and no other job moves; when batch-9 dies too, its jobs come
+// here.
+func TestIntakeMembersChange(t *testing.T) {
+	c := newCell(t, 4)
+	c.addMachines(uniform(4, 4000, 16*gib, 0)...)
+	b0 := c.runner(NewBatch(), "batch-0", 1, testConfig(), nil)
+	b1 := c.runner(NewBatch(), "batch-1", 2, testConfig(), nil)
+	in := NewIntake()
+	in.Strict = true
+	in.Add(b0)
+	in.Add(b1)
+	all, survivors := []string{"batch-0", "batch-1", "batch-9"}, []string{"batch-0", "batch-9"}
+	if woken, err := in.SetMembers("batch", all, c.state(), t0); err != nil || len(woken) != 0 {
+		t.Fatalf("members on an empty cell: %v %v", woken, err)
+	}
+	if _, err := in.SetMembers("batch", []string{"batch-0", "batch-0"}, c.state(), t0); err == nil {
+		t.Fatal("a name twice was accepted")
+	}
+	w, err := c.st.Watch(c.state().Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &intakeFeed{t: t, in: in, w: w}
+	// Jobs until each member has some, and batch-1's go both ways on its
+	// death.
+	byMember := map[string][]uuid.UUID{}
+	dest := map[uuid.UUID]string{} // batch-1's jobs → where they go when it dies
+	toB0 := func() (n int) {
+		for _, d := range dest {
+			if d == "batch-0" {
+				n++
+			}
+		}
+		return n
+	}
+	for i := 0; len(byMember["batch-0"]) < 2 || len(byMember["batch-9"]) < 1 || toB0() < 2 || len(dest)-toB0() < 1; i++ {
+		j, _ := c.addJob(fmt.Sprintf("j%d", i), jobSpec{kind: batchKind, scheduler: "batch", tasks: 1, cpu: 100, mem: gib})
+		name := all[Pick(j, all)]
+		byMember[name] = append(byMember[name], j)
+		if name == "batch-1" {
+			dest[j] = survivors[Pick(j, survivors)]
+		}
+	}
+	if _, err := f.feed(); err != nil {
+		t.Fatalf("a job of a remote instance, strict: %v", err)
+	}
+	for name, js := range byMember {
+		for _, j := range js {
+			r, ok := in.Owner(j)
+			switch {
+			case name == "batch-9" && ok:
+				t.Fatalf("job %s of the remote batch-9 was taken by %s", j, r.Name())
+			case name != "batch-9" && (!ok || r.Name() != name):
+				t.Fatalf("job %s routed to %v, want %s", j, r, name)
+			}
+		}
+	}
+	// batch-1 places all its jobs but the last, which is in flight.
+	for b1.Queued() > 1 {
+		a := begin(t, b1, t0)
+		if o, _ := finish(t, b1, a, t0); o != OutcomePlaced {
+			t.Fatalf("setup: batch-1's job %s: %v", a.Job, o)
+		}
+	}
+	inFlight := begin(t, b1, t0)
+	b0Before := b0.Queued()
+
+	woken, err := in.SetMembers("batch", survivors, c.state(), t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var placedHere uuid.UUID
+	for j, d := range dest {
+		r, ok := in.Owner(j)
+		switch {
+		case d == "batch-0" && (!ok || r != b0):
+			t.Fatalf("job %s of the dead batch-1 is owned by %v, want batch-0", j, r)
+		case d == "batch-9" && ok:
+			t.Fatalf("job %s of the dead batch-1, now batch-9's, is owned here by %s", j, r.Name())
+		}
+		if d == "batch-0" && j != inFlight.Job {
+			placedHere = j
+		}
+	}
+	for _, j := range byMember["batch-0"] {
+		if r, _ := in.Owner(j); r != b0 {
+			t.Fatal("a job of batch-0, which stayed, moved")
+		}
+	}
+	// Of the moved jobs only the in-flight one has work (its attempt had
+	// not committed): batch-0 queues it if it came here.
+	wantQueued := b0Before
+	if dest[inFlight.Job] == "batch-0" {
+		wantQueued++
+	}
+	if b0.Queued() != wantQueued || (len(woken) == 1) != (wantQueued > b0Before) {
+		t.Fatalf("woken %v, batch-0 queued %d → %d, want %d", woken, b0Before, b0.Queued(), wantQueued)
+	}
+	if b1.Queued() != 0 {
+		t.Fatalf("the dead batch-1 still queues %d jobs", b1.Queued())
+	}
+	if o, _ := finish(t, b1, inFlight, t0); o != OutcomeMoved {
+		t.Fatalf("the in-flight attempt of a moved job ended %v, want OutcomeMoved", o)
+	}
+	for _, rec := range b1.Records() {
+		t.Fatalf("batch-1 still records job %s after its jobs moved", rec.UID)
+	}
+	// A placed job that came here: adopted with its task, whose loss now
+	// reaches batch-0.
+	var placedTask uuid.UUID
+	c.state().RangeTasks(func(tk *txn.Task) bool {
+		if tk.Job == placedHere && tk.Placed() {
+			placedTask = tk.UID
+		}
+		return true
+	})
+	if placedTask == uuid.Nil {
+		t.Fatalf("the moved job %s has no placed task", placedHere)
+	}
+	c.commit(txn.SetStatus(placedTask, omegav1.TaskState_TASK_STATE_LOST, c.task(placedTask).Version, "machine failed"))
+	if _, err := f.feed(); err != nil {
+		t.Fatal(err)
+	}
+	if rec := record(t, b0, placedHere); rec.Lost != 1 {
+		t.Fatalf("the moved job's lost task did not reach batch-0: %+v", rec)
+	}
+
+	// batch-9 dies too: its jobs, and those it took from batch-1, come here.
+	if _, err := in.SetMembers("batch", []string{"batch-0"}, c.state(), t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var theirs []uuid.UUID
+	theirs = append(theirs, byMember["batch-9"]...)
+	for j, d := range dest {
+		if d == "batch-9" {
+			theirs = append(theirs, j)
+		}
+	}
+	for _, j := range theirs {
+		if r, ok := in.Owner(j); !ok || r != b0 {
+			t.Fatalf("job %s of the dead batch-9 is owned by %v, want batch-0", j, r)
+		}
 	}
 }

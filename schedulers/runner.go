@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -95,6 +94,10 @@ const (
 	OutcomePlaced
 	// OutcomeAbandoned: the job hit the Runner's bounds.
 	OutcomeAbandoned
+	// OutcomeMoved: the job moved to another instance (Release) while the
+	// attempt was in flight; the attempt committed what it decided, and
+	// the job is no longer this runner's.
+	OutcomeMoved
 )
 
 // Runner owns one scheduler's loop through the client library: a queue of
@@ -123,6 +126,9 @@ type jobState struct {
 	seq     uint64
 	queued  bool
 	done    bool
+	// inFlight: an attempt for the job is between Begin and Finish; moved:
+	// Release gave the job up meanwhile.
+	inFlight, moved bool
 	// loop is the job's retry state in the client library's one optimistic
 	// loop: progress is a placement, tasks no machine took are work left.
 	loop       *client.Loop
@@ -200,6 +206,26 @@ func (r *Runner) Adopt(job uuid.UUID, placed []uuid.UUID, queue bool, now time.T
 		return
 	}
 	r.push(j, now)
+}
+
+// Release gives up a job that moved to another instance (the members of
+// its kind changed, Intake.SetMembers): it leaves the queue and the
+// records at once, or, with an attempt in flight, once Finish has
+// committed that attempt (OutcomeMoved).
+func (r *Runner) Release(job uuid.UUID) {
+	j, ok := r.jobs[job]
+	if !ok {
+		return
+	}
+	if j.queued {
+		heap.Remove(&r.queue, j.queueIndex)
+		j.queued = false
+	}
+	if j.inFlight {
+		j.moved = true
+		return
+	}
+	delete(r.jobs, job)
 }
 
 // Lost tells the runner that task t of job was lost with its machine
@@ -351,6 +377,7 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 		if j.FirstAttempt.IsZero() {
 			j.FirstAttempt = now
 		}
+		j.inFlight = true
 		return a, true, nil
 	}
 	return nil, false, nil
@@ -361,6 +388,7 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 // RetryDelay when tasks found no machine), or abandoned at the bounds.
 func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome, error) {
 	j := r.jobs[a.Job]
+	j.inFlight = false
 	var res txn.Result
 	if len(a.Txn.Ops) > 0 {
 		a.Txn.UnixNanos = now.UnixNano()
@@ -389,6 +417,15 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 	j.TasksPlaced += placedNow
 	if res.Conflicted() {
 		j.Conflicted++
+	}
+	if j.moved {
+		delete(r.jobs, j.UID)
+		if res.Revision != 0 || res.Conflicted() {
+			if err := r.c.SyncTo(ctx, max(res.Revision, res.Base)); err != nil {
+				return OutcomeMoved, err
+			}
+		}
+		return OutcomeMoved, nil
 	}
 	// The client's loop decides: done when nothing conflicted and no task
 	// was left without a machine; abandoned at the paper's bounds;
@@ -497,12 +534,34 @@ func (r *Runner) Records() []JobRecord {
 	return out
 }
 
-// Pick chooses which of n schedulers of one kind takes a job: a hash of the
-// job id, as in the paper, so the choice needs no coordination.
-func Pick(job uuid.UUID, n int) int {
-	h := fnv.New64a()
-	h.Write(job[:])
-	return int(h.Sum64() % uint64(n))
+// Pick chooses which of the named instances of one kind takes a job:
+// rendezvous (highest random weight) hashing of the job id with each name
+// — the paper shares a kind's load by hashing job ids — so the choice
+// needs no coordination, depends only on the set of names, and when an
+// instance joins or leaves only the jobs it gains or loses move. names
+// must not be empty.
+func Pick(job uuid.UUID, names []string) int {
+	best, bestW := 0, uint64(0)
+	for i, n := range names {
+		// FNV-1a over the job id and the name, then a 64-bit finaliser
+		// (splitmix64's) so that near names weigh independently.
+		h := uint64(14695981039346656037)
+		for _, b := range job {
+			h = (h ^ uint64(b)) * 1099511628211
+		}
+		for k := 0; k < len(n); k++ {
+			h = (h ^ uint64(n[k])) * 1099511628211
+		}
+		h ^= h >> 30
+		h *= 0xbf58476d1ce4e5b9
+		h ^= h >> 27
+		h *= 0x94d049bb133111eb
+		h ^= h >> 31
+		if i == 0 || h > bestW {
+			best, bestW = i, h
+		}
+	}
+	return best
 }
 
 func sortedUIDs(m map[uuid.UUID]struct{}) []uuid.UUID {

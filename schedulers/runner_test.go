@@ -2,6 +2,7 @@ package schedulers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -557,29 +558,68 @@ func TestPickSpreadsJobsEvenlyAndStably(t *testing.T) {
 	for i := range uids {
 		uids[i] = g.next()
 	}
-	for _, n := range []int{1, 2, 3, 5} {
+	names := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("batch-%d", i))
+		}
+		return out
+	}
+	for _, n := range []int{1, 2, 3, 5, 32} {
+		ns := names(n)
 		counts := make([]int, n)
 		for _, u := range uids {
-			i := Pick(u, n)
+			i := Pick(u, ns)
 			if i < 0 || i >= n {
-				t.Fatalf("Pick(%s, %d) = %d", u, n, i)
+				t.Fatalf("Pick(%s, %d names) = %d", u, n, i)
 			}
-			if Pick(u, n) != i {
-				t.Fatalf("Pick(%s, %d) is not stable", u, n)
+			if Pick(u, ns) != i {
+				t.Fatalf("Pick(%s, %d names) is not stable", u, n)
 			}
 			counts[i]++
 		}
 		mean := float64(jobs) / float64(n)
+		tol := 0.05
+		if n == 32 {
+			tol = 0.2 // ~312 jobs each: a wider binomial spread
+		}
 		for i, k := range counts {
-			if float64(k) < 0.95*mean || float64(k) > 1.05*mean {
-				t.Fatalf("%d schedulers: scheduler %d gets %d of %d jobs, outside ±5%% of %.0f (%v)", n, i, k, jobs, mean, counts)
+			if float64(k) < (1-tol)*mean || float64(k) > (1+tol)*mean {
+				t.Fatalf("%d schedulers: scheduler %d gets %d of %d jobs, outside ±%.0f%% of %.0f (%v)", n, i, k, jobs, 100*tol, mean, counts)
 			}
 		}
 	}
 	// Stable across processes too: the hash of fixed bytes is fixed.
 	u := uuid.MustParse("00000000-0000-4000-8000-000000000000")
-	if got := Pick(u, 3); got != Pick(u, 3) {
-		t.Fatalf("unstable")
+	if got := Pick(u, names(3)); got != 1 {
+		t.Fatalf("Pick of a fixed job over batch-0..2 = %d, want 1 (the hash changed: every cell's routing moves with it)", got)
+	}
+}
+
+// Rendezvous: the choice depends only on the set of names, and an instance
+// that leaves moves only its own jobs, one that joins takes jobs only from
+// the others (none move between the others).
+func TestPickMovesOnlyTheJobsOfTheInstanceThatChanged(t *testing.T) {
+	g := newIDs(43)
+	all := []string{"batch-0", "batch-1", "batch-2", "batch-3"}
+	less := []string{"batch-0", "batch-1", "batch-3"} // batch-2 left
+	rev := []string{"batch-3", "batch-1", "batch-0"}
+	moved := 0
+	for range 5000 {
+		u := g.next()
+		before, after := all[Pick(u, all)], less[Pick(u, less)]
+		if got := rev[Pick(u, rev)]; got != after {
+			t.Fatalf("job %s: %s over %v, %s over the same names reordered", u, after, less, got)
+		}
+		if before != "batch-2" && before != after {
+			t.Fatalf("job %s moved from %s to %s though %s stayed", u, before, after, before)
+		}
+		if before == "batch-2" {
+			moved++
+		}
+	}
+	if moved < 1000 || moved > 1500 {
+		t.Fatalf("%d of 5000 jobs were batch-2's, want about a quarter", moved)
 	}
 }
 
