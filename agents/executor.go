@@ -68,7 +68,7 @@ func NewSimExecutor(tr *Tracker) *SimExecutor {
 
 // Start queues the placement's finish.
 func (x *SimExecutor) Start(t *txn.Task, p Placement) {
-	d := t.Spec.GetDurationMillis()
+	d := t.DurationMillis()
 	if d <= 0 || d > (math.MaxInt64-t.Assigned)/int64(time.Millisecond) {
 		return // runs forever
 	}

@@ -242,7 +242,7 @@ func (n *count) status(j *txn.Job) *omegav1.JobStatus {
 	st := &omegav1.JobStatus{Pending: n.pending, Running: n.running, Succeeded: n.succeeded, Failed: n.failed}
 	ended := n.succeeded + n.failed
 	switch {
-	case n.pending == 0 && n.running == 0 && ended > 0 && ended >= max(j.Spec.GetReplicas(), 1):
+	case n.pending == 0 && n.running == 0 && ended > 0 && ended >= max(j.Replicas(), 1):
 		st.Phase, st.FinishUnixNanos = omegav1.JobPhase_JOB_PHASE_SUCCEEDED, n.lastEnd
 		if n.failed > 0 {
 			st.Phase = omegav1.JobPhase_JOB_PHASE_FAILED
@@ -320,7 +320,7 @@ func (jc *Controller) Tick(ctx context.Context, nowUnixNanos int64) (txn.Result,
 			continue
 		}
 		jc.counters.Writes++
-		if p := ops[i].NewJob.Status.GetPhase(); p == omegav1.JobPhase_JOB_PHASE_SUCCEEDED || p == omegav1.JobPhase_JOB_PHASE_FAILED {
+		if p := ops[i].NewJob.GetStatus().GetPhase(); p == omegav1.JobPhase_JOB_PHASE_SUCCEEDED || p == omegav1.JobPhase_JOB_PHASE_FAILED {
 			jc.counters.Finished++
 		}
 	}

@@ -23,10 +23,10 @@ func (b *Batch) Kind() string { return "batch" }
 func (b *Batch) Decide(v client.View, req Request, env Env) Decision {
 	b.idx.Refresh(v)
 	p := NewPlacer(v, req.Placed)
-	d := Decision{AllOrNothing: req.Job.Spec.GetGang(), Considered: len(req.Pending), Ops: make([]txn.Op, 0, len(req.Pending))}
+	d := Decision{AllOrNothing: req.Job.Gang(), Considered: len(req.Pending), Ops: make([]txn.Op, 0, len(req.Pending))}
 	for _, t := range req.Pending {
 		placed := false
-		Sample(&b.idx, v, p, env, t.Request, t.Spec.GetConstraints(), 1, b.Tries, func(m *txn.Machine) bool {
+		Sample(&b.idx, v, p, env, t.Request, t.Constraints(), 1, b.Tries, func(m *txn.Machine) bool {
 			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request, t.Version))
 			p.Take(m, t.Request)
 			placed = true

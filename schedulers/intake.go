@@ -103,7 +103,7 @@ func (in *Intake) SetMembers(kind string, names []string, st *txn.State, now tim
 	placed := placedByJob(st)
 	var woken []*Runner
 	st.RangeJobs(func(j *txn.Job) bool {
-		if j.Spec.GetScheduler() != kind || j.Finished() {
+		if j.Scheduler() != kind || j.Finished() {
 			return true
 		}
 		r, _ := in.route(j.UID, kind)
@@ -169,7 +169,7 @@ func (in *Intake) Recover(st *txn.State, now time.Time) []*Runner {
 		if _, owned := in.owner[j.UID]; owned {
 			return true
 		}
-		r, _ := in.route(j.UID, j.Spec.GetScheduler())
+		r, _ := in.route(j.UID, j.Scheduler())
 		if r == nil {
 			return true
 		}
@@ -197,10 +197,10 @@ func (in *Intake) Observe(ws *txn.WriteSet, now time.Time) ([]*Runner, error) {
 		case c.Job != nil && c.Deleted:
 			delete(in.owner, c.Job.UID)
 		case c.Job != nil && c.Created:
-			kind := c.Job.Spec.GetScheduler()
+			kind := c.Job.Scheduler()
 			r, served := in.route(c.Job.UID, kind)
 			if !served && in.Strict {
-				return woken, fmt.Errorf("job %s asks for scheduler %q, which nothing here runs", c.Job.Meta.GetName(), kind)
+				return woken, fmt.Errorf("job %s asks for scheduler %q, which nothing here runs", c.Job.Name(), kind)
 			}
 			if r == nil {
 				continue // another process's

@@ -81,7 +81,7 @@ func (s *MapReduce) Kind() string { return "mapreduce" }
 // WantsMore: a MapReduce job is attempted, even with no pending task, until
 // the scheduler placed as many workers as it requests (Grower).
 func (s *MapReduce) WantsMore(job *txn.Job, placed int) bool {
-	return job.Spec.GetKind() == omegav1.JobKind_JOB_KIND_MAPREDUCE && placed < int(job.Spec.GetReplicas())
+	return job.Kind() == omegav1.JobKind_JOB_KIND_MAPREDUCE && placed < int(job.Replicas())
 }
 
 // Workers returns how many workers the policy gives a job that asked for
@@ -118,23 +118,23 @@ func (s *MapReduce) Workers(requested, useful int, req, free, capacity txn.Resou
 // useful is how many workers a job can use: its max_workers, else its map
 // task count (a worker per map task at most), else 16 times its request.
 func useful(job *txn.Job) int {
-	mr := job.Spec.GetMapreduce()
+	mr := job.MapReduce()
 	switch {
 	case mr.GetMaxWorkers() > 0:
 		return int(mr.GetMaxWorkers())
 	case mr.GetMapTasks() > 0:
 		return int(mr.GetMapTasks())
 	}
-	return 16 * int(max(job.Spec.GetReplicas(), 1))
+	return 16 * int(max(job.Replicas(), 1))
 }
 
 func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 	s.idx.Refresh(v)
 	p := NewPlacer(v, req.Placed)
 	job := req.Job
-	tmpl := job.Spec.GetTemplate()
+	tmpl := job.Template()
 	want := txn.ResourcesFromProto(tmpl.GetResources())
-	requested := int(job.Spec.GetReplicas())
+	requested := int(job.Replicas())
 	// Workers it has: pending, and every one placed so far (finished ones
 	// did their share of the work and are not made again).
 	have := max(len(req.Placed), req.PlacedTotal) + len(req.Pending)
@@ -144,7 +144,7 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 
 	claim := func(t *txn.Task, version uint64) bool {
 		ok := false
-		Sample(&s.idx, v, p, env, t.Request, t.Spec.GetConstraints(), 1, s.Tries, func(m *txn.Machine) bool {
+		Sample(&s.idx, v, p, env, t.Request, t.Constraints(), 1, s.Tries, func(m *txn.Machine) bool {
 			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request, version))
 			p.Take(m, t.Request)
 			ok = true
@@ -167,22 +167,22 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		labels["job"] = job.Meta.GetName()
+		labels["job"] = job.Name()
 		pt := &omegav1.Task{
 			Meta: &omegav1.ObjectMeta{
 				Uid:             uid.String(),
-				Name:            job.Meta.GetName() + "-w" + strconv.Itoa(i),
+				Name:            job.Name() + "-w" + strconv.Itoa(i),
 				Labels:          labels,
-				OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: job.UID.String(), Name: job.Meta.GetName(), Controller: true}},
+				OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: job.UID.String(), Name: job.Name(), Controller: true}},
 			},
 			Spec: &omegav1.TaskSpec{
 				Resources:   tmpl.GetResources(),
 				Command:     tmpl.GetCommand(),
 				Constraints: tmpl.GetConstraints(),
-				Priority:    job.Spec.GetPriority(),
+				Priority:    job.Priority(),
 			},
 		}
-		t := &txn.Task{UID: uid, Request: want, Spec: pt.Spec}
+		t := txn.PlannedTask(uid, job.UID, pt, want)
 		at := len(d.Ops)
 		d.Ops = append(d.Ops, txn.CreateTask(pt))
 		if !claim(t, 0) {

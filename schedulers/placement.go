@@ -32,7 +32,7 @@ func (x *MachineIndex) Refresh(v client.View) {
 	domains := map[string]struct{}{}
 	v.RangeMachines(func(m *txn.Machine) bool {
 		x.uids = append(x.uids, m.UID)
-		domains[m.Spec.GetFailureDomain()] = struct{}{}
+		domains[m.FailureDomain()] = struct{}{}
 		return true
 	})
 	x.domains = len(domains)
@@ -75,7 +75,7 @@ func NewPlacer(v client.View, placed []*txn.Task) *Placer {
 
 func (p *Placer) note(m *txn.Machine) {
 	p.onMachine[m.UID]++
-	p.onDomain[m.Spec.GetFailureDomain()]++
+	p.onDomain[m.FailureDomain()]++
 }
 
 // Used returns the machine's allocation including this decision's claims.
@@ -99,11 +99,11 @@ func (p *Placer) Feasible(m *txn.Machine, req txn.Resources, constraints []*omeg
 	for _, c := range constraints {
 		switch c.GetOperator() {
 		case omegav1.Constraint_OPERATOR_EQUAL:
-			if v, ok := m.Spec.GetAttributes()[c.GetAttribute()]; !ok || v != c.GetValue() {
+			if v, ok := m.Attributes()[c.GetAttribute()]; !ok || v != c.GetValue() {
 				return false
 			}
 		case omegav1.Constraint_OPERATOR_NOT_EQUAL:
-			if v, ok := m.Spec.GetAttributes()[c.GetAttribute()]; ok && v == c.GetValue() {
+			if v, ok := m.Attributes()[c.GetAttribute()]; ok && v == c.GetValue() {
 				return false
 			}
 		case omegav1.Constraint_OPERATOR_DIFFERENT_MACHINES:
@@ -159,13 +159,13 @@ func Classes(tasks []*txn.Task) []*Class {
 	for _, t := range tasks {
 		sb.Reset()
 		sb.WriteString(t.Request.String())
-		for _, c := range t.Spec.GetConstraints() {
+		for _, c := range t.Constraints() {
 			sb.WriteString("|" + c.GetAttribute() + c.GetOperator().String() + c.GetValue())
 		}
 		k := sb.String()
 		c, ok := byKey[k]
 		if !ok {
-			c = &Class{Request: t.Request, Constraints: t.Spec.GetConstraints()}
+			c = &Class{Request: t.Request, Constraints: t.Constraints()}
 			byKey[k] = c
 			out = append(out, c)
 		}

@@ -257,16 +257,14 @@ type replaced struct {
 // replacement builds a new PENDING task like lost: its spec, labels and
 // owner, a new uid and a name marking it a replacement.
 func replacement(lost *txn.Task, uid uuid.UUID) replaced {
-	p := &omegav1.Task{
-		Meta: &omegav1.ObjectMeta{
-			Uid:             uid.String(),
-			Name:            lost.Meta.GetName() + "-r",
-			Labels:          lost.Meta.GetLabels(),
-			OwnerReferences: lost.Meta.GetOwnerReferences(),
-		},
-		Spec: lost.Spec,
+	p := lost.SpecProto() // the wire form: the spec, shared
+	p.Meta = &omegav1.ObjectMeta{
+		Uid:             uid.String(),
+		Name:            lost.Name() + "-r",
+		Labels:          lost.Labels(),
+		OwnerReferences: lost.OwnerReferences(),
 	}
-	return replaced{p, &txn.Task{UID: uid, Job: lost.Job, Meta: p.Meta, Spec: lost.Spec, Request: lost.Request, State: omegav1.TaskState_TASK_STATE_PENDING}}
+	return replaced{p, txn.PlannedTask(uid, lost.Job, p, lost.Request)}
 }
 
 // Resubmit queues again a job the runner placed earlier whose tasks became
@@ -317,7 +315,7 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 			j.done = true // deleted: nothing to do
 			continue
 		}
-		j.Requested = int(job.Spec.GetReplicas())
+		j.Requested = int(job.Replicas())
 		req := Request{Job: job, Attempt: j.Attempts}
 		v.RangePendingTasks(j.UID, func(t *txn.Task) bool { req.Pending = append(req.Pending, t); return true })
 		wantNew := false

@@ -20,6 +20,20 @@
 //   - txn.Evict of lower-priority tasks whose room it needs (evictions must
 //     come before the claims that use the room).
 //
+// # What Decide sees
+//
+// The view answers queries (Machine, Task, Job by uid; RangeMachines,
+// RangePendingTasks and the like, in orders that depend only on the sets
+// of uids; Capacity, Allocated, Revision). Its objects are read through
+// their value fields — UID, Version, Request, Capacity, Allocated, State,
+// Machine — and their methods (Name, FailureDomain, Attributes,
+// Constraints, Priority, Replicas, Gang, ...; txn/access.go), never
+// through the protobuf messages they keep in Meta, Spec and Status: those
+// are the store's wire form, and may leave the objects when the store's
+// heap is flattened, while the methods stay. A task the decision creates
+// and claims at once is built with txn.PlannedTask. (A lint test holds
+// this package, the agents, the job controller and the examples to it.)
+//
 // It must not do I/O, read a clock, start goroutines or keep pointers into
 // the view beyond the call: time, randomness and ids come in Env, so the same
 // scheduler runs in a live cell and, deterministically, in the simulator. It

@@ -36,14 +36,14 @@ func (s *Service) Kind() string { return "service" }
 func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 	s.idx.Refresh(v)
 	p := NewPlacer(v, req.Placed)
-	d := Decision{AllOrNothing: req.Job.Spec.GetGang(), Considered: len(req.Pending)}
+	d := Decision{AllOrNothing: req.Job.Gang(), Considered: len(req.Pending)}
 	for _, class := range Classes(req.Pending) {
 		for _, t := range class.Tasks {
 			var best *txn.Machine
 			var bestScore float64
 			found := 0
 			Sample(&s.idx, v, p, env, class.Request, class.Constraints, s.Limit, s.Limit, func(m *txn.Machine) bool {
-				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m.Spec.GetFailureDomain()))
+				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m.FailureDomain()))
 				if best == nil || score < bestScore || (score == bestScore && bytes.Compare(m.UID[:], best.UID[:]) < 0) {
 					best, bestScore = m, score
 				}
@@ -52,7 +52,7 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 				// that already holds a task of the job while some domain
 				// holds none: then look on (within Limit) for that domain,
 				// or a sample of 16 misses the last empty domains often.
-				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best.Spec.GetFailureDomain()) > 0 && p.DomainsUsed() < s.idx.Domains())
+				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best.FailureDomain()) > 0 && p.DomainsUsed() < s.idx.Domains())
 			})
 			if best == nil {
 				d.Unplaceable++

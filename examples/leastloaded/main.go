@@ -33,7 +33,7 @@ func (s *LeastLoaded) Decide(v client.View, req schedulers.Request, env schedule
 	d := schedulers.Decision{Considered: len(req.Pending)}
 	for _, t := range req.Pending {
 		var best *txn.Machine
-		schedulers.Sample(&s.idx, v, p, env, t.Request, t.Spec.GetConstraints(), s.Choices, 8*s.Choices,
+		schedulers.Sample(&s.idx, v, p, env, t.Request, t.Constraints(), s.Choices, 8*s.Choices,
 			func(m *txn.Machine) bool {
 				if best == nil || p.Used(m).CPU < p.Used(best).CPU {
 					best = m
