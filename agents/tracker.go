@@ -63,24 +63,27 @@ type TrackerConfig struct {
 
 // Tracker follows which tasks are placed on a set of machines, and the
 // machines themselves, from a view of the cell and the watch after it — the
-// part of an agent that knows what it should be running. It lists and
-// watches through the client (re-listing once when the watch falls behind
-// the retained history) and tells its owner what changed through
+// part of an agent that knows what it should be running. It follows the
+// cell through a client.Informer (which re-lists when the watch falls
+// behind the retained history) and tells its owner what changed through
 // TrackerEvents. It belongs to one goroutine, reads no clock and starts
 // none.
 type Tracker struct {
-	c      *client.Client
-	cfg    TrackerConfig
-	ev     TrackerEvents
-	w      client.Watch
-	rev    uint64
-	gen    uint64
-	relist int64
+	cfg TrackerConfig
+	ev  TrackerEvents
+	inf *client.Informer
+	gen uint64
 
 	tasks     map[uuid.UUID]Placement
 	onMachine map[uuid.UUID]map[uuid.UUID]struct{} // machine → placed tasks on it (sets kept when empty)
 	machines  map[uuid.UUID]*txn.Machine           // as last watched
 }
+
+// trackerFeed is the tracker as its informer's handler.
+type trackerFeed struct{ tr *Tracker }
+
+func (f trackerFeed) Relisted(s *txn.State) error  { f.tr.reset(s); return nil }
+func (f trackerFeed) Apply(ws *txn.WriteSet) error { f.tr.Ingest(ws); return nil }
 
 // NewTracker makes a tracker over c that reports to ev. It does not list:
 // call List.
@@ -91,23 +94,18 @@ func NewTracker(c *client.Client, cfg TrackerConfig, ev TrackerEvents) (*Tracker
 	if ev == nil {
 		return nil, errors.New("new tracker: events are nil")
 	}
-	return &Tracker{c: c, cfg: cfg, ev: ev}, nil
+	tr := &Tracker{cfg: cfg, ev: ev}
+	inf, err := client.NewInformer(c, trackerFeed{tr})
+	if err != nil {
+		return nil, err
+	}
+	tr.inf = inf
+	return tr, nil
 }
 
 // List takes a fresh view of the cell, rebuilds what the tracker knows from
 // it, and watches from its revision.
-func (tr *Tracker) List(ctx context.Context) error {
-	st, w, err := tr.c.ListAndWatch(ctx)
-	if err != nil {
-		return err
-	}
-	if tr.w != nil {
-		tr.w.Close()
-	}
-	tr.w = w
-	tr.reset(st)
-	return nil
-}
+func (tr *Tracker) List(ctx context.Context) error { return tr.inf.List(ctx) }
 
 func (tr *Tracker) reset(s *txn.State) {
 	tr.tasks = make(map[uuid.UUID]Placement, s.NumTasks()/4)
@@ -126,7 +124,6 @@ func (tr *Tracker) reset(s *txn.State) {
 		}
 		return true
 	})
-	tr.rev = s.Revision()
 }
 
 // Poll takes in what the watch has delivered since the last call, without
@@ -134,27 +131,14 @@ func (tr *Tracker) reset(s *txn.State) {
 // watch that fell behind the retained history is not an error: the tracker
 // lists again.
 func (tr *Tracker) Poll(ctx context.Context) error {
-	if tr.w == nil {
-		return errors.New("tracker: Poll before List")
-	}
-	sets, err := tr.w.Poll(0)
-	if errors.Is(err, client.ErrCompacted) {
-		tr.relist++
-		return tr.List(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("tracker watch after revision %d: %w", tr.rev, err)
-	}
-	for _, ws := range sets {
-		if ws.Revision > tr.rev {
-			tr.Ingest(ws)
-		}
+	if err := tr.inf.Poll(ctx); err != nil {
+		return fmt.Errorf("tracker: %w", err)
 	}
 	return nil
 }
 
-// Ingest takes in one write set after the tracker's revision (Poll feeds
-// them from the watch; a component with a watch of its own can feed them).
+// Ingest takes in one write set after the tracker's revision (its informer
+// feeds them from the watch).
 func (tr *Tracker) Ingest(ws *txn.WriteSet) {
 	for i := range ws.Changes {
 		ch := &ws.Changes[i]
@@ -174,7 +158,6 @@ func (tr *Tracker) Ingest(ws *txn.WriteSet) {
 			}
 		}
 	}
-	tr.rev = ws.Revision
 }
 
 func (tr *Tracker) noteMachine(m *txn.Machine) {
@@ -257,15 +240,10 @@ func (tr *Tracker) Machine(uid uuid.UUID) (*txn.Machine, bool) {
 func (tr *Tracker) Len() int { return len(tr.tasks) }
 
 // Revision is the revision the tracker has taken in.
-func (tr *Tracker) Revision() uint64 { return tr.rev }
+func (tr *Tracker) Revision() uint64 { return tr.inf.Revision() }
 
 // Relists counts the re-lists after the watch fell behind.
-func (tr *Tracker) Relists() int64 { return tr.relist }
+func (tr *Tracker) Relists() int64 { return tr.inf.Relists() }
 
 // Close stops watching.
-func (tr *Tracker) Close() {
-	if tr.w != nil {
-		tr.w.Close()
-		tr.w = nil
-	}
-}
+func (tr *Tracker) Close() { tr.inf.Close() }

@@ -63,8 +63,7 @@ type live struct {
 // goroutine.
 type Controller struct {
 	c        *client.Client
-	w        client.Watch
-	rev      uint64
+	inf      *client.Informer
 	jobs     map[uuid.UUID]*count
 	live     map[uuid.UUID]live // tasks not terminal
 	dirty    []uuid.UUID        // jobs whose status may have to change, in the order they changed
@@ -79,31 +78,50 @@ func New(ctx context.Context, c *client.Client) (*Controller, error) {
 		return nil, errors.New("new job controller: client is nil")
 	}
 	jc := &Controller{c: c}
-	if err := jc.list(ctx); err != nil {
+	inf, err := client.NewInformer(c, feed{jc})
+	if err != nil {
+		return nil, err
+	}
+	jc.inf = inf
+	if err := inf.List(ctx); err != nil {
 		return nil, fmt.Errorf("new job controller (%s): %w", c.Component(), err)
 	}
 	return jc, nil
 }
 
-// Counters returns the counts so far.
-func (jc *Controller) Counters() Counters { return jc.counters }
+// feed is the controller as its informer's handler.
+type feed struct{ jc *Controller }
 
-// Close stops watching.
-func (jc *Controller) Close() {
-	if jc.w != nil {
-		jc.w.Close()
+func (f feed) Relisted(s *txn.State) error { f.jc.relisted(s); return nil }
+
+func (f feed) Apply(ws *txn.WriteSet) error {
+	jc := f.jc
+	for i := range ws.Changes {
+		ch := &ws.Changes[i]
+		switch {
+		case ch.Job != nil && ch.Deleted:
+			delete(jc.jobs, ch.Job.UID) // its tasks that change later find no job and are not counted
+		case ch.Job != nil:
+			jc.noteJob(ch.Job)
+		case ch.Task != nil:
+			jc.noteTask(ch.Task, ch.Deleted, ws.UnixNanos)
+		}
 	}
+	return nil
 }
 
-func (jc *Controller) list(ctx context.Context) error {
-	st, w, err := jc.c.ListAndWatch(ctx)
-	if err != nil {
-		return err
-	}
-	if jc.w != nil {
-		jc.w.Close()
-	}
-	jc.w = w
+// Counters returns the counts so far.
+func (jc *Controller) Counters() Counters {
+	c := jc.counters
+	c.Relists = jc.inf.Relists()
+	return c
+}
+
+// Close stops watching.
+func (jc *Controller) Close() { jc.inf.Close() }
+
+// relisted rebuilds the counts from a fresh view.
+func (jc *Controller) relisted(st *txn.State) {
 	jc.jobs = make(map[uuid.UUID]*count, st.NumJobs())
 	jc.live = map[uuid.UUID]live{}
 	jc.dirty = jc.dirty[:0]
@@ -115,38 +133,14 @@ func (jc *Controller) list(ctx context.Context) error {
 		jc.noteTask(t, false, t.Finished)
 		return true
 	})
-	jc.rev = st.Revision()
-	return nil
 }
 
 // Poll takes in what the watch delivered since the last call, without
 // blocking; a watch that fell behind the retained history is not an error:
 // the controller lists again.
 func (jc *Controller) Poll(ctx context.Context) error {
-	sets, err := jc.w.Poll(0)
-	if errors.Is(err, client.ErrCompacted) {
-		jc.counters.Relists++
-		return jc.list(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("job controller watch after revision %d: %w", jc.rev, err)
-	}
-	for _, ws := range sets {
-		if ws.Revision <= jc.rev {
-			continue
-		}
-		for i := range ws.Changes {
-			ch := &ws.Changes[i]
-			switch {
-			case ch.Job != nil && ch.Deleted:
-				delete(jc.jobs, ch.Job.UID) // its tasks that change later find no job and are not counted
-			case ch.Job != nil:
-				jc.noteJob(ch.Job)
-			case ch.Task != nil:
-				jc.noteTask(ch.Task, ch.Deleted, ws.UnixNanos)
-			}
-		}
-		jc.rev = ws.Revision
+	if err := jc.inf.Poll(ctx); err != nil {
+		return fmt.Errorf("job controller: %w", err)
 	}
 	return nil
 }
@@ -298,7 +292,7 @@ func (jc *Controller) Tick(ctx context.Context, nowUnixNanos int64) (txn.Result,
 		return txn.Result{}, nil
 	}
 	res, err := jc.c.Commit(ctx, &txn.Txn{
-		ViewRevision: jc.rev,
+		ViewRevision: jc.inf.Revision(),
 		Conflict:     omegav1.ConflictMode_CONFLICT_MODE_FINE,
 		Commit:       omegav1.CommitMode_COMMIT_MODE_INCREMENTAL,
 		Component:    jc.c.Component(),

@@ -117,7 +117,9 @@ type Engine struct {
 	events   int64
 	samples  []Sample
 	daily    [][]time.Duration // per runner, busy time per simulated day
-	watch    client.Watch      // the cell's changes
+	cell     *client.Informer  // the cell's changes, for the intake
+	woken    []int             // runners the intake gave work during the current observe
+	now      time.Time         // the current observe's time
 }
 
 // Sample is one utilisation sample.
@@ -182,11 +184,14 @@ func New(o Options) (*Engine, error) {
 	for _, a := range o.Actors {
 		e.add(a)
 	}
-	w, err := o.Submitter.Watch(context.Background(), o.Submitter.View().Revision())
+	inf, err := client.NewInformer(o.Submitter, intakeFeed{e})
 	if err != nil {
+		return nil, err
+	}
+	if err := inf.List(context.Background()); err != nil {
 		return nil, fmt.Errorf("sim: watch the cell: %w", err)
 	}
-	e.watch = w
+	e.cell = inf
 	return e, nil
 }
 
@@ -287,27 +292,46 @@ func (e *Engine) step(ctx context.Context, end time.Time) (time.Time, bool, erro
 	return time.Time{}, false, nil
 }
 
+// intakeFeed hands the intake what the cell's informer delivers: each
+// revision routed (Observe), a fresh view recovered (Recover: after the
+// watch fell behind, the jobs no runner owns yet — pre-fill jobs included,
+// which only a run whose engine fell that far behind sees owned); the
+// runners that got work are woken after.
+type intakeFeed struct{ e *Engine }
+
+func (f intakeFeed) Relisted(st *txn.State) error {
+	if f.e.cell == nil {
+		// The first view, before the run: its jobs (the pre-fill's) are the
+		// cell's starting state, no runner's.
+		return nil
+	}
+	f.wake(f.e.intake.Recover(st, f.e.now))
+	return nil
+}
+
+func (f intakeFeed) Apply(ws *txn.WriteSet) error {
+	rs, err := f.e.intake.Observe(ws, f.e.now)
+	f.wake(rs)
+	return err
+}
+
+func (f intakeFeed) wake(rs []*schedulers.Runner) {
+	for _, r := range rs {
+		if i := f.e.byRunner[r]; !slices.Contains(f.e.woken, i) {
+			f.e.woken = append(f.e.woken, i)
+		}
+	}
+}
+
 // observe feeds what the cell's watch delivered to the intake, which
 // routes new jobs to their schedulers and lost and evicted tasks to the
 // schedulers of their jobs, and wakes the runners that got work.
 func (e *Engine) observe(ctx context.Context, now time.Time) error {
-	sets, err := e.watch.Poll(0)
-	if err != nil {
+	e.now, e.woken = now, e.woken[:0]
+	if err := e.cell.Poll(ctx); err != nil {
 		return fmt.Errorf("watch the cell: %w", err)
 	}
-	var woken []int
-	for _, ws := range sets {
-		rs, err := e.intake.Observe(ws, now)
-		if err != nil {
-			return err
-		}
-		for _, r := range rs {
-			if i := e.byRunner[r]; !slices.Contains(woken, i) {
-				woken = append(woken, i)
-			}
-		}
-	}
-	for _, i := range woken {
+	for _, i := range e.woken {
 		w, ok := e.slots[i].a.(Waker)
 		if !ok {
 			continue

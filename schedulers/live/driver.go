@@ -14,6 +14,7 @@ import (
 
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/schedulers"
+	"github.com/omega-cell/omega/txn"
 )
 
 // Driver runs one scheduler instance live: its Runner (whose client it
@@ -30,45 +31,47 @@ type Driver struct {
 	Idle time.Duration
 }
 
+// intakeFeed is the intake as the driver's informer's handler: a fresh
+// view recovers the instance's jobs (those already known stay queued),
+// each revision is routed.
+type intakeFeed struct{ d *Driver }
+
+func (f intakeFeed) Relisted(st *txn.State) error {
+	f.d.Intake.Recover(st, f.d.Clock.Now())
+	return nil
+}
+
+func (f intakeFeed) Apply(ws *txn.WriteSet) error {
+	_, err := f.d.Intake.Observe(ws, f.d.Clock.Now())
+	return err
+}
+
 // Run takes the cell's jobs for its instance (Intake.Recover on a fresh
 // listing), then loops until ctx ends: it feeds the intake what the watch
 // delivers, attempts the next ready job — spending its decision time, then
 // committing — and otherwise waits for the watch or for the next job to
-// become ready. It returns ctx's error when stopped, or the first error
-// of the store or the watch.
+// become ready. A watch that falls behind re-lists (client.Informer). It
+// returns ctx's error when stopped, or the first error of the store or the
+// watch.
 func (d *Driver) Run(ctx context.Context) error {
 	idle := d.Idle
 	if idle <= 0 {
 		idle = time.Second
 	}
-	c := d.Runner.Client()
-	st, w, err := c.ListAndWatch(ctx)
+	inf, err := client.NewInformer(d.Runner.Client(), intakeFeed{d})
 	if err != nil {
 		return err
 	}
-	defer func() { w.Close() }()
-	d.Intake.Recover(st, d.Clock.Now())
+	defer inf.Close()
+	if err := inf.List(ctx); err != nil {
+		return err
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		sets, err := w.Poll(0)
-		if errors.Is(err, client.ErrCompacted) {
-			// Fell behind: list again; jobs already known stay queued.
-			w.Close()
-			if st, w, err = c.ListAndWatch(ctx); err != nil {
-				return err
-			}
-			d.Intake.Recover(st, d.Clock.Now())
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%s: watch: %w", d.Runner.Name(), err)
-		}
-		for _, ws := range sets {
-			if _, err := d.Intake.Observe(ws, d.Clock.Now()); err != nil {
-				return err
-			}
+		if err := inf.Poll(ctx); err != nil {
+			return fmt.Errorf("%s: %w", d.Runner.Name(), err)
 		}
 		a, ok, err := d.Runner.Begin(ctx, d.Clock.Now())
 		if err != nil {
@@ -90,19 +93,13 @@ func (d *Driver) Run(ctx context.Context) error {
 			wait = min(wait, max(next.Sub(d.Clock.Now()), 0))
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		sets, err = w.Next(wctx, 0)
+		err = inf.Wait(wctx)
 		cancel()
 		switch {
 		case err == nil:
-			for _, ws := range sets {
-				if _, err := d.Intake.Observe(ws, d.Clock.Now()); err != nil {
-					return err
-				}
-			}
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		case errors.Is(err, client.ErrCompacted):
 		default:
-			return err
+			return fmt.Errorf("%s: %w", d.Runner.Name(), err)
 		}
 	}
 }
