@@ -14,6 +14,8 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/internal/testkit/storekit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -184,4 +186,90 @@ func TestTrackerAllMachines(t *testing.T) {
 	if len(tr.On(ms[1])) != 0 {
 		t.Fatal("On without ByMachine returned tasks")
 	}
+}
+
+// Random histories (storekit.Driver: machines come, drain and go; tasks
+// are claimed, start, end, are evicted and deleted), the tracker polling
+// now and then and falling behind a short retained history: at the end it
+// follows exactly the store's placed tasks (machine, claim time, version),
+// by machine too, and its machines; every placement it was told of ended
+// in Unplaced or is still followed.
+func TestTrackerFollowsRandomHistories(t *testing.T) {
+	seed := testkit.Seed(t, "OMEGA_TRACKER_SEED")
+	rng := rand.New(rand.NewPCG(seed, 2))
+	o := storekit.Options(t, store.DurabilityNone)
+	o.HistoryChanges = 24
+	st := storekit.Open(t, o)
+	d := storekit.NewDriver(t, st, seed)
+	ev := &countingEvents{placed: map[uint64]uuid.UUID{}}
+	tr := newTracker(t, st, TrackerConfig{ByMachine: true}, ev)
+	ctx := context.Background()
+	if err := tr.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 800 {
+		d.Step()
+		if rng.IntN(4) == 0 {
+			if err := tr.Poll(ctx); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+		}
+	}
+	if err := tr.Poll(ctx); err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	s := st.Snapshot()
+	placed := 0
+	s.RangeTasks(func(tk *txn.Task) bool {
+		p, ok := tr.Task(tk.UID)
+		switch {
+		case tk.Placed() && !ok:
+			t.Fatalf("seed %d: placed task %s not followed", seed, tk.UID)
+		case tk.Placed() && (p.Machine != tk.Machine || p.Assigned != tk.Assigned || p.Version != tk.Version):
+			t.Fatalf("seed %d: task %s followed as %+v, the store has it on %s at %d v%d", seed, tk.UID, p, tk.Machine, tk.Assigned, tk.Version)
+		case !tk.Placed() && ok:
+			t.Fatalf("seed %d: task %s is %s but still followed", seed, tk.UID, tk.State)
+		case tk.Placed():
+			placed++
+			if _, on := tr.On(tk.Machine)[tk.UID]; !on {
+				t.Fatalf("seed %d: task %s missing from its machine's set", seed, tk.UID)
+			}
+		}
+		return true
+	})
+	if tr.Len() != placed {
+		t.Fatalf("seed %d: following %d placements, the store has %d", seed, tr.Len(), placed)
+	}
+	machines := 0
+	s.RangeMachines(func(m *txn.Machine) bool {
+		machines++
+		if got, ok := tr.Machine(m.UID); !ok || got.Version != m.Version {
+			t.Fatalf("seed %d: machine %s followed as %v", seed, m.UID, got)
+		}
+		return true
+	})
+	if tr.Relists() == 0 || placed == 0 || machines == 0 {
+		t.Fatalf("seed %d: relists %d, placed %d, machines %d: the history showed too little", seed, tr.Relists(), placed, machines)
+	}
+	// Every placement told is still followed or was ended, once.
+	if len(ev.placed) != tr.Len() {
+		t.Fatalf("seed %d: %d placements told and not ended, %d followed", seed, len(ev.placed), tr.Len())
+	}
+}
+
+// countingEvents keeps the placements told and not yet ended, by Gen
+// (cleared on a re-list, which tells them again).
+type countingEvents struct {
+	placed map[uint64]uuid.UUID
+}
+
+func (c *countingEvents) Relisted(*txn.State)             { clear(c.placed) }
+func (c *countingEvents) MachineChanged(*txn.Machine)     {}
+func (c *countingEvents) MachineDeleted(uuid.UUID)        {}
+func (c *countingEvents) Placed(t *txn.Task, p Placement) { c.placed[p.Gen] = t.UID }
+func (c *countingEvents) Unplaced(u uuid.UUID, p Placement) {
+	if c.placed[p.Gen] != u {
+		panic(fmt.Sprintf("Unplaced %s gen %d, never placed", u, p.Gen))
+	}
+	delete(c.placed, p.Gen)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -234,7 +235,7 @@ func TestViewsAreImmutable(t *testing.T) {
 				c, _ := newClient(t, tp.make(st), "viewer", 3, DefaultRetryPolicy())
 				type kept struct {
 					v  View
-					fp stateFingerprint
+					fp testkit.Fingerprint
 				}
 				var views []kept
 				for i := range 200 {
@@ -251,8 +252,8 @@ func TestViewsAreImmutable(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i, k := range views {
-					if err := k.fp.diff(fingerprint(k.v.State)); err != nil {
-						t.Fatalf("view %d (revision %d) changed: %v", i, k.fp.rev, err)
+					if err := k.fp.Diff(fingerprint(k.v.State)); err != nil {
+						t.Fatalf("view %d (revision %d) changed: %v", i, k.v.Revision(), err)
 					}
 				}
 				if views[0].v.Revision() == c.View().Revision() {

@@ -390,260 +390,30 @@ func (b *barrier) openLocked() {
 // --- state comparison ------------------------------------------------------
 
 // diffStates reports the first difference between want and got in what a
-// client relies on: revision, objects, versions, states, placements and
-// derived allocations.
-func diffStates(want, got *txn.State) error { return diffStatesSeq(want, got, true) }
+// client relies on (testkit.DiffStates, without the wire forms: the store
+// may be encoding them while a test reads).
+func diffStates(want, got *txn.State) error { return testkit.DiffStates(want, got, testkit.Compare{}) }
 
 // diffStatesSeq is diffStates that compares the machines' coarse-conflict
 // sequence numbers only if seq: a reopened store does not store them and
 // restarts them at its revision (conservatively), see txn.Restorer.
 func diffStatesSeq(want, got *txn.State, seq bool) error {
-	if want.Revision() != got.Revision() {
-		return fmt.Errorf("revision %d, want %d", got.Revision(), want.Revision())
-	}
-	if want.NumMachines() != got.NumMachines() || want.NumTasks() != got.NumTasks() || want.NumJobs() != got.NumJobs() {
-		return fmt.Errorf("holds %d machines %d tasks %d jobs, want %d %d %d",
-			got.NumMachines(), got.NumTasks(), got.NumJobs(), want.NumMachines(), want.NumTasks(), want.NumJobs())
-	}
-	if !want.Capacity().Equal(got.Capacity()) || !want.Allocated().Equal(got.Allocated()) {
-		return fmt.Errorf("totals capacity %v allocated %v, want %v %v", got.Capacity(), got.Allocated(), want.Capacity(), want.Allocated())
-	}
-	var err error
-	want.RangeMachines(func(w *txn.Machine) bool {
-		g, ok := got.Machine(w.UID)
-		if !ok {
-			err = fmt.Errorf("machine %s missing", w.UID)
-			return false
-		}
-		gf, wf := machineFP(g), machineFP(w)
-		if !seq {
-			gf.Seq, wf.Seq = 0, 0
-		}
-		if gf != wf {
-			err = fmt.Errorf("machine %s is %+v, want %+v", w.UID, machineFP(g), machineFP(w))
-		}
-		return err == nil
-	})
-	if err != nil {
-		return err
-	}
-	want.RangeTasks(func(w *txn.Task) bool {
-		g, ok := got.Task(w.UID)
-		switch {
-		case !ok:
-			err = fmt.Errorf("task %s missing", w.UID)
-		case taskFP(g) != taskFP(w):
-			err = fmt.Errorf("task %s is %+v, want %+v", w.UID, taskFP(g), taskFP(w))
-		}
-		return err == nil
-	})
-	if err != nil {
-		return err
-	}
-	want.RangeJobs(func(w *txn.Job) bool {
-		g, ok := got.Job(w.UID)
-		switch {
-		case !ok:
-			err = fmt.Errorf("job %s missing", w.UID)
-		case g.Version != w.Version:
-			err = fmt.Errorf("job %s at version %d, want %d", w.UID, g.Version, w.Version)
-		}
-		return err == nil
-	})
-	return err
+	return testkit.DiffStates(want, got, testkit.Compare{IgnoreSeq: !seq})
 }
 
-// The comparable parts of objects (no protos: the store may be encoding
-// them while a test reads).
-type machineFingerprint struct {
-	Version, Seq       uint64
-	State              omegav1.MachineState
-	CapCPU, CapMem     int64
-	AllocCPU, AllocMem int64
-	Tasks              int32
-}
+func fingerprint(s *txn.State) testkit.Fingerprint { return testkit.FingerprintOf(s) }
 
-type taskFingerprint struct {
-	Version            uint64
-	State              omegav1.TaskState
-	Machine, Job       uuid.UUID
-	ClaimCPU, ClaimMem int64
-	Scheduler          string
-	Evictions          int32
-}
+// --- workload ---------------------------------------------------------------
 
-func machineFP(m *txn.Machine) machineFingerprint {
-	return machineFingerprint{m.Version, m.Seq, m.State, m.Capacity.CPU, m.Capacity.Memory, m.Allocated.CPU, m.Allocated.Memory, m.Tasks}
-}
-
-func taskFP(t *txn.Task) taskFingerprint {
-	return taskFingerprint{t.Version, t.State, t.Machine, t.Job, t.Claimed.CPU, t.Claimed.Memory, t.Scheduler, t.Evictions}
-}
-
-// stateFingerprint is a deep copy of what diffStates compares, to check
-// later that a View has not changed.
-type stateFingerprint struct {
-	rev      uint64
-	machines map[uuid.UUID]machineFingerprint
-	tasks    map[uuid.UUID]taskFingerprint
-	jobs     map[uuid.UUID]uint64
-	alloc    [2]int64
-}
-
-func fingerprint(s *txn.State) stateFingerprint {
-	f := stateFingerprint{rev: s.Revision(), machines: map[uuid.UUID]machineFingerprint{}, tasks: map[uuid.UUID]taskFingerprint{}, jobs: map[uuid.UUID]uint64{},
-		alloc: [2]int64{s.Allocated().CPU, s.Allocated().Memory}}
-	s.RangeMachines(func(m *txn.Machine) bool { f.machines[m.UID] = machineFP(m); return true })
-	s.RangeTasks(func(t *txn.Task) bool { f.tasks[t.UID] = taskFP(t); return true })
-	s.RangeJobs(func(j *txn.Job) bool { f.jobs[j.UID] = j.Version; return true })
-	return f
-}
-
-func (f stateFingerprint) diff(g stateFingerprint) error {
-	if f.rev != g.rev || f.alloc != g.alloc || len(f.machines) != len(g.machines) || len(f.tasks) != len(g.tasks) || len(f.jobs) != len(g.jobs) {
-		return fmt.Errorf("revision %d alloc %v sizes %d/%d/%d, was %d %v %d/%d/%d",
-			g.rev, g.alloc, len(g.machines), len(g.tasks), len(g.jobs), f.rev, f.alloc, len(f.machines), len(f.tasks), len(f.jobs))
-	}
-	for k, v := range f.machines {
-		if g.machines[k] != v {
-			return fmt.Errorf("machine %s is %+v, was %+v", k, g.machines[k], v)
-		}
-	}
-	for k, v := range f.tasks {
-		if g.tasks[k] != v {
-			return fmt.Errorf("task %s is %+v, was %+v", k, g.tasks[k], v)
-		}
-	}
-	for k, v := range f.jobs {
-		if g.jobs[k] != v {
-			return fmt.Errorf("job %s at version %d, was %d", k, g.jobs[k], v)
-		}
-	}
-	return nil
-}
-
-// --- workload --------------------------------------------------------------
-
-// driver commits a seeded mix of realistic transactions straight to the
-// store, each decided on the store's newest state so none conflicts:
-// machines come and go and drain, jobs arrive with tasks, tasks are
-// claimed (several per transaction), start, finish, get evicted and
-// deleted.
-type driver struct {
-	t   testing.TB
-	st  *store.Store
-	rng *rand.Rand
-	g   *ids
-	n   int
-}
+// driver is the kit's randomized history (storekit.Driver).
+type driver struct{ *storekit.Driver }
 
 func newDriver(t testing.TB, st *store.Store, seed uint64) *driver {
-	return &driver{t: t, st: st, rng: rand.New(rand.NewPCG(seed, 0xd1)), g: newIDs(seed ^ 0xabc)}
+	return &driver{storekit.NewDriver(t, st, seed)}
 }
 
-func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
-
-// step commits one transaction and returns its revision.
-func (d *driver) step() uint64 {
-	d.t.Helper()
-	rev, err := d.tryStep()
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return rev
-}
-
-// tryStep is step for a goroutine other than the test's.
-func (d *driver) tryStep() (uint64, error) {
-	s := d.st.Snapshot()
-	var upMachines, emptyMachines, allMachines []*txn.Machine
-	s.RangeMachines(func(m *txn.Machine) bool {
-		allMachines = append(allMachines, m)
-		if m.State == up {
-			upMachines = append(upMachines, m)
-		}
-		if m.Tasks == 0 {
-			emptyMachines = append(emptyMachines, m)
-		}
-		return true
-	})
-	var pend, placed, terminal []*txn.Task
-	s.RangeTasks(func(t *txn.Task) bool {
-		switch {
-		case t.State == pending:
-			pend = append(pend, t)
-		case t.Placed():
-			placed = append(placed, t)
-		case t.Terminal():
-			terminal = append(terminal, t)
-		}
-		return true
-	})
-	var ops []txn.Op
-	for len(ops) == 0 {
-		switch k := d.rng.IntN(12); {
-		case k == 0 || len(allMachines) < 3:
-			d.n++
-			ops = append(ops, txn.CreateMachine(machineProto(d.g.next(), fmt.Sprintf("w%03d", d.n), 4000+int64(d.rng.IntN(8))*1000, 16*gib)))
-		case k <= 2:
-			j := d.g.next()
-			d.n++
-			ops = append(ops, txn.CreateJob(jobProto(j, fmt.Sprintf("j%03d", d.n), "driver")))
-			for i := range 1 + d.rng.IntN(4) {
-				ops = append(ops, txn.CreateTask(taskProto(d.g.next(), j, fmt.Sprintf("j%03d-%d", d.n, i), int64(1+d.rng.IntN(3))*500, gib)))
-			}
-		case k <= 5 && len(pend) > 0 && len(upMachines) > 0:
-			used := map[uuid.UUID]txn.Resources{}
-			for range 1 + d.rng.IntN(3) {
-				t := pick(d.rng, pend)
-				m := pick(d.rng, upMachines)
-				u, seen := used[m.UID]
-				if !seen {
-					u = m.Allocated
-				}
-				if ok, _ := txn.Fits(m.Capacity, u, t.Request); !ok || slices.ContainsFunc(ops, func(o txn.Op) bool { return o.Task == t.UID }) {
-					continue
-				}
-				used[m.UID] = u.Add(t.Request)
-				ops = append(ops, txn.Claim(t.UID, m.UID, t.Request, t.Version))
-			}
-		case k == 6 && len(placed) > 0:
-			t := pick(d.rng, placed)
-			if t.State == assigned {
-				ops = append(ops, txn.SetStatus(t.UID, running, t.Version, "started"))
-			}
-		case k == 7 && len(placed) > 0:
-			t := pick(d.rng, placed)
-			st := pick(d.rng, []omegav1.TaskState{omegav1.TaskState_TASK_STATE_SUCCEEDED, omegav1.TaskState_TASK_STATE_FAILED, omegav1.TaskState_TASK_STATE_LOST})
-			ops = append(ops, txn.SetStatus(t.UID, st, t.Version, "finished"))
-		case k == 8 && len(placed) > 0:
-			t := pick(d.rng, placed)
-			ops = append(ops, txn.ForceEvict(t.UID, t.Version, "drain"))
-		case k == 9 && len(terminal)+len(pend) > 0:
-			t := pick(d.rng, append(terminal, pend...))
-			ops = append(ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, t.UID, t.Version))
-		case k == 10 && len(allMachines) > 0:
-			m := pick(d.rng, allMachines)
-			p := machineProto(m.UID, m.Meta.GetName(), m.Capacity.CPU, m.Capacity.Memory)
-			p.Status = &omegav1.MachineStatus{State: up}
-			if m.State == up {
-				p.Status.State = draining
-			}
-			ops = append(ops, txn.PutMachine(p, m.Version))
-		case k == 11 && len(emptyMachines) > 0 && len(allMachines) > 3:
-			m := pick(d.rng, emptyMachines)
-			ops = append(ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_MACHINE, m.UID, m.Version))
-		}
-	}
-	res, err := d.st.Commit(context.Background(), &txn.Txn{ViewRevision: s.Revision(), Component: "driver", Ops: ops})
-	if err != nil {
-		return 0, fmt.Errorf("driver commit at revision %d: %w", s.Revision(), err)
-	}
-	if res.Conflicted() {
-		return 0, fmt.Errorf("driver commit at revision %d conflicted: %+v", s.Revision(), res.Outcomes)
-	}
-	return res.Revision, nil
-}
+func (d *driver) step() uint64             { return d.Step() }
+func (d *driver) tryStep() (uint64, error) { return d.TryStep() }
 
 // --- misc ------------------------------------------------------------------
 

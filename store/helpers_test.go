@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/internal/testkit"
@@ -202,68 +201,15 @@ func (d *digestAcc) format(s *txn.State) string {
 		s.Allocated().CPU, s.Allocated().Memory, d.h)
 }
 
-// diffStates returns the first difference between two states, comparing
-// every task, machine and job field by field through their wire forms plus
-// the derived in-memory fields, or "" if they are equal. If ignoreSeq, the
-// machines' coarse sequence numbers are not compared.
+// diffStates returns the first difference between two states, every
+// object field by field and by wire form (testkit.DiffStates), or "" if
+// they are equal. If ignoreSeq, the machines' coarse sequence numbers are
+// not compared.
 func diffStates(a, b *txn.State, ignoreSeq bool) string {
-	if a.Revision() != b.Revision() {
-		return fmt.Sprintf("revision %d vs %d", a.Revision(), b.Revision())
+	if err := testkit.DiffStates(a, b, testkit.Compare{IgnoreSeq: ignoreSeq, Protos: true}); err != nil {
+		return err.Error()
 	}
-	if a.NumTasks() != b.NumTasks() || a.NumMachines() != b.NumMachines() || a.NumJobs() != b.NumJobs() {
-		return fmt.Sprintf("counts: %d/%d/%d tasks/machines/jobs vs %d/%d/%d",
-			a.NumTasks(), a.NumMachines(), a.NumJobs(), b.NumTasks(), b.NumMachines(), b.NumJobs())
-	}
-	if !a.Capacity().Equal(b.Capacity()) || !a.Allocated().Equal(b.Allocated()) {
-		return fmt.Sprintf("totals: capacity %v allocated %v vs %v %v", a.Capacity(), a.Allocated(), b.Capacity(), b.Allocated())
-	}
-	var diff string
-	a.RangeTasks(func(x *txn.Task) bool {
-		y, ok := b.Task(x.UID)
-		switch {
-		case !ok:
-			diff = fmt.Sprintf("task %s missing", x.UID)
-		case !proto.Equal(x.Proto(), y.Proto()):
-			diff = fmt.Sprintf("task %s:\n  %v\nvs\n  %v", x.UID, x.Proto(), y.Proto())
-		case x.Job != y.Job || !x.Request.Equal(y.Request) || !x.Claimed.Equal(y.Claimed) || x.Version != y.Version:
-			diff = fmt.Sprintf("task %s: job/request/claimed/version %v %v %v %d vs %v %v %v %d",
-				x.UID, x.Job, x.Request, x.Claimed, x.Version, y.Job, y.Request, y.Claimed, y.Version)
-		}
-		return diff == ""
-	})
-	if diff != "" {
-		return diff
-	}
-	a.RangeMachines(func(x *txn.Machine) bool {
-		y, ok := b.Machine(x.UID)
-		if !ok {
-			diff = fmt.Sprintf("machine %s missing", x.UID)
-			return false
-		}
-		px, py := x.Proto(), y.Proto()
-		if ignoreSeq {
-			// A reopen sets both to the revision it reopened at.
-			px.Status.Seq, py.Status.Seq = 0, 0
-			px.Status.LastClaim, py.Status.LastClaim = 0, 0
-		}
-		if !proto.Equal(px, py) || !x.Capacity.Equal(y.Capacity) || !x.Allocated.Equal(y.Allocated) || x.Tasks != y.Tasks || x.Version != y.Version {
-			diff = fmt.Sprintf("machine %s:\n  %v\nvs\n  %v", x.UID, px, py)
-		}
-		return diff == ""
-	})
-	if diff != "" {
-		return diff
-	}
-	a.RangeJobs(func(x *txn.Job) bool {
-		y, ok := b.Job(x.UID)
-		if !ok {
-			diff = fmt.Sprintf("job %s missing", x.UID)
-		} else if !proto.Equal(x.Proto(), y.Proto()) {
-			diff = fmt.Sprintf("job %s:\n  %v\nvs\n  %v", x.UID, x.Proto(), y.Proto())
-		}
-		return diff == ""
-	})
-	return diff
+	return ""
 }
 
 // ---------------------------------------------------------------------------

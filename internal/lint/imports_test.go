@@ -21,8 +21,9 @@ var mayImport = map[string][]string{
 	"txn": {"api/omega/v1", "internal/pmap"},
 	// The test kit: builders every layer's tests share, so below them all.
 	"internal/testkit": {"api/omega/v1", "txn"},
-	// Its store helpers, for the tests of the layers above the store.
-	"internal/testkit/storekit": {"store"},
+	// Its store helpers, for the tests of the layers above the store: opening
+	// stores, and the randomized history (Driver) they are tested against.
+	"internal/testkit/storekit": {"api/omega/v1", "txn", "store", "internal/testkit"},
 	"store":                     {"api/omega/v1", "txn"},
 	"client/transport":          {"api/omega/v1", "txn"},
 	"client/inproc":             {"api/omega/v1", "txn", "client/transport", "store"},
