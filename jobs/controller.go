@@ -50,7 +50,13 @@ type count struct {
 	pending, running, succeeded, failed, lost, abandoned int32
 	tasks                                                int32 // tasks seen and not deleted
 	lastEnd                                              int64 // when the latest task ended, Unix nanoseconds
-	dirty                                                bool  // queued in Controller.dirty
+	// endedRev is the revision of the latest task end counted: a status
+	// written from an older view has not counted it, and the store keeps
+	// the task until one is (store.counted), so it is written even when
+	// the counts came out the same (a task lost and its replacement placed
+	// within one tick).
+	endedRev uint64
+	dirty    bool // queued in Controller.dirty
 }
 
 // live is a task not yet terminal: its job and state.
@@ -104,7 +110,7 @@ func (f feed) Apply(ws *txn.WriteSet) error {
 		case ch.Job != nil:
 			jc.noteJob(ch.Job)
 		case ch.Task != nil:
-			jc.noteTask(ch.Task, ch.Deleted, ws.UnixNanos)
+			jc.noteTask(ch.Task, ch.Deleted, ws.UnixNanos, ws.Revision)
 		}
 	}
 	return nil
@@ -120,17 +126,28 @@ func (jc *Controller) Counters() Counters {
 // Close stops watching.
 func (jc *Controller) Close() { jc.inf.Close() }
 
-// relisted rebuilds the counts from a fresh view.
+// relisted rebuilds the counts from a fresh view. The tasks that ended
+// before a job's status was last written may have expired since: the
+// ended counts start from that status, and only the tasks that ended
+// after the revision it was written from (JobStatus.observed_revision) are
+// counted on top; the tasks not yet terminal are all in the view.
 func (jc *Controller) relisted(st *txn.State) {
 	jc.jobs = make(map[uuid.UUID]*count, st.NumJobs())
 	jc.live = map[uuid.UUID]live{}
 	jc.dirty = jc.dirty[:0]
+	observed := map[uuid.UUID]uint64{}
 	st.RangeJobs(func(j *txn.Job) bool {
 		jc.noteJob(j)
+		n := jc.jobs[j.UID]
+		n.succeeded, n.failed = j.StatusProto().GetSucceeded(), j.StatusProto().GetFailed()
+		observed[j.UID] = j.StatusProto().GetObservedRevision()
 		return true
 	})
 	st.RangeTasks(func(t *txn.Task) bool {
-		jc.noteTask(t, false, t.Finished)
+		if t.Terminal() && t.Version <= observed[t.Job] {
+			return true // counted in the job's status
+		}
+		jc.noteTask(t, false, t.Finished, t.Version)
 		return true
 	})
 }
@@ -162,9 +179,9 @@ func (jc *Controller) mark(uid uuid.UUID, n *count) {
 	}
 }
 
-// noteTask counts a task's change: at is the time of the revision (the
-// end time of a task that ended then).
-func (jc *Controller) noteTask(t *txn.Task, deleted bool, at int64) {
+// noteTask counts a task's change at revision rev: at is the revision's
+// time (the end time of a task that ended then).
+func (jc *Controller) noteTask(t *txn.Task, deleted bool, at int64, rev uint64) {
 	prev, had := jc.live[t.UID]
 	job := t.Job
 	if had {
@@ -192,7 +209,7 @@ func (jc *Controller) noteTask(t *txn.Task, deleted bool, at int64) {
 		n.add(t.State, 1)
 		if t.Terminal() {
 			delete(jc.live, t.UID)
-			n.lastEnd = max(n.lastEnd, at)
+			n.lastEnd, n.endedRev = max(n.lastEnd, at), max(n.endedRev, rev)
 		} else if t.State != prev.state {
 			jc.live[t.UID] = live{job: job, state: t.State}
 		}
@@ -200,7 +217,7 @@ func (jc *Controller) noteTask(t *txn.Task, deleted bool, at int64) {
 		n.tasks++
 		n.add(t.State, 1)
 		if t.Terminal() {
-			n.lastEnd = max(n.lastEnd, at)
+			n.lastEnd, n.endedRev = max(n.lastEnd, at), max(n.endedRev, rev)
 		} else {
 			jc.live[t.UID] = live{job: job, state: t.State}
 		}
@@ -250,6 +267,8 @@ func (n *count) status(j *txn.Job) *omegav1.JobStatus {
 	return st
 }
 
+// sameStatus compares what the status says of the job (not the revision
+// it was observed at).
 func sameStatus(a, b *omegav1.JobStatus) bool {
 	return a.GetPhase() == b.GetPhase() && a.GetPending() == b.GetPending() && a.GetRunning() == b.GetRunning() &&
 		a.GetSucceeded() == b.GetSucceeded() && a.GetFailed() == b.GetFailed() &&
@@ -279,9 +298,10 @@ func (jc *Controller) Tick(ctx context.Context, nowUnixNanos int64) (txn.Result,
 			continue
 		}
 		st := n.status(n.job)
-		if sameStatus(st, n.job.Status) {
+		if sameStatus(st, n.job.StatusProto()) && n.endedRev <= n.job.StatusProto().GetObservedRevision() {
 			continue
 		}
+		st.ObservedRevision = jc.inf.Revision()
 		pj := n.job.Proto()
 		pj.Status = st
 		ops = append(ops, txn.PutJob(pj, n.job.Version))

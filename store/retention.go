@@ -20,6 +20,11 @@ import (
 // stamped in the order Expire sees them, so the queue is in time order and
 // Expire stops at the first entry not yet due without passing anything due.
 //
+// A terminal task of a job whose status a job controller writes waits,
+// beyond the window, until that status was written from a view that held
+// the task's end (counted): a controller that starts again counts what
+// ended after its last write from the cell.
+//
 // An entry names its object's version: if the object changed since (a job
 // put again, a task deleted and created anew under the same uid), the entry
 // does nothing, and the change that made the new version terminal has an
@@ -126,7 +131,7 @@ func (q *expiryQueue) stamp(now time.Time) int64 {
 // cutoff that still match their object, and the position in the queue
 // after the entries it looked at. It pops nothing: popTo does, once the
 // deletions are committed, so a commit that fails loses no entry.
-func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) (ops []txn.Op, next int) {
+func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) (ops []txn.Op, later []expiring, next int) {
 	next = q.head
 	for next < q.stamped && len(ops) < max {
 		e := &q.items[next]
@@ -145,16 +150,41 @@ func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) (ops []txn.Op, ne
 		next++
 		switch e.kind {
 		case omegav1.ObjectKind_OBJECT_KIND_TASK:
-			if t, ok := s.Task(e.uid); ok && t.Terminal() && t.Version == e.version {
-				ops = append(ops, txn.Delete(e.kind, e.uid, t.Version))
+			t, ok := s.Task(e.uid)
+			if !ok || !t.Terminal() || t.Version != e.version {
+				break
 			}
+			if !counted(s, t) {
+				later = append(later, *e) // seen again at the next Expire, one window on
+				break
+			}
+			ops = append(ops, txn.Delete(e.kind, e.uid, t.Version))
 		case omegav1.ObjectKind_OBJECT_KIND_JOB:
 			if j, ok := s.Job(e.uid); ok && j.Finished() && j.Version == e.version {
 				ops = append(ops, txn.Delete(e.kind, e.uid, j.Version))
 			}
 		}
 	}
-	return ops, next
+	return ops, later, next
+}
+
+// counted reports whether a terminal task may leave the cell as far as its
+// job's status goes: its job is gone or finished, no job controller writes
+// the job's status (its observed revision is 0), or the status was written
+// from a view that already held the task's end. Otherwise the task waits:
+// a job controller that starts again counts the tasks that ended after its
+// last write from the cell, and must find them there (DESIGN.md "Jobs
+// finish").
+func counted(s *txn.State, t *txn.Task) bool {
+	if t.Job == uuid.Nil {
+		return true
+	}
+	j, ok := s.Job(t.Job)
+	if !ok || j.Finished() {
+		return true
+	}
+	obs := j.StatusProto().GetObservedRevision()
+	return obs == 0 || obs >= t.Version
 }
 
 // popTo drops the entries before next (a position due returned).
@@ -217,9 +247,10 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 	deleted := 0
 	for {
 		next := -1
+		var later []expiring
 		res, err := s.commit(ctx, func(head *txn.State) *txn.Txn {
 			var ops []txn.Op
-			ops, next = s.expiry.due(head, cutoff, perTxn)
+			ops, later, next = s.expiry.due(head, cutoff, perTxn)
 			if len(ops) == 0 {
 				return nil
 			}
@@ -232,6 +263,9 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 		advanced := next > s.expiry.head
 		if advanced {
 			s.expiry.popTo(next)
+			for _, e := range later { // waiting for their job's status: noted again
+				s.expiry.push(e.kind, e.uid, e.version)
+			}
 		}
 		s.mu.Unlock()
 		deleted += res.Committed

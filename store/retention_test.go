@@ -391,3 +391,41 @@ func TestRetentionDurabilityNone(t *testing.T) {
 	expire(t, s, t0, 1)
 	present(t, s, false, u)
 }
+
+// TestRetentionWaitsForTheJobController: a terminal task of a job whose
+// status a job controller writes (observed revision above 0) stays past
+// the window until a status written from a view holding its end; a task of
+// a job no controller writes, or of a finished job, expires as before.
+func TestRetentionWaitsForTheJobController(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = time.Minute })
+	m0 := testUID(uidMachine, 1, 0)
+	followed, plain := testUID(uidJob, 1, 0), testUID(uidJob, 1, 1)
+	a, b := testUID(uidTask, 1, 0), testUID(uidTask, 1, 1)
+	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(0), Ops: []txn.Op{
+		txn.CreateMachine(machineProto(m0, 1000, 1000)),
+		txn.CreateJob(jobProto(followed, "followed", 2)),
+		txn.CreateJob(jobProto(plain, "plain", 2)),
+		txn.CreateTask(taskProto(a, followed, 10, 10)),
+		txn.CreateTask(taskProto(b, plain, 10, 10)),
+	}})
+	putStatus := func(obs uint64) {
+		t.Helper()
+		j, _ := s.Snapshot().Job(followed)
+		p := j.Proto()
+		p.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_RUNNING, Failed: 1, ObservedRevision: obs}
+		mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), UnixNanos: at(0), Ops: []txn.Op{txn.PutJob(p, j.Version)}})
+	}
+	putStatus(s.Revision()) // the controller follows the job
+	r := mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), UnixNanos: at(time.Second), Ops: []txn.Op{
+		txn.SetStatus(a, omegav1.TaskState_TASK_STATE_KILLED, 0, ""),
+		txn.SetStatus(b, omegav1.TaskState_TASK_STATE_KILLED, 0, ""),
+	}})
+	expire(t, s, t0.Add(2*time.Second), 0)
+	expire(t, s, t0.Add(2*time.Minute), 1) // b only: a's end is not in its job's status yet
+	present(t, s, true, a)
+	present(t, s, false, b)
+	putStatus(r.Revision)                  // written from a view holding a's end
+	expire(t, s, t0.Add(3*time.Minute), 0) // a is seen again: one window on
+	expire(t, s, t0.Add(4*time.Minute), 1)
+	present(t, s, false, a)
+}

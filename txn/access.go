@@ -69,6 +69,10 @@ func (j *Job) MapReduce() *omegav1.MapReduceParams { return j.Spec.GetMapreduce(
 // Phase is the job's phase as last written.
 func (j *Job) Phase() omegav1.JobPhase { return j.Status.GetPhase() }
 
+// StatusProto is the job's status as last written, in wire form (shared:
+// do not modify it).
+func (j *Job) StatusProto() *omegav1.JobStatus { return j.Status }
+
 // OwnerReferences are the task's owners (its job, by reference).
 func (t *Task) OwnerReferences() []*omegav1.OwnerReference { return t.Meta.GetOwnerReferences() }
 

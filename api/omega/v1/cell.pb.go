@@ -1166,8 +1166,13 @@ type JobStatus struct {
 	// Unix nanoseconds at which the job reached a terminal phase.
 	FinishUnixNanos int64  `protobuf:"varint,6,opt,name=finish_unix_nanos,json=finishUnixNanos,proto3" json:"finish_unix_nanos,omitempty"`
 	Message         string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The revision of the cell the counts are as of (the job controller's
+	// view when it wrote them): a controller that starts again counts the
+	// tasks that ended after it on top of them, since the tasks that ended
+	// before may have expired.
+	ObservedRevision uint64 `protobuf:"varint,8,opt,name=observed_revision,json=observedRevision,proto3" json:"observed_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
@@ -1247,6 +1252,13 @@ func (x *JobStatus) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *JobStatus) GetObservedRevision() uint64 {
+	if x != nil {
+		return x.ObservedRevision
+	}
+	return 0
 }
 
 type Job struct {
@@ -1656,7 +1668,7 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\breplicas\x18\x05 \x01(\x05R\breplicas\x12\x12\n" +
 	"\x04gang\x18\x06 \x01(\bR\x04gang\x127\n" +
 	"\tmapreduce\x18\a \x01(\v2\x19.omega.v1.MapReduceParamsR\tmapreduce\x12*\n" +
-	"\x11submit_unix_nanos\x18\b \x01(\x03R\x0fsubmitUnixNanos\"\xe5\x01\n" +
+	"\x11submit_unix_nanos\x18\b \x01(\x03R\x0fsubmitUnixNanos\"\x92\x02\n" +
 	"\tJobStatus\x12(\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x12.omega.v1.JobPhaseR\x05phase\x12\x18\n" +
 	"\apending\x18\x02 \x01(\x05R\apending\x12\x18\n" +
@@ -1664,7 +1676,8 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\tsucceeded\x18\x04 \x01(\x05R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x05 \x01(\x05R\x06failed\x12*\n" +
 	"\x11finish_unix_nanos\x18\x06 \x01(\x03R\x0ffinishUnixNanos\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\"\x83\x01\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12+\n" +
+	"\x11observed_revision\x18\b \x01(\x04R\x10observedRevision\"\x83\x01\n" +
 	"\x03Job\x12(\n" +
 	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12%\n" +
 	"\x04spec\x18\x02 \x01(\v2\x11.omega.v1.JobSpecR\x04spec\x12+\n" +
