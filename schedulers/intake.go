@@ -40,25 +40,36 @@ type Intake struct {
 	// simulation runs every kind its workload submits); otherwise it is
 	// left for another process.
 	Strict  bool
-	local   map[string]*Runner  // the instances here, by name
-	members map[string][]string // kind → the names of its instances (here and elsewhere), sorted
+	local   map[instance]*Runner // the instances here
+	members map[string][]string  // kind → the names of its instances (here and elsewhere), sorted
+	set     map[string]bool      // kinds whose members SetMembers set
 	owner   map[uuid.UUID]*Runner
 }
 
+// instance names an instance of a kind: names are unique within a kind.
+type instance struct{ kind, name string }
+
 // NewIntake returns an intake with no instances.
 func NewIntake() *Intake {
-	return &Intake{local: map[string]*Runner{}, members: map[string][]string{}, owner: map[uuid.UUID]*Runner{}}
+	return &Intake{local: map[instance]*Runner{}, members: map[string][]string{}, set: map[string]bool{}, owner: map[uuid.UUID]*Runner{}}
 }
 
-// Add makes r an instance of its scheduler's kind, named by r.Name().
-func (in *Intake) Add(r *Runner) {
-	k, name := r.Scheduler().Kind(), r.Name()
-	in.local[name] = r
-	if ms := in.members[k]; !slices.Contains(ms, name) {
-		ms = append(ms, name)
-		slices.Sort(ms)
-		in.members[k] = ms
+// Add makes r an instance of its scheduler's kind, named by r.Name(), and
+// one of the kind's members unless SetMembers set them (then the
+// membership says whether it is one). A second instance of a kind under
+// one name is an error.
+func (in *Intake) Add(r *Runner) error {
+	id := instance{r.Scheduler().Kind(), r.Name()}
+	if _, dup := in.local[id]; dup {
+		return fmt.Errorf("intake: two %s instances named %q", id.kind, id.name)
 	}
+	in.local[id] = r
+	if ms := in.members[id.kind]; !in.set[id.kind] && !slices.Contains(ms, id.name) {
+		ms = append(ms, id.name)
+		slices.Sort(ms)
+		in.members[id.kind] = ms
+	}
+	return nil
 }
 
 // route returns the instance a job of kind goes to: nil when it is another
@@ -68,11 +79,7 @@ func (in *Intake) route(job uuid.UUID, kind string) (r *Runner, served bool) {
 	if len(ms) == 0 {
 		return nil, false
 	}
-	r = in.local[ms[Pick(job, ms)]]
-	if r != nil && r.Scheduler().Kind() != kind {
-		return nil, true // a name of another kind's instance here: not this kind's
-	}
-	return r, true
+	return in.local[instance{kind, ms[Pick(job, ms)]}], true
 }
 
 // Owner returns the instance a job was routed to.
@@ -99,8 +106,8 @@ func (in *Intake) SetMembers(kind string, names []string, st *txn.State, now tim
 			return nil, fmt.Errorf("members of %q: %q twice", kind, n)
 		}
 	}
-	in.members[kind] = ms
-	placed := placedByJob(st)
+	in.members[kind], in.set[kind] = ms, true
+	facts := jobFacts(st)
 	var woken []*Runner
 	st.RangeJobs(func(j *txn.Job) bool {
 		if j.Scheduler() != kind || j.Finished() {
@@ -115,7 +122,7 @@ func (in *Intake) SetMembers(kind string, names []string, st *txn.State, now tim
 			cur.Release(j.UID)
 			delete(in.owner, j.UID)
 		}
-		if r != nil && in.adopt(r, j, st, placed[j.UID], now) && !slices.Contains(woken, r) {
+		if r != nil && in.adopt(r, j, st, facts[j.UID], now) && !slices.Contains(woken, r) {
 			woken = append(woken, r)
 		}
 		return true
@@ -123,58 +130,121 @@ func (in *Intake) SetMembers(kind string, names []string, st *txn.State, now tim
 	return woken, nil
 }
 
-// placedByJob lists the placed tasks of each job, in the state's order:
-// one pass, as the state has no index of a job's tasks.
-func placedByJob(st *txn.State) map[uuid.UUID][]uuid.UUID {
-	placed := map[uuid.UUID][]uuid.UUID{}
+// facts is what a view says of one job's tasks.
+type facts struct {
+	placed      []uuid.UUID // placed tasks
+	lost        []*txn.Task // LOST tasks, in the state's order
+	live, ended int         // tasks pending or placed; tasks SUCCEEDED, FAILED or KILLED
+}
+
+// jobFacts gathers the facts of every job's tasks in one pass (the state
+// has no index of a job's tasks), in the state's order.
+func jobFacts(st *txn.State) map[uuid.UUID]*facts {
+	out := map[uuid.UUID]*facts{}
 	st.RangeTasks(func(t *txn.Task) bool {
-		if t.Placed() {
-			placed[t.Job] = append(placed[t.Job], t.UID)
+		if t.Job == uuid.Nil {
+			return true
+		}
+		f := out[t.Job]
+		if f == nil {
+			f = &facts{}
+			out[t.Job] = f
+		}
+		switch t.State {
+		case omegav1.TaskState_TASK_STATE_PENDING:
+			f.live++
+		case omegav1.TaskState_TASK_STATE_ASSIGNED, omegav1.TaskState_TASK_STATE_RUNNING:
+			f.live++
+			f.placed = append(f.placed, t.UID)
+		case omegav1.TaskState_TASK_STATE_SUCCEEDED, omegav1.TaskState_TASK_STATE_FAILED, omegav1.TaskState_TASK_STATE_KILLED:
+			f.ended++
+		case omegav1.TaskState_TASK_STATE_LOST:
+			f.lost = append(f.lost, t)
 		}
 		return true
 	})
-	return placed
+	return out
 }
 
-// adopt makes j r's with its placed tasks, queued if it has work (PENDING
-// tasks, or a Grower that wants more), and reports whether it has.
-func (in *Intake) adopt(r *Runner, j *txn.Job, st *txn.State, placed []uuid.UUID, now time.Time) bool {
+// wanted returns the LOST tasks of a job that still want a replacement: as
+// many as the job is short of its replicas (tasks pending, placed or ended
+// counted), the first in the state's order. The runner's memory of its
+// lost tasks does not survive a restart or a move; the view does.
+func (f *facts) wanted(j *txn.Job) []*txn.Task {
+	if f == nil {
+		return nil
+	}
+	short := int(j.Replicas()) - f.live - f.ended
+	if short <= 0 {
+		return nil
+	}
+	return f.lost[:min(short, len(f.lost))]
+}
+
+// adopt makes j r's with its placed tasks and the lost ones it still wants
+// replaced, queued if it has work (PENDING tasks, replacements to create,
+// or a Grower that wants more), and reports whether it has.
+func (in *Intake) adopt(r *Runner, j *txn.Job, st *txn.State, f *facts, now time.Time) bool {
 	in.owner[j.UID] = r
-	work := false
-	st.RangePendingTasks(j.UID, func(*txn.Task) bool { work = true; return false })
+	var placed []uuid.UUID
+	if f != nil {
+		placed = f.placed
+	}
+	lost := f.wanted(j)
+	work := len(lost) > 0
+	if !work {
+		st.RangePendingTasks(j.UID, func(*txn.Task) bool { work = true; return false })
+	}
 	if g, ok := r.Scheduler().(Grower); ok && !work {
 		work = g.WantsMore(j, len(placed))
 	}
-	r.Adopt(j.UID, placed, work, now)
+	r.Adopt(j.UID, placed, lost, work, now)
 	return work
 }
 
 // Recover routes every job of st that an instance here serves and that no
 // instance here owns yet, for a scheduler that starts (or restarts) on a
 // cell already running, or re-lists after its watch fell behind. Each is
-// adopted by its instance with the tasks of it that are placed, so that
-// its lost and evicted tasks reach it later and a Grower counts the
-// workers it has; a job with PENDING tasks, or one its scheduler wants to
-// grow (Grower), is queued. Jobs already owned are left as they are. It
-// returns the instances that got work; then Observe takes the watch from
-// st's revision on. Jobs are visited in the state's own order, so the same
-// state routes the same way.
+// adopted by its instance with the tasks of it that are placed and the
+// LOST ones still to replace, so that its lost and evicted tasks reach it
+// later and a Grower counts the workers it has; a job with work is queued.
+// The jobs it owns already are reconciled with st instead (the changes the
+// watch missed: tasks lost or evicted meanwhile reach their runner, jobs
+// deleted meanwhile are forgotten). It returns the instances that got
+// work; then Observe takes the watch from st's revision on. Jobs are
+// visited in the state's own order, so the same state routes the same way.
 func (in *Intake) Recover(st *txn.State, now time.Time) []*Runner {
-	placed := placedByJob(st)
+	facts := jobFacts(st)
 	var woken []*Runner
+	wake := func(r *Runner) {
+		if !slices.Contains(woken, r) {
+			woken = append(woken, r)
+		}
+	}
+	for job, r := range in.owner { // deletions only: the order does not matter
+		if _, ok := st.Job(job); !ok {
+			r.Release(job)
+			delete(in.owner, job)
+		}
+	}
 	st.RangeJobs(func(j *txn.Job) bool {
 		if j.Finished() {
 			return true
 		}
-		if _, owned := in.owner[j.UID]; owned {
+		if r, owned := in.owner[j.UID]; owned {
+			pending := false
+			st.RangePendingTasks(j.UID, func(*txn.Task) bool { pending = true; return false })
+			if r.Reconcile(j.UID, facts[j.UID].wanted(j), pending, now) {
+				wake(r)
+			}
 			return true
 		}
 		r, _ := in.route(j.UID, j.Scheduler())
 		if r == nil {
 			return true
 		}
-		if in.adopt(r, j, st, placed[j.UID], now) && !slices.Contains(woken, r) {
-			woken = append(woken, r)
+		if in.adopt(r, j, st, facts[j.UID], now) {
+			wake(r)
 		}
 		return true
 	})

@@ -430,3 +430,200 @@ func TestIntakeMembersChange(t *testing.T) {
 		}
 	}
 }
+
+// A job that moves away and straight back while an attempt is in flight
+// is the runner's again: the attempt lands as usual and a later loss
+// reaches it. A loss that comes while it is away is ignored, and the
+// attempt of a job that stayed away is dropped, not committed.
+func TestRunnerReleaseEdges(t *testing.T) {
+	c := newCell(t, 5)
+	ms := c.addMachines(uniform(2, 4000, 16*gib, 0)...)
+	a := c.runner(NewBatch(), "batch-a", 1, testConfig(), nil)
+	in := NewIntake()
+	if err := in.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	job, tasks := c.addJob("flap", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1, cpu: 100, mem: gib})
+	if _, err := in.SetMembers("batch", []string{"batch-a"}, c.state(), t0); err != nil {
+		t.Fatal(err)
+	}
+	att := begin(t, a, t0)
+	// Away (to a remote batch-b that wins the hash, if it does) and back.
+	away := []string{"batch-a", "batch-b"}
+	for Pick(job, away) != 1 {
+		away[1] += "x"
+	}
+	if _, err := in.SetMembers("batch", away, c.state(), t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, owned := in.Owner(job); owned {
+		t.Fatal("the job stayed here though batch-b won it")
+	}
+	if a.Lost(job, c.task(tasks[0]), t0) {
+		t.Fatal("a loss reached a runner the job moved away from")
+	}
+	if _, err := in.SetMembers("batch", []string{"batch-a"}, c.state(), t0); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := finish(t, a, att, t0); o != OutcomePlaced {
+		t.Fatalf("the attempt of a job back home ended %v, want placed", o)
+	}
+	if rec := record(t, a, job); rec.TasksPlaced != 1 {
+		t.Fatalf("record after the flap: %+v", rec)
+	}
+	c.commit(txn.SetStatus(tasks[0], omegav1.TaskState_TASK_STATE_LOST, c.task(tasks[0]).Version, "machine failed"))
+	if !a.Lost(job, c.task(tasks[0]), t0) {
+		t.Fatal("a loss after the flap did not reach the runner")
+	}
+
+	// Away for good while in flight: dropped, and nothing committed.
+	other, _ := c.addJob("gone", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1, cpu: 100, mem: gib})
+	if _, err := in.SetMembers("batch", []string{"batch-a"}, c.state(), t0); err != nil { // batch-a alone again: it owns both
+		t.Fatal(err)
+	}
+	if r, _ := in.Owner(other); r != a {
+		t.Fatalf("setup: the second job is owned by %v", r)
+	}
+	for {
+		at := begin(t, a, t0)
+		if at.Job != other {
+			finish(t, a, at, t0)
+			continue
+		}
+		rev := c.state().Revision()
+		for Pick(other, away) != 1 {
+			away[1] += "y"
+		}
+		if _, err := in.SetMembers("batch", away, c.state(), t0); err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := finish(t, a, at, t0); o != OutcomeMoved {
+			t.Fatalf("the attempt of a job that moved away ended %v", o)
+		}
+		if c.state().Revision() != rev {
+			t.Fatal("the dropped attempt committed")
+		}
+		break
+	}
+	_ = ms
+}
+
+// A job with a LOST task not yet replaced keeps wanting its replacement
+// when it moves: its new owner queues it and the replacement is created.
+// After a re-list, a loss the watch missed reaches the owner the same way,
+// and a job deleted meanwhile is forgotten.
+func TestIntakeHandsOverLostTasks(t *testing.T) {
+	c := newCell(t, 6)
+	c.addMachines(uniform(2, 4000, 16*gib, 0)...)
+	a := c.runner(NewBatch(), "batch-a", 1, testConfig(), nil)
+	b := c.runner(NewBatch(), "batch-b", 2, testConfig(), nil)
+	in := NewIntake()
+	for _, r := range []*Runner{a, b} {
+		if err := in.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := []string{"batch-a", "batch-b"}
+	var job uuid.UUID
+	var tasks []uuid.UUID
+	for i := 0; ; i++ { // a job batch-a owns
+		job, tasks = c.addJob(fmt.Sprintf("j%d", i), jobSpec{kind: batchKind, scheduler: "batch", tasks: 2, cpu: 100, mem: gib})
+		if both[Pick(job, both)] == "batch-a" {
+			break
+		}
+	}
+	in.Recover(c.state(), t0)
+	for a.Queued() > 0 {
+		at := begin(t, a, t0)
+		finish(t, a, at, t0)
+	}
+	lost := c.task(tasks[0])
+	c.commit(txn.SetStatus(tasks[0], omegav1.TaskState_TASK_STATE_LOST, lost.Version, "machine failed"))
+	a.Lost(job, c.task(tasks[0]), t0) // batch-a knows; batch-a then dies before replacing it
+	if _, err := in.SetMembers("batch", []string{"batch-b"}, c.state(), t0); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := in.Owner(job); r != b || b.Queued() == 0 {
+		t.Fatalf("owner %v, batch-b queued %d: the job with a task to replace was not queued at its new owner", r, b.Queued())
+	}
+	replaced := func() int {
+		n := 0
+		c.state().RangeTasks(func(tk *txn.Task) bool {
+			if tk.Job == job && tk.Placed() {
+				n++
+			}
+			return true
+		})
+		return n
+	}
+	for b.Queued() > 0 {
+		finish(t, b, begin(t, b, t0), t0)
+	}
+	if n := replaced(); n != 2 {
+		t.Fatalf("%d tasks of the job placed after the move, want 2 (the survivor and a replacement)", n)
+	}
+
+	// A loss the watch missed (a re-list brings the view instead), and a
+	// job deleted meanwhile.
+	gone, _ := c.addJob("gone", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1, cpu: 100, mem: gib})
+	in.Recover(c.state(), t0) // someone owns gone now
+	for _, r := range []*Runner{a, b} {
+		for r.Queued() > 0 {
+			finish(t, r, begin(t, r, t0), t0)
+		}
+	}
+	var victim *txn.Task
+	c.state().RangeTasks(func(tk *txn.Task) bool {
+		if tk.Job == job && tk.Placed() {
+			victim = tk
+			return false
+		}
+		return true
+	})
+	c.commit(txn.SetStatus(victim.UID, omegav1.TaskState_TASK_STATE_LOST, victim.Version, "machine failed"))
+	gj, _ := c.state().Job(gone)
+	c.commit(txn.Delete(omegav1.ObjectKind_OBJECT_KIND_JOB, gone, gj.Version))
+	woken := in.Recover(c.state(), t0)
+	if !slices.Contains(woken, b) {
+		t.Fatalf("the re-list woke %v, want batch-b for the missed loss", woken)
+	}
+	for b.Queued() > 0 {
+		finish(t, b, begin(t, b, t0), t0)
+	}
+	if n := replaced(); n != 2 {
+		t.Fatalf("%d tasks placed after the missed loss, want 2", n)
+	}
+	if _, owned := in.Owner(gone); owned {
+		t.Fatal("a job deleted while the watch was behind is still owned")
+	}
+}
+
+// Instance names are unique within a kind, not across kinds: a batch and
+// a service instance may share one, each routed its own jobs; two of one
+// kind may not.
+func TestIntakeNamesPerKind(t *testing.T) {
+	c := newCell(t, 7)
+	c.addMachines(uniform(2, 4000, 16*gib, 0)...)
+	bt := c.runner(NewBatch(), "s0", 1, testConfig(), nil)
+	sv := c.runner(NewService(), "s0", 2, testConfig(), nil)
+	in := NewIntake()
+	in.Strict = true
+	if err := in.Add(bt); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Add(sv); err != nil {
+		t.Fatalf("a service instance named like a batch one: %v", err)
+	}
+	if err := in.Add(c.runner(NewBatch(), "s0", 3, testConfig(), nil)); err == nil {
+		t.Fatal("two batch instances under one name were accepted")
+	}
+	bj, _ := c.addJob("b", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1, cpu: 100, mem: gib})
+	sj, _ := c.addJob("s", jobSpec{kind: serviceKind, scheduler: "service", tasks: 1, cpu: 100, mem: gib})
+	in.Recover(c.state(), t0)
+	if r, _ := in.Owner(bj); r != bt {
+		t.Fatalf("the batch job went to %v", r)
+	}
+	if r, _ := in.Owner(sj); r != sv {
+		t.Fatalf("the service job went to %v", r)
+	}
+}

@@ -95,7 +95,7 @@ const (
 	// OutcomeAbandoned: the job hit the Runner's bounds.
 	OutcomeAbandoned
 	// OutcomeMoved: the job moved to another instance (Release) while the
-	// attempt was in flight; the attempt committed what it decided, and
+	// attempt was in flight; the attempt was dropped, not committed, and
 	// the job is no longer this runner's.
 	OutcomeMoved
 )
@@ -127,8 +127,9 @@ type jobState struct {
 	queued  bool
 	done    bool
 	// inFlight: an attempt for the job is between Begin and Finish; moved:
-	// Release gave the job up meanwhile.
-	inFlight, moved bool
+	// Release gave the job up meanwhile; recheck: Reconcile came meanwhile,
+	// so the job is attempted again when the attempt lands.
+	inFlight, moved, recheck bool
 	// loop is the job's retry state in the client library's one optimistic
 	// loop: progress is a placement, tasks no machine took are work left.
 	loop       *client.Loop
@@ -176,7 +177,7 @@ func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 	if !ok {
 		j = r.newJob(job, now)
 	}
-	if j.queued {
+	if j.queued || j.moved {
 		return
 	}
 	// Submitted again (its tasks need placing again): a fresh start for the
@@ -188,30 +189,90 @@ func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 }
 
 // Adopt makes a job the runner did not submit its own, with those of its
-// tasks that are placed: a scheduler that restarted on a running cell
-// learns its jobs this way (Intake.Recover), so that their lost and evicted
-// tasks reach it and a Grower counts the workers the job has. With queue
-// the job is queued (it has work); otherwise it is recorded as placed at
-// now. A job already known is left as it is.
-func (r *Runner) Adopt(job uuid.UUID, placed []uuid.UUID, queue bool, now time.Time) {
-	if _, ok := r.jobs[job]; ok {
+// tasks that are placed and the LOST ones that still want a replacement: a
+// scheduler that restarted on a running cell, or to which the job moved
+// from another instance, learns it this way (Intake.Recover, SetMembers),
+// so that its lost and evicted tasks reach it and a Grower counts the
+// workers the job has. With queue the job is queued (it has work);
+// otherwise it is recorded as placed at now. A job already known is left
+// as it is — unless it was released meanwhile (moved away and back while
+// an attempt was in flight): then it is the runner's again, with what the
+// view says.
+func (r *Runner) Adopt(job uuid.UUID, placed []uuid.UUID, lost []*txn.Task, queue bool, now time.Time) {
+	j, known := r.jobs[job]
+	switch {
+	case known && !j.moved:
 		return
+	case known:
+		j.moved = false
+	default:
+		j = r.newJob(job, now)
 	}
-	j := r.newJob(job, now)
 	for _, t := range placed {
 		j.placed[t] = struct{}{}
+	}
+	if !j.inFlight { // an attempt in flight may be replacing j.lost: its Finish trims them
+		j.lost = slices.Clone(lost)
 	}
 	if !queue {
 		r.markPlaced(j, now)
 		return
 	}
+	if !j.queued && !j.inFlight {
+		j.done = false
+		r.push(j, now)
+	}
+}
+
+// Reconcile brings what the runner knows of a job it owns in line with a
+// fresh view of the cell, after its watch fell behind (Intake.Recover): lost
+// are the job's LOST tasks that still want a replacement (as many as the job
+// is short), pending says it has PENDING tasks. The replacements it had
+// queued that the view still wants are kept, others dropped, new ones
+// added; the job is queued if it has work. It reports whether it queued
+// the job. A job with an attempt in flight is only marked to be attempted
+// again when that attempt lands (the live driver never re-lists during an
+// attempt; the simulation's engine, polling after every step, does not
+// fall behind).
+func (r *Runner) Reconcile(job uuid.UUID, lost []*txn.Task, pending bool, now time.Time) bool {
+	j, ok := r.jobs[job]
+	if !ok || j.moved || j.Abandoned {
+		return false
+	}
+	if j.inFlight {
+		j.recheck = true
+		return false
+	}
+	want := make(map[uuid.UUID]bool, len(lost))
+	for _, t := range lost {
+		want[t.UID] = true
+	}
+	kept := j.lost[:0:0]
+	for _, t := range j.lost {
+		if want[t.UID] {
+			kept = append(kept, t)
+			delete(want, t.UID)
+		}
+	}
+	for _, t := range lost {
+		if want[t.UID] && len(kept) < len(lost) {
+			kept = append(kept, t)
+		}
+	}
+	j.lost = kept
+	if (len(j.lost) == 0 && !pending) || j.queued {
+		return false
+	}
+	j.done = false
 	r.push(j, now)
+	return true
 }
 
 // Release gives up a job that moved to another instance (the members of
 // its kind changed, Intake.SetMembers): it leaves the queue and the
-// records at once, or, with an attempt in flight, once Finish has
-// committed that attempt (OutcomeMoved).
+// records at once, or, with an attempt in flight, when Finish drops that
+// attempt (OutcomeMoved). Lost, Submit and Resubmit ignore it meanwhile;
+// Adopt makes it the runner's again.
 func (r *Runner) Release(job uuid.UUID) {
 	j, ok := r.jobs[job]
 	if !ok {
@@ -235,10 +296,13 @@ func (r *Runner) Release(job uuid.UUID) {
 // and jobs it abandoned, are ignored; it reports whether it queued the job.
 func (r *Runner) Lost(job uuid.UUID, t *txn.Task, now time.Time) bool {
 	j, ok := r.jobs[job]
-	if !ok || j.Abandoned {
+	if !ok || j.Abandoned || j.moved {
 		return false
 	}
 	delete(j.placed, t.UID)
+	if slices.ContainsFunc(j.lost, func(x *txn.Task) bool { return x.UID == t.UID }) {
+		return false // known already (a re-list)
+	}
 	j.lost = append(j.lost, t)
 	j.Lost++
 	if j.queued {
@@ -272,7 +336,7 @@ func replacement(lost *txn.Task, uid uuid.UUID) replaced {
 // Jobs queued, unknown or abandoned are left alone.
 func (r *Runner) Resubmit(job uuid.UUID, now time.Time) bool {
 	j, ok := r.jobs[job]
-	if !ok || j.queued || j.Abandoned || !j.done {
+	if !ok || j.queued || j.Abandoned || j.moved || !j.done {
 		return false
 	}
 	j.done = false
@@ -385,8 +449,27 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 // becomes of the job: placed, queued again (at once after a conflict, after
 // RetryDelay when tasks found no machine), or abandoned at the bounds.
 func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome, error) {
-	j := r.jobs[a.Job]
+	j, ok := r.jobs[a.Job]
+	if !ok {
+		return OutcomeMoved, fmt.Errorf("%s: an attempt for job %s, which the runner does not hold", r.c.Component(), a.Job)
+	}
 	j.inFlight = false
+	if j.moved {
+		// The job moved to another instance while the attempt was in
+		// flight: the decision is dropped, not committed, so the new owner
+		// decides alone from its own view.
+		delete(r.jobs, j.UID)
+		return OutcomeMoved, nil
+	}
+	defer func() {
+		if j.recheck { // a re-list came while the attempt was in flight
+			j.recheck = false
+			if !j.queued && !j.Abandoned {
+				j.done = false
+				r.push(j, now)
+			}
+		}
+	}()
 	var res txn.Result
 	if len(a.Txn.Ops) > 0 {
 		a.Txn.UnixNanos = now.UnixNano()
@@ -416,15 +499,7 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 	if res.Conflicted() {
 		j.Conflicted++
 	}
-	if j.moved {
-		delete(r.jobs, j.UID)
-		if res.Revision != 0 || res.Conflicted() {
-			if err := r.c.SyncTo(ctx, max(res.Revision, res.Base)); err != nil {
-				return OutcomeMoved, err
-			}
-		}
-		return OutcomeMoved, nil
-	}
+
 	// The client's loop decides: done when nothing conflicted and no task
 	// was left without a machine; abandoned at the paper's bounds;
 	// otherwise retried — at once after a conflict, after RetryDelay when

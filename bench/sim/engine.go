@@ -160,7 +160,9 @@ func New(o Options) (*Engine, error) {
 	e.daily = make([][]time.Duration, len(o.Runners))
 	e.add(&arrivals{src: o.Source, sub: o.Submitter})
 	for i, r := range o.Runners {
-		e.intake.Add(r)
+		if err := e.intake.Add(r); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
 		e.byRunner[r] = len(e.slots)
 		e.add(&runnerActor{e: e, i: i, r: r})
 	}
