@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -555,5 +556,104 @@ func TestNextTick(t *testing.T) {
 	}
 	if len(at) != 2 || at[0] != 10*time.Second || at[1] != 30*time.Second {
 		t.Fatalf("reports at %v, want [10s 30s]", at)
+	}
+}
+
+// refusing fails commits while *fail, keeping what it refused and what it
+// let through.
+type refusing struct {
+	client.Transport
+	fail      *bool
+	refused   []*txn.Txn
+	committed []*txn.Txn
+}
+
+func (r *refusing) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
+	cp := *tx
+	cp.Ops = append([]txn.Op(nil), tx.Ops...)
+	if *r.fail {
+		r.refused = append(r.refused, &cp)
+		return txn.Result{}, errInjected
+	}
+	r.committed = append(r.committed, &cp)
+	return r.Transport.Commit(ctx, tx)
+}
+
+// opLines names what each of a status transaction's operations does.
+func opLines(ops []txn.Op) []string {
+	var out []string
+	for _, op := range ops {
+		l := fmt.Sprintf("%s task=%s state=%s expect=%d", op.Kind, op.Task, op.State, op.ExpectVersion)
+		if op.NewMachine != nil {
+			l += fmt.Sprintf(" machine=%s to=%s", op.NewMachine.GetMeta().GetUid(), op.NewMachine.GetStatus().GetState())
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// A commit error at a failure's tick, and at a repair's, loses neither: the
+// next tick sends every refused DOWN, LOST and UP report again.
+func TestCommitErrorKeepsFailuresAndRepairs(t *testing.T) {
+	st := openStore(t, 0)
+	g := newIDs(9)
+	ms := makeMachines(t, st, g, 6)
+	for _, m := range ms {
+		place(t, st, g, m, t0, 0)
+	}
+	fail := false
+	tr := &refusing{Transport: inproc.New(st), fail: &fail}
+	cl, err := client.New(context.Background(), tr, client.Config{Component: "fleet", Clock: &vclock{now: t0}, Rand: rand.New(rand.NewPCG(1, 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultFleetConfig()
+	cfg.FailuresPerDay = 24 * 60 // about one a minute
+	cfg.RepairTime = 5 * time.Minute
+	cfg.Rand = rand.New(rand.NewPCG(3, 4))
+	cfg.Start = t0
+	f, err := NewSimFleet(context.Background(), cl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	refusedDown, refusedUp := false, false
+	for now := t0.Add(time.Second); now.Before(t0.Add(time.Hour)) && !(refusedDown && refusedUp); now = now.Add(time.Second) {
+		// Refuse every tick with something due until a failure and a repair
+		// were each refused once.
+		fail = true
+		before := len(tr.refused)
+		if _, err := f.Tick(ctx, now); err == nil {
+			if len(tr.refused) != before {
+				t.Fatalf("tick %v: refused, but no error", now.Sub(t0))
+			}
+			continue // nothing due
+		} else if !errors.Is(err, errInjected) {
+			t.Fatalf("tick %v: %v", now.Sub(t0), err)
+		}
+		lines := opLines(tr.refused[len(tr.refused)-1].Ops)
+		joined := strings.Join(lines, "\n")
+		hasDown, hasUp := strings.Contains(joined, "to=MACHINE_STATE_DOWN"), strings.Contains(joined, "to=MACHINE_STATE_UP")
+		fail = false
+		r, err := f.Tick(ctx, now.Add(time.Second/2))
+		if err != nil || r.Revision == 0 {
+			t.Fatalf("tick %v after the refusal: %+v %v", now.Sub(t0), r, err)
+		}
+		sent := map[string]int{}
+		for _, l := range opLines(tr.committed[len(tr.committed)-1].Ops) {
+			sent[l]++
+		}
+		for _, l := range lines {
+			if sent[l] == 0 {
+				t.Fatalf("tick %v: refused %q, not sent again:\n%s", now.Sub(t0), l, strings.Join(opLines(tr.committed[len(tr.committed)-1].Ops), "\n"))
+			}
+			sent[l]--
+		}
+		refusedDown = refusedDown || hasDown
+		refusedUp = refusedUp || hasUp
+	}
+	if !refusedDown || !refusedUp {
+		t.Fatalf("refused a failure %v, a repair %v: the hour showed too little", refusedDown, refusedUp)
 	}
 }

@@ -54,7 +54,11 @@ func (in *Informer) List(ctx context.Context) error {
 		in.w.Close()
 	}
 	in.w, in.rev = w, st.Revision()
-	return in.h.Relisted(st)
+	if err := in.h.Relisted(st); err != nil {
+		in.stale = true // what the handler derived is unknown: list again next time
+		return err
+	}
+	return nil
 }
 
 // Poll hands the handler what the watch delivered since the last call,

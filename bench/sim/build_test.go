@@ -169,14 +169,16 @@ func TestJobsFinishInTheCell(t *testing.T) {
 		}
 		return true
 	})
-	var inCellFinished, expired, abandoned int64
+	var inCellFinished, expired, abandoned, expiredAbandoned int64
 	for _, r := range s.Engine.o.Runners {
 		for _, rec := range r.Records() {
 			j, ok := st.Job(rec.UID)
 			if !ok {
 				// Only finished jobs expire: abandoned ones or those the
 				// controller finished.
-				if !rec.Abandoned {
+				if rec.Abandoned {
+					expiredAbandoned++
+				} else {
 					expired++
 				}
 				continue
@@ -194,6 +196,8 @@ func TestJobsFinishInTheCell(t *testing.T) {
 				if live[j.UID] != 0 || j.Status.GetFinishUnixNanos() == 0 {
 					t.Fatalf("seed %d: job %s is %s with %d tasks not terminal, finished at %d", seed, rec.UID, p, live[j.UID], j.Status.GetFinishUnixNanos())
 				}
+			case live[j.UID] == 0 && j.Status.GetSucceeded()+j.Status.GetFailed() >= max(j.Replicas(), 1):
+				t.Fatalf("seed %d: job %s is stuck %s: no task left and %d of %d ended", seed, rec.UID, p, j.Status.GetSucceeded()+j.Status.GetFailed(), j.Replicas())
 			}
 		}
 	}
@@ -203,7 +207,7 @@ func TestJobsFinishInTheCell(t *testing.T) {
 	if sum.JobsFinished != inCellFinished+expired {
 		t.Fatalf("seed %d: summary says %d jobs finished; %d in the cell and %d expired", seed, sum.JobsFinished, inCellFinished, expired)
 	}
-	if int64(sum.JobsAbandoned) < abandoned {
-		t.Fatalf("seed %d: %d abandoned in the cell, the summary says %d", seed, abandoned, sum.JobsAbandoned)
+	if int64(sum.JobsAbandoned) != abandoned+expiredAbandoned {
+		t.Fatalf("seed %d: %d abandoned in the cell and %d expired, the summary says %d", seed, abandoned, expiredAbandoned, sum.JobsAbandoned)
 	}
 }
