@@ -26,16 +26,23 @@ func smallConfig(seed uint64) Config {
 	return cfg
 }
 
-func runConfig(t *testing.T, cfg Config) (Summary, []byte) {
+// buildRun builds and runs a simulation; the store closes when t ends.
+func buildRun(t *testing.T, cfg Config) *Sim {
 	t.Helper()
 	s, err := Build(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	if err := s.Engine.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+func runConfig(t *testing.T, cfg Config) (Summary, []byte) {
+	t.Helper()
+	s := buildRun(t, cfg)
 	sum := s.Engine.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
 	var b bytes.Buffer
 	if err := s.Engine.WriteJobsCSV(&b); err != nil {
@@ -152,14 +159,7 @@ func TestJobsFinishInTheCell(t *testing.T) {
 	cfg.Workload.Machines = 50
 	cfg.Workload.Days = 0.025
 	cfg.Workload.Load = 100 // a saturated cell: some jobs cannot be placed and are abandoned
-	s, err := Build(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Engine.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := buildRun(t, cfg)
 	sum := s.Engine.Summarize(seed, cfg.Workload.Machines)
 	st := s.Store.Snapshot()
 	live := map[[16]byte]int{} // job → its tasks not terminal

@@ -60,36 +60,11 @@ func TestNoWallClockOrGoroutinesInDecisionCode(t *testing.T) {
 	root := repoRoot(t)
 	checked := 0
 	for _, pkg := range decisionPackages {
-		dir := filepath.Join(root, pkg)
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(root, pkg)); errors.Is(err, fs.ErrNotExist) {
 			t.Logf("%s: not there yet, skipped", pkg)
 			continue
 		}
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if path != dir && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) {
-					return filepath.SkipDir
-				}
-				if rel, err := filepath.Rel(root, path); err == nil && notDecision[filepath.ToSlash(rel)] != "" {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return nil
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			rel = filepath.ToSlash(rel)
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
+		walkGo(t, root, pkg, func(rel string) bool { return notDecision[rel] != "" }, func(rel string, src []byte) error {
 			problems, err := check(rel, src, allowed[rel])
 			if err != nil {
 				return err
@@ -100,12 +75,47 @@ func TestNoWallClockOrGoroutinesInDecisionCode(t *testing.T) {
 			checked++
 			return nil
 		})
-		if err != nil {
-			t.Fatalf("walk %s: %v", pkg, err)
-		}
 	}
 	if checked == 0 {
 		t.Fatalf("no file checked under %v in %s", decisionPackages, root)
+	}
+}
+
+// walkGo calls visit with every non-test Go file below dir (relative to
+// root, slash-separated), skipping testdata, hidden and underscore folders
+// and the folders skip names; a walk or visit error fails the test.
+func walkGo(t *testing.T, root, dir string, skip func(rel string) bool, visit func(rel string, src []byte) error) {
+	t.Helper()
+	top := filepath.Join(root, dir)
+	err := filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if path != top && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) {
+				return filepath.SkipDir
+			}
+			if skip != nil && skip(rel) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return visit(rel, src)
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
 	}
 }
 

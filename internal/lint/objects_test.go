@@ -5,9 +5,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,16 +23,8 @@ func TestObjectsAreReadThroughTheirMethods(t *testing.T) {
 	root := repoRoot(t)
 	checked := 0
 	for _, dir := range objectReaders {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return err
-			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, path)
-			problems, err := checkObjectReads(filepath.ToSlash(rel), src)
+		walkGo(t, root, dir, nil, func(rel string, src []byte) error {
+			problems, err := checkObjectReads(rel, src)
 			if err != nil {
 				return err
 			}
@@ -45,9 +34,6 @@ func TestObjectsAreReadThroughTheirMethods(t *testing.T) {
 			checked++
 			return nil
 		})
-		if err != nil {
-			t.Fatalf("walk %s: %v", dir, err)
-		}
 	}
 	if checked == 0 {
 		t.Fatal("no file checked")
