@@ -92,8 +92,8 @@ conflicts really happen. Prints a table per scheduler and what it shows.`,
 func printDemo(w io.Writer, s sim.Summary, wall time.Duration, tService time.Duration) {
 	fmt.Fprintf(w, "omega demo: %d machines, %.1f simulated days on a durable pebble store, in %.1f s of wall time\n",
 		s.Machines, s.SimSeconds/86400, wall.Seconds())
-	fmt.Fprintf(w, "jobs: %d submitted, %d scheduled, %d abandoned, %d pending; %d tasks placed; mean CPU utilisation %.0f%%\n\n",
-		s.JobsSubmitted, s.JobsScheduled, s.JobsAbandoned, s.JobsPending, s.TasksPlaced, 100*s.UtilizationMean)
+	fmt.Fprintf(w, "jobs: %d submitted, %d scheduled, %d abandoned, %d pending, %d finished; %d tasks placed; mean CPU utilisation %.0f%%\n\n",
+		s.JobsSubmitted, s.JobsScheduled, s.JobsAbandoned, s.JobsPending, s.JobsFinished, s.TasksPlaced, 100*s.UtilizationMean)
 	printSchedulerTable(w, s)
 	var svc, batch *sim.SchedulerSummary
 	for i := range s.Schedulers {

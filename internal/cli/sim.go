@@ -420,7 +420,7 @@ func writeFiles(dir string, files []outFile) (err error) {
 
 func printSummary(w io.Writer, s sim.Summary) {
 	fmt.Fprintf(w, "seed %d: %.1f simulated days, %d machines, %d events, mean utilisation %.1f%%\n", s.Seed, s.SimSeconds/86400, s.Machines, s.Events, 100*s.UtilizationMean)
-	fmt.Fprintf(w, "jobs: %d submitted, %d scheduled, %d abandoned, %d pending; %d tasks placed\n\n", s.JobsSubmitted, s.JobsScheduled, s.JobsAbandoned, s.JobsPending, s.TasksPlaced)
+	fmt.Fprintf(w, "jobs: %d submitted, %d scheduled, %d abandoned, %d pending, %d finished (all their tasks ended); %d tasks placed\n\n", s.JobsSubmitted, s.JobsScheduled, s.JobsAbandoned, s.JobsPending, s.JobsFinished, s.TasksPlaced)
 	printSchedulerTable(w, s)
 	fmt.Fprintf(w, "\nhost: %.1f s wall, %.2f s per simulated day, %.0f events/s, peak RSS %.0f MiB\n", s.Host.WallSeconds, s.Host.WallSecondsPerSimDay, s.Host.EventsPerSec, s.Host.PeakRSSMb)
 }
