@@ -408,3 +408,17 @@ func (op *Op) object() proto.Message {
 	}
 	return nil
 }
+
+// CheckWire reports what would keep tx from crossing the wire, as the
+// store would report it: a nil transaction, a string that is not valid
+// UTF-8 anywhere in it (protobuf refuses to encode one), or an object's
+// unknown fields that are not wire format — ErrInvalid, naming the
+// operation and the field. It checks no limit: that is the store's,
+// whose limits a client does not know. A remote transport runs it before
+// it encodes.
+func CheckWire(tx *Txn) error {
+	if tx == nil {
+		return fmt.Errorf("%w: nil transaction", ErrInvalid)
+	}
+	return validate(tx, Limits{})
+}

@@ -39,12 +39,23 @@ var mayImport = map[string][]string{
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
 	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
+	// The gRPC service's generated code, apart from the messages so that
+	// they link no gRPC.
+	"api/omega/v1/cellgrpc": {"api/omega/v1"},
+	// The gRPC transport: live code, linking gRPC but never the store.
+	"client/remote": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "client/transport", "client/transport/grpcerr"},
+	// The store served over gRPC.
+	"server": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "store", "client/transport/grpcerr"},
 }
 
 // remoteOnly are the packages a scheduler or agent binary that talks to a
 // remote store links: none of them may pull in the store or pebble, at any
 // depth (the in-process transport is client/inproc, of its own).
 var remoteOnly = []string{"client", "client/transport", "schedulers", "schedulers/live", "agents", "jobs"}
+
+// grpcRemote is the gRPC transport a remote component adds to them: it may
+// link gRPC, never the store.
+var grpcRemote = []string{"client/remote", "api/omega/v1/cellgrpc"}
 
 func TestRemoteComponentsDoNotLinkTheStore(t *testing.T) {
 	root := repoRoot(t)
@@ -63,7 +74,21 @@ func TestRemoteComponentsDoNotLinkTheStore(t *testing.T) {
 			t.Errorf("%v link %s: a remote scheduler or agent would carry the store", remoteOnly, dep)
 		}
 		if strings.HasPrefix(dep, "google.golang.org/grpc") {
-			t.Errorf("%v link %s: only the gRPC transport (client/transport/grpcerr and above) may", remoteOnly, dep)
+			t.Errorf("%v link %s: only the gRPC transport (client/remote, client/transport/grpcerr) may", remoteOnly, dep)
+		}
+	}
+	args = []string{"list", "-deps", "-f", "{{.ImportPath}}"}
+	for _, p := range grpcRemote {
+		args = append(args, module+p)
+	}
+	cmd = exec.Command("go", args...)
+	cmd.Dir = root
+	if out, err = cmd.Output(); err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == module+"store" || strings.HasPrefix(dep, "github.com/cockroachdb/pebble") {
+			t.Errorf("%v link %s: the gRPC transport would carry the store", grpcRemote, dep)
 		}
 	}
 }

@@ -34,6 +34,9 @@ var notDecision = map[string]string{
 	// The conformance suite drives a transport as its users do: committers
 	// on goroutines, a Next that blocks while another commits.
 	"client/transport/transporttest": "a test kit: it runs transports, it decides nothing",
+	// The gRPC transport receives a watch's stream on a goroutine of its
+	// own and bounds calls with deadlines (live code beside the client).
+	"client/remote": "live code: the gRPC transport",
 }
 
 // forbiddenTime lists the package time functions that read the wall clock

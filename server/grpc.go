@@ -1,0 +1,107 @@
+// Package server serves the cell-state store over the network: the gRPC
+// API (service omega.v1.Cell: Commit, Snapshot, Watch) over a store.Store,
+// for the client library's gRPC transport (client/remote) and for a
+// scheduler or agent in any language. It is live code: gRPC runs each call
+// on a goroutine of its own, and the store does the deciding.
+//
+// Still to come with the live cell (issue 8): server-side filters on
+// Watch (by machine, by label selector), Get and List, tokens and TLS,
+// metrics, and the `omega server` command around it.
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/client/transport/grpcerr"
+	"github.com/omega-cell/omega/store"
+	"github.com/omega-cell/omega/txn"
+)
+
+// WatchHeader is the header key the server sends once a watch is
+// established (its value "ok"), so that a client tells a watch that
+// started from one refused at once (a compacted revision).
+const WatchHeader = "omega-watch"
+
+// MaxMessageBytes bounds a message either way: a transaction at the wire's
+// limit (txn.MaxWireBytes), with room for gRPC's framing.
+const MaxMessageBytes = txn.MaxWireBytes + 1<<20
+
+// Service is the gRPC service over one store.
+type Service struct {
+	cellgrpc.UnimplementedCellServer
+	st *store.Store
+	// ChunkBytes bounds a snapshot chunk and a watch piece (0:
+	// txn.DefaultSnapshotChunkBytes).
+	ChunkBytes int
+}
+
+// New serves st.
+func New(st *store.Store) *Service { return &Service{st: st} }
+
+// Register adds the service to g.
+func (s *Service) Register(g *grpc.Server) { cellgrpc.RegisterCellServer(g, s) }
+
+// ServerOptions are the options a gRPC server of the service needs: message
+// sizes up to MaxMessageBytes.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+}
+
+// status converts a store error for the wire.
+func status(err error) error { return grpcerr.Status(err, store.ErrFailed, store.ErrClosed).Err() }
+
+// Commit decodes the transaction (a malformed one is ErrInvalid, naming
+// the operation and field), commits it, and encodes the result.
+func (s *Service) Commit(ctx context.Context, p *omegav1.Transaction) (*omegav1.TransactionResult, error) {
+	tx, err := txn.TxnFromProto(p)
+	if err != nil {
+		return nil, status(err)
+	}
+	res, err := s.st.Commit(ctx, tx)
+	if err != nil {
+		return nil, status(err)
+	}
+	return res.Proto(), nil
+}
+
+// Snapshot streams the newest state in chunks.
+func (s *Service) Snapshot(_ *cellgrpc.SnapshotRequest, stream grpc.ServerStreamingServer[omegav1.SnapshotChunk]) error {
+	if err := txn.SnapshotChunks(s.st.Snapshot(), s.ChunkBytes, stream.Send); err != nil {
+		return status(err)
+	}
+	return nil
+}
+
+// Watch streams the revisions after the request's, each in pieces of
+// bounded size, until the client goes away, the store closes, or the
+// watcher falls behind the retained history (ERROR_CODE_COMPACTED).
+func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingServer[omegav1.RevisionChanges]) error {
+	w, err := s.st.Watch(req.GetFromRevision())
+	if err != nil {
+		return status(err)
+	}
+	if err := stream.SendHeader(metadata.Pairs(WatchHeader, "ok")); err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	for {
+		sets, err := w.Next(ctx, 0)
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil // the client went away
+			}
+			return status(err)
+		}
+		for _, ws := range sets {
+			if err := ws.Chunks(s.ChunkBytes, stream.Send); err != nil {
+				return err
+			}
+		}
+	}
+}
