@@ -12,12 +12,16 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/client/transport/grpcerr"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
@@ -39,10 +43,20 @@ type Service struct {
 	// ChunkBytes bounds a snapshot chunk and a watch piece (0:
 	// txn.DefaultSnapshotChunkBytes).
 	ChunkBytes int
+	// Metrics, if set, counts what the service does.
+	Metrics *Metrics
+
+	drainOnce sync.Once
+	draining  chan struct{}
 }
 
 // New serves st.
-func New(st *store.Store) *Service { return &Service{st: st} }
+func New(st *store.Store) *Service { return &Service{st: st, draining: make(chan struct{})} }
+
+// Drain ends every watch stream (with ERROR_CODE_UNAVAILABLE: a client
+// watches again elsewhere or after the restart), so that a graceful stop
+// waits only for the commits in flight. Commits are still served.
+func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // Register adds the service to g.
 func (s *Service) Register(g *grpc.Server) { cellgrpc.RegisterCellServer(g, s) }
@@ -59,11 +73,14 @@ func status(err error) error { return grpcerr.Status(err, store.ErrFailed, store
 // Commit decodes the transaction (a malformed one is ErrInvalid, naming
 // the operation and field), commits it, and encodes the result.
 func (s *Service) Commit(ctx context.Context, p *omegav1.Transaction) (*omegav1.TransactionResult, error) {
+	start := time.Now()
 	tx, err := txn.TxnFromProto(p)
 	if err != nil {
+		s.Metrics.commit(nil, txn.Result{}, err, time.Since(start).Seconds())
 		return nil, status(err)
 	}
 	res, err := s.st.Commit(ctx, tx)
+	s.Metrics.commit(tx, res, err, time.Since(start).Seconds())
 	if err != nil {
 		return nil, status(err)
 	}
@@ -89,10 +106,25 @@ func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingS
 	if err := stream.SendHeader(metadata.Pairs(WatchHeader, "ok")); err != nil {
 		return err
 	}
-	ctx := stream.Context()
+	s.Metrics.watch(1)
+	defer s.Metrics.watch(-1)
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() { // a drain ends the wait (the handler's goroutine is gRPC's)
+		select {
+		case <-s.draining:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		sets, err := w.Next(ctx, 0)
 		if err != nil {
+			select {
+			case <-s.draining:
+				return status(fmt.Errorf("%w: the server is shutting down", transport.ErrUnavailable))
+			default:
+			}
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return nil // the client went away
 			}

@@ -1,0 +1,238 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/remote"
+	"github.com/omega-cell/omega/client/transport"
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/txn"
+)
+
+// binDir holds the binary the tests build; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// omegaBinary builds the omega binary once for the package's tests.
+var omegaBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "omega-bin-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	bin := filepath.Join(dir, "omega")
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// serverProc is a running `omega server`.
+type serverProc struct {
+	cmd        *exec.Cmd
+	grpc, http string
+	stderr     *strings.Builder
+	mu         *sync.Mutex
+	exited     chan error
+}
+
+var listening = regexp.MustCompile(`msg=listening (grpc|http)=(\S+)`)
+
+// startServer starts `omega server` on loopback ports the kernel picks and
+// waits (with a deadline) for the addresses it prints. The process is
+// killed when the test ends if it still runs.
+func startServer(t *testing.T, data string) *serverProc {
+	t.Helper()
+	bin, err := omegaBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "server", "--data", data, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, stderr: &strings.Builder{}, mu: &sync.Mutex{}, exited: make(chan error, 1)}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.exited
+	})
+	found := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.stderr.WriteString(line + "\n")
+			for _, m := range listening.FindAllStringSubmatch(line, -1) {
+				if m[1] == "grpc" {
+					p.grpc = m[2]
+				} else {
+					p.http = m[2]
+				}
+			}
+			if p.grpc != "" && p.http != "" {
+				select {
+				case <-found:
+				default:
+					close(found)
+				}
+			}
+			p.mu.Unlock()
+		}
+		io.Copy(io.Discard, pipe)
+		p.exited <- cmd.Wait()
+	}()
+	select {
+	case <-found:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the server did not say where it listens within 30 s:\n%s", p.log())
+	}
+	return p
+}
+
+func (p *serverProc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// stop sends SIGTERM and waits (with a deadline) for the exit status.
+func (p *serverProc) stop(t *testing.T) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err // for the cleanup
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the server did not exit within 60 s of SIGTERM:\n%s", p.log())
+	}
+	return nil
+}
+
+func newRemoteClient(t *testing.T, addr, component string) (*client.Client, *remote.Transport) {
+	t.Helper()
+	tr, err := remote.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	c, err := client.New(context.Background(), tr, client.Config{Component: component, Clock: testkit.NewClock(time.Unix(0, 0)), Rand: rand.New(rand.NewPCG(1, 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, tr
+}
+
+// TestServerProcess: a real `omega server` process serves commits and a
+// watch over loopback, reports health and per-component metrics, drains on
+// SIGTERM (the open watch ends as unavailable, the process exits 0), and
+// keeps every acknowledged commit across a restart on the same data.
+func TestServerProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	data := t.TempDir()
+	p := startServer(t, data)
+	c, tr := newRemoteClient(t, p.grpc, "tester")
+	ctx := context.Background()
+	w, err := tr.Watch(ctx, c.View().Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var acked []uint64
+	for i := range 5 {
+		tx := c.NewTxn(c.View())
+		tx.Ops = []txn.Op{txn.CreateMachine(testkit.Machine(c.NewUID(), fmt.Sprintf("m%d", i), testkit.Res(4000, 1<<34)))}
+		res, err := c.Commit(ctx, tx)
+		if err != nil || res.Committed != 1 {
+			t.Fatalf("commit %d: %+v %v", i, res, err)
+		}
+		acked = append(acked, res.Revision)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var seen []uint64
+	for len(seen) < len(acked) {
+		sets, err := w.Next(wctx, 0)
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		for _, ws := range sets {
+			seen = append(seen, ws.Revision)
+		}
+	}
+	if fmt.Sprint(seen) != fmt.Sprint(acked) {
+		t.Fatalf("watched %v, acknowledged %v", seen, acked)
+	}
+	body := func(path string) string {
+		resp, err := http.Get("http://" + p.http + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s", path, resp.Status)
+		}
+		return string(b)
+	}
+	if h := body("/healthz"); !strings.HasPrefix(h, fmt.Sprintf("ok revision %d", acked[len(acked)-1])) {
+		t.Fatalf("/healthz: %q", h)
+	}
+	m := body("/metrics") // two watchers: the client's own copy, and w
+	for _, want := range []string{`omega_commits_total{component="tester",result="committed"} 5`, `omega_watchers 2`, `omega_machines{state="MACHINE_STATE_UP"} 5`, `omega_commit_seconds_count 5`} {
+		if !strings.Contains(m, want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, m)
+		}
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
+	}
+	if _, err := w.Next(wctx, 0); !errors.Is(err, transport.ErrUnavailable) {
+		t.Fatalf("the watch after the drain: %v, want unavailable", err)
+	}
+
+	// Restart on the same data: every acknowledged commit is there.
+	p2 := startServer(t, data)
+	c2, _ := newRemoteClient(t, p2.grpc, "tester")
+	if got := c2.View().Revision(); got != acked[len(acked)-1] || c2.View().NumMachines() != 5 {
+		t.Fatalf("after the restart: revision %d with %d machines, want %d with 5", got, c2.View().NumMachines(), acked[len(acked)-1])
+	}
+	if err := p2.stop(t); err != nil {
+		t.Fatalf("second exit: %v", err)
+	}
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/omega-cell/omega/server"
+	"github.com/omega-cell/omega/store"
+)
+
+type serverFlags struct {
+	data, listen, http string
+	drain              time.Duration
+}
+
+func newServerCmd() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server --data DIR [--listen ADDR] [--http ADDR]",
+		Short: "Serve a cell's state store over gRPC",
+		Long: `Opens the cell-state store in --data (durable: every commit is synced before it
+is acknowledged) and serves its gRPC API (omega.v1.Cell: Commit, Snapshot, Watch)
+on --listen, with Prometheus metrics on /metrics and /healthz on --http.
+
+SIGTERM (or an interrupt) drains: watch streams end (clients watch again after
+the restart), the commits in flight finish and are acknowledged, the store
+closes, and the server exits 0.
+
+The addresses it listens on go to stderr as "listening" lines (useful with
+port 0). Still to come with the live cell: gossip membership, tokens, TLS.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.data == "" {
+				return errors.New("--data: required: the directory of the store")
+			}
+			if f.drain <= 0 {
+				return fmt.Errorf("--drain %v: want a positive duration", f.drain)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return runServer(ctx, f, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&f.data, "data", "", "the store's directory (created if missing)")
+	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7070", "gRPC address")
+	cmd.Flags().StringVar(&f.http, "http", "127.0.0.1:7071", "HTTP address for /metrics and /healthz (empty: none)")
+	cmd.Flags().DurationVar(&f.drain, "drain", 30*time.Second, "on SIGTERM, how long the commits in flight may take before the server stops anyway")
+	return cmd
+}
+
+func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts := store.DefaultOptions(f.data)
+	opts.Logger = log
+	st, err := store.Open(opts)
+	if err != nil {
+		return fmt.Errorf("open the store in %s: %w", f.data, err)
+	}
+	closeStore := func() error {
+		if err := st.Close(); err != nil {
+			return fmt.Errorf("close the store: %w", err)
+		}
+		return nil
+	}
+	lis, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		closeStore()
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc := server.New(st)
+	svc.Metrics = server.NewMetrics(reg, st)
+	g := grpc.NewServer(server.ServerOptions()...)
+	svc.Register(g)
+
+	var web *http.Server
+	if f.http != "" {
+		hl, err := net.Listen("tcp", f.http)
+		if err != nil {
+			lis.Close()
+			closeStore()
+			return fmt.Errorf("--http %s: %w", f.http, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprintf(w, "ok revision %d\n", st.Revision())
+		})
+		web = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go web.Serve(hl)
+		log.Info("listening", "http", hl.Addr().String())
+	}
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(lis) }()
+	log.Info("listening", "grpc", lis.Addr().String(), "data", f.data, "revision", st.Revision())
+
+	select {
+	case err = <-served: // the listener failed
+		err = fmt.Errorf("serve gRPC: %w", err)
+	case <-ctx.Done():
+		log.Info("draining")
+		svc.Drain()
+		stopped := make(chan struct{})
+		go func() { g.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(f.drain):
+			log.Warn("the commits in flight did not finish within --drain: stopping", "drain", f.drain)
+			g.Stop()
+		}
+	}
+	if web != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		web.Shutdown(sctx)
+		cancel()
+	}
+	if cerr := closeStore(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		log.Info("stopped", "revision", st.Revision())
+	}
+	return err
+}
