@@ -48,6 +48,45 @@ type Service struct {
 
 	drainOnce sync.Once
 	draining  chan struct{}
+
+	// encoded keeps the last revisions as encoded for the wire, so that a
+	// revision is encoded once however many watchers send it.
+	encMu   sync.Mutex
+	encoded [256]*encodedRev
+}
+
+type encodedRev struct {
+	rev  uint64
+	msgs []*grpc.PreparedMsg
+}
+
+// encode returns ws's pieces encoded for the wire (Chunks, marshalled), from
+// the cache when another watcher encoded them already. Encoding needs a
+// stream for its codec; the bytes do not depend on which.
+func (s *Service) encode(stream grpc.ServerStream, ws *txn.WriteSet) ([]*grpc.PreparedMsg, error) {
+	slot := &s.encoded[ws.Revision%uint64(len(s.encoded))]
+	s.encMu.Lock()
+	e := *slot
+	s.encMu.Unlock()
+	if e != nil && e.rev == ws.Revision {
+		return e.msgs, nil
+	}
+	var msgs []*grpc.PreparedMsg
+	err := ws.Chunks(s.ChunkBytes, func(p *omegav1.RevisionChanges) error {
+		pm := &grpc.PreparedMsg{}
+		if err := pm.Encode(stream, p); err != nil {
+			return err
+		}
+		msgs = append(msgs, pm)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.encMu.Lock()
+	*slot = &encodedRev{rev: ws.Revision, msgs: msgs}
+	s.encMu.Unlock()
+	return msgs, nil
 }
 
 // New serves st.
@@ -131,8 +170,14 @@ func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingS
 			return status(err)
 		}
 		for _, ws := range sets {
-			if err := ws.Chunks(s.ChunkBytes, stream.Send); err != nil {
-				return err
+			msgs, err := s.encode(stream, ws)
+			if err != nil {
+				return status(err)
+			}
+			for _, m := range msgs {
+				if err := stream.SendMsg(m); err != nil {
+					return err
+				}
 			}
 		}
 	}

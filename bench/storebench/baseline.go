@@ -31,7 +31,12 @@ type recorded struct {
 	claims int
 }
 
-func (r *recorder) run(ctx context.Context, w *store.Watcher, _ func() *txn.State) error {
+// nexter is a watch: the store's own, or a transport's.
+type nexter interface {
+	Next(ctx context.Context, max int) ([]*txn.WriteSet, error)
+}
+
+func (r *recorder) run(ctx context.Context, w nexter) error {
 	for len(r.sets) < r.max {
 		sets, err := w.Next(ctx, 0)
 		if err != nil {

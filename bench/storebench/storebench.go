@@ -28,6 +28,7 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/hostinfo"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
@@ -67,9 +68,27 @@ type Config struct {
 	Seed uint64
 	// Baseline runs the raw-pebble baseline after the store phase. Default true.
 	Baseline bool
+	// Transport is how the committers reach the store: TransportInProc
+	// (the default: in-process, sharing the store's snapshots),
+	// TransportCopy (in-process, each client keeping its own copy from the
+	// watch, as a remote one must), or TransportGRPC (the store in a server
+	// process of its own, `ServerBinary server`, each committer on its own
+	// connection over loopback).
+	Transport string
+	// ServerBinary is the omega binary that serves the store with
+	// TransportGRPC; ServerCPUProfile, if set, is where that server writes
+	// its CPU profile.
+	ServerBinary, ServerCPUProfile string
 	// Log receives progress (stderr in the CLI).
 	Log *slog.Logger
 }
+
+// The transports Config.Transport names.
+const (
+	TransportInProc = "inproc"
+	TransportCopy   = "copy"
+	TransportGRPC   = "grpc"
+)
 
 // DefaultConfig returns the issue's defaults.
 func DefaultConfig() Config {
@@ -83,6 +102,7 @@ func DefaultConfig() Config {
 		Utilization: 0.5,
 		Seed:        1,
 		Baseline:    true,
+		Transport:   TransportInProc,
 	}
 }
 
@@ -136,6 +156,18 @@ func (c *Config) Validate() error {
 	if c.Durability != store.DurabilitySync && c.Durability != store.DurabilityNone {
 		return bad("Durability", c.Durability, "store.DurabilitySync or store.DurabilityNone")
 	}
+	switch c.Transport {
+	case TransportInProc, TransportCopy:
+	case TransportGRPC:
+		if c.ServerBinary == "" {
+			return bad("ServerBinary", `""`, "the omega binary to run the server with, for the gRPC transport")
+		}
+		if c.Durability != store.DurabilitySync {
+			return bad("Durability", c.Durability, "store.DurabilitySync with the gRPC transport (a server always syncs)")
+		}
+	default:
+		return bad("Transport", strconv.Quote(c.Transport), "%q, %q or %q", TransportInProc, TransportCopy, TransportGRPC)
+	}
 	return nil
 }
 
@@ -150,6 +182,7 @@ type Report struct {
 	Conflict    string  `json:"conflict"`
 	Commit      string  `json:"commit"`
 	Durability  string  `json:"durability"`
+	Transport   string  `json:"transport"`
 
 	ClaimsPerSec     float64 `json:"claims_per_sec"`
 	TxnsPerSec       float64 `json:"txns_per_sec"`
@@ -200,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{
 		Machines: cfg.Machines, Committers: cfg.Committers, Claims: cfg.Claims, Fill: cfg.Fill,
 		DurationSec: cfg.Duration.Seconds(), Conflict: cfg.Conflict.String(), Commit: cfg.Commit.String(),
-		Durability: cfg.Durability.String(), GoMaxProcs: runtime.GOMAXPROCS(0),
+		Durability: cfg.Durability.String(), Transport: cfg.Transport, GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
 
 	opts := store.DefaultOptions(dir + "/store")
@@ -212,13 +245,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		opts.MemTableSize = uint64(cfg.MemTableMB) << 20
 	}
 	opts.Logger = log
-	st, err := store.Open(opts)
-	if err != nil {
-		return nil, err
+	var st *store.Store // nil with the gRPC transport: the server's process holds it
+	var srv *serverProc
+	dial := func() (client.Transport, error) { return inproc.New(st), nil }
+	switch cfg.Transport {
+	case TransportGRPC:
+		var err error
+		if srv, err = startServer(ctx, cfg.ServerBinary, opts.Dir, cfg.ServerCPUProfile, log); err != nil {
+			return nil, err
+		}
+		defer srv.stop()
+		dial = func() (client.Transport, error) { return remote.Dial(srv.addr) }
+	default:
+		var err error
+		if st, err = store.Open(opts); err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		if cfg.Transport == TransportCopy {
+			dial = func() (client.Transport, error) { return inproc.New(st, inproc.WithoutSharing()), nil }
+		}
 	}
-	defer st.Close()
 
-	w := newWorkload(cfg, st)
+	w := newWorkload(cfg, st, dial)
 	log.Info("registering machines", "machines", cfg.Machines)
 	if err := w.register(ctx); err != nil {
 		return nil, err
@@ -230,14 +279,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Warm up, recording the write sets the baseline will replay.
 	rec := &recorder{max: 4000}
-	watch, err := st.Watch(st.Revision())
+	wtr, err := dial()
 	if err != nil {
 		return nil, err
 	}
+	defer closeTransport(wtr)
+	from, err := wtr.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	watch, err := wtr.Watch(ctx, from.Revision())
+	if err != nil {
+		return nil, err
+	}
+	defer watch.Close()
 	log.Info("warming up", "duration", cfg.Warmup)
 	recCtx, stopRec := context.WithCancel(ctx)
 	recDone := make(chan error, 1)
-	go func() { recDone <- rec.run(recCtx, watch, st.Snapshot) }()
+	go func() { recDone <- rec.run(recCtx, watch) }()
 	if _, err := w.phase(ctx, cfg.Warmup); err != nil {
 		stopRec()
 		return nil, err
@@ -246,6 +305,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := <-recDone; err != nil && !errors.Is(err, context.Canceled) {
 		return nil, err
 	}
+	watch.Close() // recorded: a watch nobody reads would cost the committers' process its decoding
 	if len(rec.sets) == 0 {
 		return nil, errors.New("warmup recorded no write sets: lengthen --warmup")
 	}
@@ -267,12 +327,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// View cost at this size (the store holds Fill placed tasks).
 	rep.ViewUs = w.viewCost(ctx)
-	rep.LiveTasks = st.Snapshot().NumTasks()
+	rep.LiveTasks = w.comms[0].c.View().NumTasks()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep.HeapInUseMb = float64(ms.HeapInuse) / (1 << 20)
-	rep.RSSMb, rep.PeakRSSMb = hostinfo.RSS()
-	if err := st.Close(); err != nil {
+	rep.RSSMb, rep.PeakRSSMb = hostinfo.RSS() // with the gRPC transport, the committers' process alone
+	w.close()
+	if st != nil {
+		if err := st.Close(); err != nil {
+			return nil, err
+		}
+	} else if err := srv.stop(); err != nil {
 		return nil, err
 	}
 
@@ -297,7 +362,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 type workload struct {
 	cfg      Config
-	st       *store.Store
+	st       *store.Store // nil when a server process holds it (and expires)
+	dial     func() (client.Transport, error)
+	conns    []client.Transport
 	machines []uuid.UUID
 	specs    []*omegav1.TaskSpec // task shapes, shared by the tasks of that shape
 	comms    []*committer
@@ -320,8 +387,8 @@ type committer struct {
 	pending []uuid.UUID         // created, claim conflicted: claim again
 }
 
-func newWorkload(cfg Config, st *store.Store) *workload {
-	w := &workload{cfg: cfg, st: st}
+func newWorkload(cfg Config, st *store.Store, dial func() (client.Transport, error)) *workload {
+	w := &workload{cfg: cfg, st: st, dial: dial}
 	// Eight task shapes around the mean that holds Utilization at Fill.
 	perMachine := float64(cfg.Fill) / float64(cfg.Machines)
 	meanCPU := float64(machineCPU) * cfg.Utilization / perMachine
@@ -338,7 +405,12 @@ func newWorkload(cfg Config, st *store.Store) *workload {
 
 func (w *workload) newClient(ctx context.Context, name string, seed uint64) (*client.Client, *rand.Rand, error) {
 	rng := rand.New(rand.NewPCG(w.cfg.Seed, seed))
-	c, err := client.New(ctx, inproc.New(w.st), client.Config{
+	tr, err := w.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.conns = append(w.conns, tr)
+	c, err := client.New(ctx, tr, client.Config{
 		Component: name,
 		Clock:     client.RealClock{},
 		Rand:      rng,
@@ -478,8 +550,27 @@ func (w *workload) phase(ctx context.Context, d time.Duration) (*phaseResult, er
 	return res, nil
 }
 
-// expire deletes finished tasks every 100ms, as a server's ticker would.
+// close closes the clients' connections.
+func (w *workload) close() {
+	for _, tr := range w.conns {
+		closeTransport(tr)
+	}
+	w.conns = nil
+}
+
+func closeTransport(tr client.Transport) {
+	if c, ok := tr.(interface{ Close() error }); ok {
+		c.Close()
+	}
+}
+
+// expire deletes finished tasks every 100ms, as a server's ticker would (a
+// server process does it itself).
 func (w *workload) expire(ctx context.Context) error {
+	if w.st == nil {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {

@@ -169,15 +169,22 @@ func (t *Transport) Watch(ctx context.Context, fromRevision uint64) (transport.W
 		cancel()
 		return nil, fmt.Errorf("watch from revision %d: %w", fromRevision, wireError(err))
 	}
-	w := &watch{cancel: cancel, ready: make(chan struct{}, 1), done: make(chan struct{})}
-	go w.receive(stream)
+	w := &watch{cancel: cancel, ready: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.receive(sctx, stream)
 	return w, nil
 }
+
+// maxBuffered bounds the write sets a watch holds that its reader has not
+// taken: beyond it the receiving goroutine waits, gRPC's flow control holds
+// the server back, and a reader that never catches up finds its watch
+// compacted (and re-lists) rather than this process's memory full.
+const maxBuffered = 4096
 
 // watch buffers what a stream delivers, joined into write sets.
 type watch struct {
 	cancel context.CancelFunc
 	ready  chan struct{} // a token when sets or err changed
+	space  chan struct{} // a token when the reader took some
 	done   chan struct{} // closed when receive returned
 
 	mu   sync.Mutex
@@ -185,10 +192,17 @@ type watch struct {
 	err  error
 }
 
-func (w *watch) receive(stream grpc.ServerStreamingClient[omegav1.RevisionChanges]) {
+func (w *watch) receive(ctx context.Context, stream grpc.ServerStreamingClient[omegav1.RevisionChanges]) {
 	defer close(w.done)
 	var r txn.WriteSetReader
 	for {
+		for w.full() {
+			select {
+			case <-w.space:
+			case <-ctx.Done():
+				return
+			}
+		}
 		p, err := stream.Recv()
 		var ws *txn.WriteSet
 		if err == nil {
@@ -213,6 +227,12 @@ func (w *watch) receive(stream grpc.ServerStreamingClient[omegav1.RevisionChange
 	}
 }
 
+func (w *watch) full() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.sets) >= maxBuffered
+}
+
 // take returns up to max buffered write sets (0: all), or the stream's
 // error once they are all taken.
 func (w *watch) take(max int) ([]*txn.WriteSet, error) {
@@ -227,6 +247,10 @@ func (w *watch) take(max int) ([]*txn.WriteSet, error) {
 	}
 	out := w.sets[:n:n]
 	w.sets = w.sets[n:]
+	select { // room again for the receiver
+	case w.space <- struct{}{}:
+	default:
+	}
 	if len(w.sets) > 0 {
 		select { // more is there: the next Next need not wait
 		case w.ready <- struct{}{}:

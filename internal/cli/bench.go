@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"text/tabwriter"
 
@@ -84,6 +85,20 @@ the table (or, with --json, one JSON object) to stdout.`,
 			}
 			p.dir("--dir", cfg.Dir)
 			p.dir("--out", out)
+			switch cfg.Transport {
+			case storebench.TransportInProc, storebench.TransportCopy:
+			case storebench.TransportGRPC:
+				if cfg.Durability != store.DurabilitySync {
+					p.add("--transport", strconv.Quote(cfg.Transport), "a server always syncs: use --durability sync")
+				}
+				bin, err := os.Executable()
+				if err != nil {
+					p.add("--transport", strconv.Quote(cfg.Transport), "cannot find this binary to run the server with: %v", err)
+				}
+				cfg.ServerBinary = bin
+			default:
+				p.add("--transport", strconv.Quote(cfg.Transport), "want inproc, copy or grpc")
+			}
 			if len(p) > 0 {
 				return p.err()
 			}
@@ -128,6 +143,8 @@ the table (or, with --json, one JSON object) to stdout.`,
 	f.StringVar(&commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
 	f.IntVar(&cfg.MemTableMB, "memtable-mb", 0, fmt.Sprintf("pebble memtable size in MiB for the store and the baseline, 0 to %d (0: the store's default, 64)", maxMemTableMB))
 	f.StringVar(&durability, "durability", "sync", "store durability: sync, or none (in memory: isolates the store's CPU cost)")
+	f.StringVar(&cfg.ServerCPUProfile, "server-cpuprofile", "", "with --transport grpc: the server process writes its CPU profile (pprof) here")
+	f.StringVar(&cfg.Transport, "transport", storebench.TransportInProc, "how the committers reach the store: inproc (sharing its snapshots), copy (in-process, each client keeping its own copy from the watch, as a remote one must), or grpc (the store in an `omega server` process of its own, over loopback)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&out, "out", "", "also write store.json into this directory (created only once there is a report)")
 	return cmd
@@ -154,8 +171,8 @@ func parseCommit(s string) (omegav1.CommitMode, error) {
 }
 
 func printStoreReport(w io.Writer, r *storebench.Report) {
-	fmt.Fprintf(w, "omega bench store: %d machines, %d committers, %d claims/txn, %d placed tasks, %s+%s, durability %s, %.0fs per phase\n\n",
-		r.Machines, r.Committers, r.Claims, r.Fill, r.Conflict, r.Commit, r.Durability, r.DurationSec)
+	fmt.Fprintf(w, "omega bench store: %d machines, %d committers, %d claims/txn, %d placed tasks, %s+%s, durability %s, transport %s, %.0fs per phase\n\n",
+		r.Machines, r.Committers, r.Claims, r.Fill, r.Conflict, r.Commit, r.Durability, r.Transport, r.DurationSec)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tclaims/s\ttxns/s\tcommit p50 ms\tcommit p99 ms\t")
 	fmt.Fprintf(tw, "omega store\t%.0f\t%.0f\t%.2f\t%.2f\t\n", r.ClaimsPerSec, r.TxnsPerSec, r.CommitP50Ms, r.CommitP99Ms)

@@ -26,6 +26,7 @@ import (
 type serverFlags struct {
 	data, listen, http string
 	drain              time.Duration
+	retention, expire  time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -48,8 +49,13 @@ port 0). Still to come with the live cell: gossip membership, tokens, TLS.`,
 			if f.data == "" {
 				return errors.New("--data: required: the directory of the store")
 			}
-			if f.drain <= 0 {
-				return fmt.Errorf("--drain %v: want a positive duration", f.drain)
+			for _, d := range []struct {
+				flag string
+				v    time.Duration
+			}{{"--drain", f.drain}, {"--retention", f.retention}, {"--expire-every", f.expire}} {
+				if d.v <= 0 {
+					return fmt.Errorf("%s %v: want a positive duration", d.flag, d.v)
+				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
@@ -60,6 +66,8 @@ port 0). Still to come with the live cell: gossip membership, tokens, TLS.`,
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7070", "gRPC address")
 	cmd.Flags().StringVar(&f.http, "http", "127.0.0.1:7071", "HTTP address for /metrics and /healthz (empty: none)")
 	cmd.Flags().DurationVar(&f.drain, "drain", 30*time.Second, "on SIGTERM, how long the commits in flight may take before the server stops anyway")
+	cmd.Flags().DurationVar(&f.retention, "retention", 15*time.Minute, "how long finished tasks and jobs stay in the cell")
+	cmd.Flags().DurationVar(&f.expire, "expire-every", 10*time.Second, "how often the store deletes what its retention window let go")
 	return cmd
 }
 
@@ -67,6 +75,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opts := store.DefaultOptions(f.data)
 	opts.Logger = log
+	opts.Retention = f.retention
 	st, err := store.Open(opts)
 	if err != nil {
 		return fmt.Errorf("open the store in %s: %w", f.data, err)
@@ -109,6 +118,23 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
+	expiring := make(chan struct{})
+	expired := make(chan struct{})
+	go func() { // retention on the wall clock (the store's clock is monotonic)
+		defer close(expired)
+		t := time.NewTicker(f.expire)
+		defer t.Stop()
+		for {
+			select {
+			case <-expiring:
+				return
+			case now := <-t.C:
+				if _, err := st.Expire(context.Background(), now); err != nil {
+					log.Error("expire", "err", err)
+				}
+			}
+		}
+	}()
 	log.Info("listening", "grpc", lis.Addr().String(), "data", f.data, "revision", st.Revision())
 
 	select {
@@ -126,6 +152,8 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 			g.Stop()
 		}
 	}
+	close(expiring)
+	<-expired
 	if web != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		web.Shutdown(sctx)
