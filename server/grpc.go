@@ -60,6 +60,20 @@ type encodedRev struct {
 	msgs []*grpc.PreparedMsg
 }
 
+// encodeOne encodes ws's pieces for the wire.
+func encodeOne(stream grpc.ServerStream, ws *txn.WriteSet, chunk int) ([]*grpc.PreparedMsg, error) {
+	var msgs []*grpc.PreparedMsg
+	err := ws.Chunks(chunk, func(p *omegav1.RevisionChanges) error {
+		pm := &grpc.PreparedMsg{}
+		if err := pm.Encode(stream, p); err != nil {
+			return err
+		}
+		msgs = append(msgs, pm)
+		return nil
+	})
+	return msgs, err
+}
+
 // encode returns ws's pieces encoded for the wire (Chunks, marshalled), from
 // the cache when another watcher encoded them already. Encoding needs a
 // stream for its codec; the bytes do not depend on which.
@@ -71,15 +85,7 @@ func (s *Service) encode(stream grpc.ServerStream, ws *txn.WriteSet) ([]*grpc.Pr
 	if e != nil && e.rev == ws.Revision {
 		return e.msgs, nil
 	}
-	var msgs []*grpc.PreparedMsg
-	err := ws.Chunks(s.ChunkBytes, func(p *omegav1.RevisionChanges) error {
-		pm := &grpc.PreparedMsg{}
-		if err := pm.Encode(stream, p); err != nil {
-			return err
-		}
-		msgs = append(msgs, pm)
-		return nil
-	})
+	msgs, err := encodeOne(stream, ws, s.ChunkBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +144,10 @@ func (s *Service) Snapshot(_ *cellgrpc.SnapshotRequest, stream grpc.ServerStream
 // bounded size, until the client goes away, the store closes, or the
 // watcher falls behind the retained history (ERROR_CODE_COMPACTED).
 func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingServer[omegav1.RevisionChanges]) error {
+	f, err := parseFilter(req.GetLabelSelector(), req.GetMachineUid(), "")
+	if err != nil {
+		return status(err)
+	}
 	w, err := s.st.Watch(req.GetFromRevision())
 	if err != nil {
 		return status(err)
@@ -170,7 +180,12 @@ func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingS
 			return status(err)
 		}
 		for _, ws := range sets {
-			msgs, err := s.encode(stream, ws)
+			var msgs []*grpc.PreparedMsg
+			if f.none() {
+				msgs, err = s.encode(stream, ws) // shared by every unfiltered watcher
+			} else if kept := f.changes(ws); len(kept.Changes) > 0 {
+				msgs, err = encodeOne(stream, kept, s.ChunkBytes)
+			}
 			if err != nil {
 				return status(err)
 			}

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -139,8 +140,27 @@ func (t *Transport) Snapshot(ctx context.Context) (*txn.State, error) {
 // retained is ErrCompacted here, at once: the server says whether the watch
 // started before anything is received.
 func (t *Transport) Watch(ctx context.Context, fromRevision uint64) (transport.Watch, error) {
+	return t.WatchFiltered(ctx, fromRevision, Filter{})
+}
+
+// Filter narrows a watch, evaluated by the server: Machine keeps that
+// machine and the tasks placed on it (and every eviction, so that a task
+// leaving it is seen leaving); Selector (Kubernetes syntax) keeps the
+// objects whose labels match. A revision with nothing left is not sent, so
+// a filtered watch skips revisions.
+type Filter struct {
+	Machine  uuid.UUID
+	Selector string
+}
+
+// WatchFiltered is Watch with a filter.
+func (t *Transport) WatchFiltered(ctx context.Context, fromRevision uint64, f Filter) (transport.Watch, error) {
+	req := &cellgrpc.WatchRequest{FromRevision: fromRevision, LabelSelector: f.Selector}
+	if f.Machine != uuid.Nil {
+		req.MachineUid = f.Machine.String()
+	}
 	sctx, cancel := context.WithCancel(context.Background()) // the stream lives until Close
-	stream, err := t.c.Watch(sctx, &cellgrpc.WatchRequest{FromRevision: fromRevision})
+	stream, err := t.c.Watch(sctx, req)
 	if err != nil {
 		cancel()
 		return nil, wireError(err)
@@ -286,4 +306,48 @@ func (w *watch) Next(ctx context.Context, max int) ([]*txn.WriteSet, error) {
 func (w *watch) Close() {
 	w.cancel()
 	<-w.done
+}
+
+// Get returns one object of kind by uid, or by name (ambiguous names are
+// an error naming the matches), with the revision it was read at.
+func (t *Transport) Get(ctx context.Context, kind omegav1.ObjectKind, uid, name string) (*cellgrpc.GetResponse, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	r, err := t.c.Get(ctx, &cellgrpc.GetRequest{Kind: kind, Uid: uid, Name: name})
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return r, nil
+}
+
+// Listing is what List returns: the matching objects at one revision.
+type Listing struct {
+	Revision uint64
+	Machines []*omegav1.Machine
+	Jobs     []*omegav1.Job
+	Tasks    []*omegav1.Task
+}
+
+// List returns the objects the request selects.
+func (t *Transport) List(ctx context.Context, req *cellgrpc.ListRequest) (*Listing, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	stream, err := t.c.List(ctx, req)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	var l Listing
+	for {
+		c, err := stream.Recv()
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", wireError(err))
+		}
+		l.Revision = c.GetRevision()
+		l.Machines = append(l.Machines, c.GetMachines()...)
+		l.Jobs = append(l.Jobs, c.GetJobs()...)
+		l.Tasks = append(l.Tasks, c.GetTasks()...)
+		if c.GetLast() {
+			return &l, nil
+		}
+	}
 }

@@ -2,13 +2,19 @@ package remote_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"google.golang.org/grpc"
 
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/client/transport"
@@ -93,5 +99,121 @@ func TestClientOverGRPC(t *testing.T) {
 	}
 	if err := testkit.DiffStates(st.Snapshot(), c.View().State, testkit.Compare{}); err != nil {
 		t.Fatalf("the client's copy over gRPC: %v", err)
+	}
+}
+
+// commitOps commits ops straight to the store.
+func commitOps(t *testing.T, st *store.Store, ops ...txn.Op) txn.Result {
+	t.Helper()
+	r, err := st.Commit(context.Background(), &txn.Txn{ViewRevision: st.Revision(), Component: "test", Ops: ops})
+	if err != nil || r.Conflicted() {
+		t.Fatalf("commit: %+v %v", r, err)
+	}
+	return r
+}
+
+// The server evaluates filters: List by kind, label selector, machine and
+// job; Get by uid and by name (an ambiguous name is an error naming its
+// matches); a watch filtered by machine sees that machine's tasks placed,
+// finishing and evicted, and nothing of another machine's; a watch by
+// selector sees the matching objects only; a bad selector is ErrInvalid
+// saying where.
+func TestServerFilters(t *testing.T) {
+	st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
+	tr, err := remote.Dial(serve(t, st, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx := context.Background()
+	m0, m1, j := testkit.UID('m', 0, 0), testkit.UID('m', 1, 0), testkit.UID('j', 0, 0)
+	mk := func(u uuid.UUID, name string, lbl map[string]string) *omegav1.Task {
+		p := testkit.Task(u, j, name, testkit.Res(100, 100))
+		p.Meta.Labels = lbl
+		return p
+	}
+	a, b, c := testkit.UID('t', 0, 0), testkit.UID('t', 1, 0), testkit.UID('t', 2, 0)
+	commitOps(t, st,
+		txn.CreateMachine(testkit.Machine(m0, "m0", testkit.Res(4000, 4000))),
+		txn.CreateMachine(testkit.Machine(m1, "m1", testkit.Res(4000, 4000))),
+		txn.CreateJob(testkit.Job(j, "web", "service")),
+		txn.CreateTask(mk(a, "dup", map[string]string{"tier": "web"})),
+		txn.CreateTask(mk(b, "dup", map[string]string{"tier": "db"})),
+		txn.CreateTask(mk(c, "c", nil)))
+	start := st.Revision()
+	onM0, err := tr.WatchFiltered(ctx, start, remote.Filter{Machine: m0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onM0.Close()
+	web, err := tr.WatchFiltered(ctx, start, remote.Filter{Selector: "tier=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer web.Close()
+	ver := func(u uuid.UUID) uint64 { tk, _ := st.Snapshot().Task(u); return tk.Version }
+	commitOps(t, st, txn.Claim(a, m0, testkit.Res(100, 100), ver(a)), txn.Claim(b, m1, testkit.Res(100, 100), ver(b)))
+	r2 := commitOps(t, st, txn.ForceEvict(a, ver(a), "drain"))
+	commitOps(t, st, txn.SetStatus(b, omegav1.TaskState_TASK_STATE_SUCCEEDED, ver(b), "done")) // m1 only: no revision for onM0
+
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	collect := func(w transport.Watch, want int) []*txn.WriteSet {
+		var got []*txn.WriteSet
+		for len(got) < want {
+			sets, err := w.Next(wctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, sets...)
+		}
+		return got
+	}
+	sets := collect(onM0, 2)
+	for _, ws := range sets {
+		for _, ch := range ws.Changes {
+			if ch.Machine != nil && ch.Machine.UID != m0 || ch.Task != nil && ch.Task.UID != a || ch.Job != nil {
+				t.Fatalf("the m0 watch got a change of %v at %d", ch.UID(), ws.Revision)
+			}
+		}
+	}
+	if last := sets[len(sets)-1]; last.Revision != r2.Revision {
+		t.Fatalf("the m0 watch's last revision %d, want the eviction's %d", last.Revision, r2.Revision)
+	}
+	if more, _ := onM0.Poll(0); len(more) != 0 {
+		t.Fatalf("the m0 watch got revision %d, which touched only m1", more[0].Revision)
+	}
+	for _, ws := range collect(web, 2) {
+		for _, ch := range ws.Changes {
+			if ch.Task == nil || ch.Task.UID != a {
+				t.Fatalf("the tier=web watch got a change of %v", ch.UID())
+			}
+		}
+	}
+
+	l, err := tr.List(ctx, &cellgrpc.ListRequest{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, LabelSelector: "tier in (web,db)"})
+	if err != nil || len(l.Tasks) != 2 || len(l.Machines)+len(l.Jobs) != 0 || l.Revision != st.Revision() {
+		t.Fatalf("list by selector: %+v %v", l, err)
+	}
+	if l, err := tr.List(ctx, &cellgrpc.ListRequest{JobUid: j.String(), Kind: omegav1.ObjectKind_OBJECT_KIND_TASK}); err != nil || len(l.Tasks) != 3 {
+		t.Fatalf("list by job: %+v %v", l, err)
+	}
+	if l, err := tr.List(ctx, &cellgrpc.ListRequest{}); err != nil || len(l.Tasks) != 3 || len(l.Machines) != 2 || len(l.Jobs) != 1 {
+		t.Fatalf("list everything: %+v %v", l, err)
+	}
+	if g, err := tr.Get(ctx, omegav1.ObjectKind_OBJECT_KIND_JOB, "", "web"); err != nil || g.GetJob().GetMeta().GetUid() != j.String() {
+		t.Fatalf("get job by name: %v %v", g, err)
+	}
+	if g, err := tr.Get(ctx, omegav1.ObjectKind_OBJECT_KIND_TASK, c.String(), ""); err != nil || g.GetTask().GetMeta().GetName() != "c" {
+		t.Fatalf("get task by uid: %v %v", g, err)
+	}
+	if _, err := tr.Get(ctx, omegav1.ObjectKind_OBJECT_KIND_TASK, "", "dup"); !errors.Is(err, txn.ErrInvalid) || !strings.Contains(err.Error(), a.String()) || !strings.Contains(err.Error(), b.String()) {
+		t.Fatalf("an ambiguous name: %v, want ErrInvalid naming both", err)
+	}
+	if _, err := tr.Get(ctx, omegav1.ObjectKind_OBJECT_KIND_MACHINE, "", "nope"); !errors.Is(err, txn.ErrNotFound) {
+		t.Fatalf("an unknown name: %v", err)
+	}
+	if _, err := tr.List(ctx, &cellgrpc.ListRequest{LabelSelector: "tier in (web"}); !errors.Is(err, txn.ErrInvalid) || !strings.Contains(err.Error(), "at byte") {
+		t.Fatalf("a bad selector: %v", err)
 	}
 }

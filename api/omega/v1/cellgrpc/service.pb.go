@@ -65,6 +65,8 @@ func (*SnapshotRequest) Descriptor() ([]byte, []int) {
 type WatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FromRevision  uint64                 `protobuf:"varint,1,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	MachineUid    string                 `protobuf:"bytes,2,opt,name=machine_uid,json=machineUid,proto3" json:"machine_uid,omitempty"`
+	LabelSelector string                 `protobuf:"bytes,3,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -106,18 +108,289 @@ func (x *WatchRequest) GetFromRevision() uint64 {
 	return 0
 }
 
+func (x *WatchRequest) GetMachineUid() string {
+	if x != nil {
+		return x.MachineUid
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+type GetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          v1.ObjectKind          `protobuf:"varint,1,opt,name=kind,proto3,enum=omega.v1.ObjectKind" json:"kind,omitempty"`
+	Uid           string                 `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequest) Reset() {
+	*x = GetRequest{}
+	mi := &file_omega_v1_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequest) ProtoMessage() {}
+
+func (x *GetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
+func (*GetRequest) Descriptor() ([]byte, []int) {
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetRequest) GetKind() v1.ObjectKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.ObjectKind(0)
+}
+
+func (x *GetRequest) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *GetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Revision uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Types that are valid to be assigned to Object:
+	//
+	//	*GetResponse_Task
+	//	*GetResponse_Job
+	//	*GetResponse_Machine
+	Object        isGetResponse_Object `protobuf_oneof:"object"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponse) Reset() {
+	*x = GetResponse{}
+	mi := &file_omega_v1_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponse) ProtoMessage() {}
+
+func (x *GetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
+func (*GetResponse) Descriptor() ([]byte, []int) {
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *GetResponse) GetObject() isGetResponse_Object {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *GetResponse) GetTask() *v1.Task {
+	if x != nil {
+		if x, ok := x.Object.(*GetResponse_Task); ok {
+			return x.Task
+		}
+	}
+	return nil
+}
+
+func (x *GetResponse) GetJob() *v1.Job {
+	if x != nil {
+		if x, ok := x.Object.(*GetResponse_Job); ok {
+			return x.Job
+		}
+	}
+	return nil
+}
+
+func (x *GetResponse) GetMachine() *v1.Machine {
+	if x != nil {
+		if x, ok := x.Object.(*GetResponse_Machine); ok {
+			return x.Machine
+		}
+	}
+	return nil
+}
+
+type isGetResponse_Object interface {
+	isGetResponse_Object()
+}
+
+type GetResponse_Task struct {
+	Task *v1.Task `protobuf:"bytes,2,opt,name=task,proto3,oneof"`
+}
+
+type GetResponse_Job struct {
+	Job *v1.Job `protobuf:"bytes,3,opt,name=job,proto3,oneof"`
+}
+
+type GetResponse_Machine struct {
+	Machine *v1.Machine `protobuf:"bytes,4,opt,name=machine,proto3,oneof"`
+}
+
+func (*GetResponse_Task) isGetResponse_Object() {}
+
+func (*GetResponse_Job) isGetResponse_Object() {}
+
+func (*GetResponse_Machine) isGetResponse_Object() {}
+
+type ListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// OBJECT_KIND_UNSPECIFIED lists every kind.
+	Kind          v1.ObjectKind `protobuf:"varint,1,opt,name=kind,proto3,enum=omega.v1.ObjectKind" json:"kind,omitempty"`
+	LabelSelector string        `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	MachineUid    string        `protobuf:"bytes,3,opt,name=machine_uid,json=machineUid,proto3" json:"machine_uid,omitempty"`
+	JobUid        string        `protobuf:"bytes,4,opt,name=job_uid,json=jobUid,proto3" json:"job_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRequest) Reset() {
+	*x = ListRequest{}
+	mi := &file_omega_v1_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRequest) ProtoMessage() {}
+
+func (x *ListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
+func (*ListRequest) Descriptor() ([]byte, []int) {
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListRequest) GetKind() v1.ObjectKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.ObjectKind(0)
+}
+
+func (x *ListRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListRequest) GetMachineUid() string {
+	if x != nil {
+		return x.MachineUid
+	}
+	return ""
+}
+
+func (x *ListRequest) GetJobUid() string {
+	if x != nil {
+		return x.JobUid
+	}
+	return ""
+}
+
 var File_omega_v1_service_proto protoreflect.FileDescriptor
 
 const file_omega_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x12omega/v1/txn.proto\"\x11\n" +
-	"\x0fSnapshotRequest\"3\n" +
+	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"\x11\n" +
+	"\x0fSnapshotRequest\"{\n" +
 	"\fWatchRequest\x12#\n" +
-	"\rfrom_revision\x18\x01 \x01(\x04R\ffromRevision2\xc4\x01\n" +
+	"\rfrom_revision\x18\x01 \x01(\x04R\ffromRevision\x12\x1f\n" +
+	"\vmachine_uid\x18\x02 \x01(\tR\n" +
+	"machineUid\x12%\n" +
+	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\"\\\n" +
+	"\n" +
+	"GetRequest\x12(\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xab\x01\n" +
+	"\vGetResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12$\n" +
+	"\x04task\x18\x02 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
+	"\x03job\x18\x03 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
+	"\amachine\x18\x04 \x01(\v2\x11.omega.v1.MachineH\x00R\amachineB\b\n" +
+	"\x06object\"\x98\x01\n" +
+	"\vListRequest\x12(\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12\x1f\n" +
+	"\vmachine_uid\x18\x03 \x01(\tR\n" +
+	"machineUid\x12\x17\n" +
+	"\ajob_uid\x18\x04 \x01(\tR\x06jobUid2\xb2\x02\n" +
 	"\x04Cell\x12<\n" +
 	"\x06Commit\x12\x15.omega.v1.Transaction\x1a\x1b.omega.v1.TransactionResult\x12@\n" +
 	"\bSnapshot\x12\x19.omega.v1.SnapshotRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x12<\n" +
-	"\x05Watch\x12\x16.omega.v1.WatchRequest\x1a\x19.omega.v1.RevisionChanges0\x01B<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3"
+	"\x05Watch\x12\x16.omega.v1.WatchRequest\x1a\x19.omega.v1.RevisionChanges0\x01\x122\n" +
+	"\x03Get\x12\x14.omega.v1.GetRequest\x1a\x15.omega.v1.GetResponse\x128\n" +
+	"\x04List\x12\x15.omega.v1.ListRequest\x1a\x17.omega.v1.SnapshotChunk0\x01B<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3"
 
 var (
 	file_omega_v1_service_proto_rawDescOnce sync.Once
@@ -131,27 +404,43 @@ func file_omega_v1_service_proto_rawDescGZIP() []byte {
 	return file_omega_v1_service_proto_rawDescData
 }
 
-var file_omega_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_omega_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_omega_v1_service_proto_goTypes = []any{
 	(*SnapshotRequest)(nil),      // 0: omega.v1.SnapshotRequest
 	(*WatchRequest)(nil),         // 1: omega.v1.WatchRequest
-	(*v1.Transaction)(nil),       // 2: omega.v1.Transaction
-	(*v1.TransactionResult)(nil), // 3: omega.v1.TransactionResult
-	(*v1.SnapshotChunk)(nil),     // 4: omega.v1.SnapshotChunk
-	(*v1.RevisionChanges)(nil),   // 5: omega.v1.RevisionChanges
+	(*GetRequest)(nil),           // 2: omega.v1.GetRequest
+	(*GetResponse)(nil),          // 3: omega.v1.GetResponse
+	(*ListRequest)(nil),          // 4: omega.v1.ListRequest
+	(v1.ObjectKind)(0),           // 5: omega.v1.ObjectKind
+	(*v1.Task)(nil),              // 6: omega.v1.Task
+	(*v1.Job)(nil),               // 7: omega.v1.Job
+	(*v1.Machine)(nil),           // 8: omega.v1.Machine
+	(*v1.Transaction)(nil),       // 9: omega.v1.Transaction
+	(*v1.TransactionResult)(nil), // 10: omega.v1.TransactionResult
+	(*v1.SnapshotChunk)(nil),     // 11: omega.v1.SnapshotChunk
+	(*v1.RevisionChanges)(nil),   // 12: omega.v1.RevisionChanges
 }
 var file_omega_v1_service_proto_depIdxs = []int32{
-	2, // 0: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
-	0, // 1: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
-	1, // 2: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
-	3, // 3: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
-	4, // 4: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
-	5, // 5: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	5,  // 0: omega.v1.GetRequest.kind:type_name -> omega.v1.ObjectKind
+	6,  // 1: omega.v1.GetResponse.task:type_name -> omega.v1.Task
+	7,  // 2: omega.v1.GetResponse.job:type_name -> omega.v1.Job
+	8,  // 3: omega.v1.GetResponse.machine:type_name -> omega.v1.Machine
+	5,  // 4: omega.v1.ListRequest.kind:type_name -> omega.v1.ObjectKind
+	9,  // 5: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
+	0,  // 6: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
+	1,  // 7: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
+	2,  // 8: omega.v1.Cell.Get:input_type -> omega.v1.GetRequest
+	4,  // 9: omega.v1.Cell.List:input_type -> omega.v1.ListRequest
+	10, // 10: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
+	11, // 11: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
+	12, // 12: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
+	3,  // 13: omega.v1.Cell.Get:output_type -> omega.v1.GetResponse
+	11, // 14: omega.v1.Cell.List:output_type -> omega.v1.SnapshotChunk
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_service_proto_init() }
@@ -159,13 +448,18 @@ func file_omega_v1_service_proto_init() {
 	if File_omega_v1_service_proto != nil {
 		return
 	}
+	file_omega_v1_service_proto_msgTypes[3].OneofWrappers = []any{
+		(*GetResponse_Task)(nil),
+		(*GetResponse_Job)(nil),
+		(*GetResponse_Machine)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_service_proto_rawDesc), len(file_omega_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

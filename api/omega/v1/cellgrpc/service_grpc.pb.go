@@ -27,6 +27,8 @@ const (
 	Cell_Commit_FullMethodName   = "/omega.v1.Cell/Commit"
 	Cell_Snapshot_FullMethodName = "/omega.v1.Cell/Snapshot"
 	Cell_Watch_FullMethodName    = "/omega.v1.Cell/Watch"
+	Cell_Get_FullMethodName      = "/omega.v1.Cell/Get"
+	Cell_List_FullMethodName     = "/omega.v1.Cell/List"
 )
 
 // CellClient is the client API for Cell service.
@@ -48,7 +50,21 @@ type CellClient interface {
 	// the retained history later, the stream ends with a status whose
 	// ErrorDetail is ERROR_CODE_COMPACTED: list again and watch from the
 	// listing's revision.
+	//
+	// A filter narrows what is sent, evaluated by the server: machine_uid
+	// keeps the machine itself and the tasks placed on it (with every
+	// eviction, so that a task leaving the machine is seen leaving: an agent
+	// follows only its own tasks); label_selector keeps the objects whose
+	// labels match (Kubernetes syntax). A revision with nothing left is not
+	// sent.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.RevisionChanges], error)
+	// Get returns one object of a kind by uid, or by name (an error if more
+	// than one live object has it, naming them).
+	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	// List streams the objects of a kind (or all kinds) that match a label
+	// selector, a machine (tasks placed on it) and a job (its tasks), at one
+	// revision, in chunks like Snapshot.
+	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.SnapshotChunk], error)
 }
 
 type cellClient struct {
@@ -107,6 +123,35 @@ func (c *cellClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.C
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cell_WatchClient = grpc.ServerStreamingClient[v1.RevisionChanges]
 
+func (c *cellClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponse)
+	err := c.cc.Invoke(ctx, Cell_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cellClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cell_ServiceDesc.Streams[2], Cell_List_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ListRequest, v1.SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cell_ListClient = grpc.ServerStreamingClient[v1.SnapshotChunk]
+
 // CellServer is the server API for Cell service.
 // All implementations must embed UnimplementedCellServer
 // for forward compatibility.
@@ -126,7 +171,21 @@ type CellServer interface {
 	// the retained history later, the stream ends with a status whose
 	// ErrorDetail is ERROR_CODE_COMPACTED: list again and watch from the
 	// listing's revision.
+	//
+	// A filter narrows what is sent, evaluated by the server: machine_uid
+	// keeps the machine itself and the tasks placed on it (with every
+	// eviction, so that a task leaving the machine is seen leaving: an agent
+	// follows only its own tasks); label_selector keeps the objects whose
+	// labels match (Kubernetes syntax). A revision with nothing left is not
+	// sent.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[v1.RevisionChanges]) error
+	// Get returns one object of a kind by uid, or by name (an error if more
+	// than one live object has it, naming them).
+	Get(context.Context, *GetRequest) (*GetResponse, error)
+	// List streams the objects of a kind (or all kinds) that match a label
+	// selector, a machine (tasks placed on it) and a job (its tasks), at one
+	// revision, in chunks like Snapshot.
+	List(*ListRequest, grpc.ServerStreamingServer[v1.SnapshotChunk]) error
 	mustEmbedUnimplementedCellServer()
 }
 
@@ -145,6 +204,12 @@ func (UnimplementedCellServer) Snapshot(*SnapshotRequest, grpc.ServerStreamingSe
 }
 func (UnimplementedCellServer) Watch(*WatchRequest, grpc.ServerStreamingServer[v1.RevisionChanges]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedCellServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedCellServer) List(*ListRequest, grpc.ServerStreamingServer[v1.SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method List not implemented")
 }
 func (UnimplementedCellServer) mustEmbedUnimplementedCellServer() {}
 func (UnimplementedCellServer) testEmbeddedByValue()              {}
@@ -207,6 +272,35 @@ func _Cell_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cell_WatchServer = grpc.ServerStreamingServer[v1.RevisionChanges]
 
+func _Cell_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cell_List_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ListRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CellServer).List(m, &grpc.GenericServerStream[ListRequest, v1.SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cell_ListServer = grpc.ServerStreamingServer[v1.SnapshotChunk]
+
 // Cell_ServiceDesc is the grpc.ServiceDesc for Cell service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -218,6 +312,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Commit",
 			Handler:    _Cell_Commit_Handler,
 		},
+		{
+			MethodName: "Get",
+			Handler:    _Cell_Get_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -228,6 +326,11 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _Cell_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "List",
+			Handler:       _Cell_List_Handler,
 			ServerStreams: true,
 		},
 	},
