@@ -154,30 +154,59 @@ type Filter struct {
 }
 
 // WatchFiltered is Watch with a filter.
+//
+// A stream the server ends as unavailable (it drains for a restart) or
+// that loses its connection is opened again from the last revision
+// delivered, after a pause that grows from 50 ms to 2 s, for as long as
+// the watch is open: its reader sees every revision once, in order, across
+// the restart. If that revision is no longer retained, the watch fails
+// with ErrCompacted and the reader lists again.
 func (t *Transport) WatchFiltered(ctx context.Context, fromRevision uint64, f Filter) (transport.Watch, error) {
 	req := &cellgrpc.WatchRequest{FromRevision: fromRevision, LabelSelector: f.Selector}
 	if f.Machine != uuid.Nil {
 		req.MachineUid = f.Machine.String()
 	}
 	sctx, cancel := context.WithCancel(context.Background()) // the stream lives until Close
-	stream, err := t.c.Watch(sctx, req)
+	stream, err := t.open(ctx, sctx, cancel, req)
 	if err != nil {
 		cancel()
+		return nil, fmt.Errorf("watch from revision %d: %w", fromRevision, err)
+	}
+	w := &watch{cancel: cancel, ready: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{}),
+		last: fromRevision, reopen: func(from uint64) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error) {
+			r := &cellgrpc.WatchRequest{FromRevision: from, LabelSelector: req.LabelSelector, MachineUid: req.MachineUid}
+			return t.open(sctx, sctx, cancel, r)
+		}}
+	go w.receive(sctx, stream)
+	return w, nil
+}
+
+// open starts a watch stream on sctx and waits, within ctx's deadline (or
+// Timeout), for the server's header: the watch started, or the status says
+// why not.
+func (t *Transport) open(ctx, sctx context.Context, cancel context.CancelFunc, req *cellgrpc.WatchRequest) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error) {
+	stream, err := t.c.Watch(sctx, req)
+	if err != nil {
 		return nil, wireError(err)
 	}
-	// The start is bounded by the caller's context (or Timeout).
 	bctx, bcancel := t.bound(ctx)
+	defer bcancel()
 	started := make(chan struct{})
+	timedOut := make(chan bool, 1)
 	go func() {
 		select {
 		case <-bctx.Done():
+			timedOut <- true
 			cancel()
 		case <-started:
+			timedOut <- false
 		}
 	}()
 	md, err := stream.Header()
 	close(started)
-	bcancel()
+	if <-timedOut {
+		return nil, fmt.Errorf("%w: no answer from the server within the deadline", transport.ErrUnavailable)
+	}
 	if err == nil && len(md.Get(watchHeader)) == 0 {
 		// Ended without a header: the status says why.
 		_, err = stream.Recv()
@@ -186,12 +215,9 @@ func (t *Transport) WatchFiltered(ctx context.Context, fromRevision uint64, f Fi
 		}
 	}
 	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("watch from revision %d: %w", fromRevision, wireError(err))
+		return nil, wireError(err)
 	}
-	w := &watch{cancel: cancel, ready: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{})}
-	go w.receive(sctx, stream)
-	return w, nil
+	return stream, nil
 }
 
 // maxBuffered bounds the write sets a watch holds that its reader has not
@@ -207,6 +233,11 @@ type watch struct {
 	space  chan struct{} // a token when the reader took some
 	done   chan struct{} // closed when receive returned
 
+	// last is the revision of the last write set delivered; reopen starts
+	// the stream again after it.
+	last   uint64
+	reopen func(from uint64) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error)
+
 	mu   sync.Mutex
 	sets []*txn.WriteSet
 	err  error
@@ -215,6 +246,7 @@ type watch struct {
 func (w *watch) receive(ctx context.Context, stream grpc.ServerStreamingClient[omegav1.RevisionChanges]) {
 	defer close(w.done)
 	var r txn.WriteSetReader
+	pause := 50 * time.Millisecond
 	for {
 		for w.full() {
 			select {
@@ -230,11 +262,34 @@ func (w *watch) receive(ctx context.Context, stream grpc.ServerStreamingClient[o
 		} else {
 			err = wireError(err)
 		}
+		if errors.Is(err, transport.ErrUnavailable) && ctx.Err() == nil {
+			// The server went away (a restart): open the stream again after
+			// the last revision delivered; a revision half received comes
+			// again whole.
+			r = txn.WriteSetReader{}
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, 2*time.Second)
+				stream, err = w.reopen(w.last)
+				if !errors.Is(err, transport.ErrUnavailable) {
+					break
+				}
+			}
+			if err == nil {
+				pause = 50 * time.Millisecond
+				continue
+			}
+		}
 		w.mu.Lock()
 		if err != nil {
 			w.err = fmt.Errorf("watch: %w", err)
 		} else if ws != nil {
 			w.sets = append(w.sets, ws)
+			w.last = ws.Revision
 		}
 		w.mu.Unlock()
 		select {

@@ -3,6 +3,7 @@ package remote_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -215,5 +216,93 @@ func TestServerFilters(t *testing.T) {
 	}
 	if _, err := tr.List(ctx, &cellgrpc.ListRequest{LabelSelector: "tier in (web"}); !errors.Is(err, txn.ErrInvalid) || !strings.Contains(err.Error(), "at byte") {
 		t.Fatalf("a bad selector: %v", err)
+	}
+}
+
+// A watch survives a server restart: the server drains (the stream ends as
+// unavailable), commits land while it is down, a new server comes up on the
+// same address, and the watch delivers every revision once, in order,
+// without its reader doing anything. A restart after which the watch's
+// revision is gone fails the watch with ErrCompacted.
+func TestWatchResumesAfterRestart(t *testing.T) {
+	for _, compacted := range []bool{false, true} {
+		name := "resumes"
+		if compacted {
+			name = "compacted"
+		}
+		t.Run(name, func(t *testing.T) {
+			o := storekit.Options(t, store.DurabilityNone)
+			o.HistoryChanges = 8
+			st := storekit.Open(t, o)
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := lis.Addr().String()
+			start := func(lis net.Listener) (*grpc.Server, *server.Service, chan struct{}) {
+				g := grpc.NewServer(server.ServerOptions()...)
+				svc := server.New(st)
+				svc.Register(g)
+				done := make(chan struct{})
+				go func() { defer close(done); g.Serve(lis) }()
+				return g, svc, done
+			}
+			g, svc, done := start(lis)
+			tr, err := remote.Dial(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			ctx := context.Background()
+			w, err := tr.Watch(ctx, st.Revision())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			var want []uint64
+			add := func(i int) {
+				r := commitOps(t, st, txn.CreateMachine(testkit.Machine(testkit.UID('m', uint32(i), 0), "m", testkit.Res(1, 1))))
+				want = append(want, r.Revision)
+			}
+			add(0)
+			svc.Drain()
+			g.Stop()
+			<-done
+			n := 2
+			if compacted {
+				n = 12 // more than the history holds
+			}
+			for i := 1; i <= n; i++ {
+				add(i)
+			}
+			lis2, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Fatalf("listen again on %s: %v", addr, err)
+			}
+			g2, _, done2 := start(lis2)
+			defer func() { g2.Stop(); <-done2 }()
+			add(n + 1)
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			var got []uint64
+			for len(got) < len(want) {
+				sets, err := w.Next(wctx, 0)
+				if compacted && errors.Is(err, transport.ErrCompacted) {
+					return // the reader lists again
+				}
+				if err != nil {
+					t.Fatalf("after %v: %v", got, err)
+				}
+				for _, ws := range sets {
+					got = append(got, ws.Revision)
+				}
+			}
+			if compacted {
+				t.Fatalf("revisions %v delivered, though the history dropped some", got)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("watched %v, committed %v", got, want)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package main_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
-	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/txn"
 )
@@ -67,13 +65,16 @@ var listening = regexp.MustCompile(`msg=listening (grpc|http)=(\S+)`)
 // startServer starts `omega server` on loopback ports the kernel picks and
 // waits (with a deadline) for the addresses it prints. The process is
 // killed when the test ends if it still runs.
-func startServer(t *testing.T, data string) *serverProc {
+func startServer(t *testing.T, data string) *serverProc { return startServerAt(t, data, "127.0.0.1:0") }
+
+// startServerAt is startServer with a gRPC address of the caller's.
+func startServerAt(t *testing.T, data, listen string) *serverProc {
 	t.Helper()
 	bin, err := omegaBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "server", "--data", data, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	cmd := exec.Command(bin, "server", "--data", data, "--listen", listen, "--http", "127.0.0.1:0")
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -158,8 +159,8 @@ func newRemoteClient(t *testing.T, addr, component string) (*client.Client, *rem
 
 // TestServerProcess: a real `omega server` process serves commits and a
 // watch over loopback, reports health and per-component metrics, drains on
-// SIGTERM (the open watch ends as unavailable, the process exits 0), and
-// keeps every acknowledged commit across a restart on the same data.
+// SIGTERM (the process exits 0), and keeps every acknowledged commit across
+// a restart on the same data, the open watch resuming by itself.
 func TestServerProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -222,15 +223,24 @@ func TestServerProcess(t *testing.T) {
 	if err := p.stop(t); err != nil {
 		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
 	}
-	if _, err := w.Next(wctx, 0); !errors.Is(err, transport.ErrUnavailable) {
-		t.Fatalf("the watch after the drain: %v, want unavailable", err)
-	}
 
-	// Restart on the same data: every acknowledged commit is there.
-	p2 := startServer(t, data)
+	// Restart on the same data and address: every acknowledged commit is
+	// there, and the open watch resumes by itself, delivering what commits
+	// after the restart.
+	p2 := startServerAt(t, data, p.grpc)
 	c2, _ := newRemoteClient(t, p2.grpc, "tester")
 	if got := c2.View().Revision(); got != acked[len(acked)-1] || c2.View().NumMachines() != 5 {
 		t.Fatalf("after the restart: revision %d with %d machines, want %d with 5", got, c2.View().NumMachines(), acked[len(acked)-1])
+	}
+	tx := c2.NewTxn(c2.View())
+	tx.Ops = []txn.Op{txn.CreateMachine(testkit.Machine(testkit.UID('a', 1, 1), "m-after", testkit.Res(4000, 1<<34)))} // not c2.NewUID(): its seed is c's
+	res, err := c2.Commit(ctx, tx)
+	if err != nil || res.Committed != 1 {
+		t.Fatalf("commit after the restart: %+v %v", res, err)
+	}
+	sets, err := w.Next(wctx, 0)
+	if err != nil || len(sets) != 1 || sets[0].Revision != res.Revision {
+		t.Fatalf("the watch across the restart: %d sets, %v; want the one at %d", len(sets), err, res.Revision)
 	}
 	if err := p2.stop(t); err != nil {
 		t.Fatalf("second exit: %v", err)
