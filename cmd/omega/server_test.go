@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -244,5 +245,117 @@ func TestServerProcess(t *testing.T) {
 	}
 	if err := p2.stop(t); err != nil {
 		t.Fatalf("second exit: %v", err)
+	}
+}
+
+// proc is a running omega process other than the server.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *strings.Builder
+	mu     sync.Mutex
+	exited chan error
+}
+
+func startProc(t *testing.T, args ...string) *proc {
+	t.Helper()
+	bin, err := omegaBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: exec.Command(bin, args...), out: &strings.Builder{}, exited: make(chan error, 1)}
+	pipe, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+		p.exited <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func (p *proc) stop(t *testing.T) error {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%v did not exit within 60 s of SIGTERM:\n%s", p.cmd.Args, p.log())
+	}
+	return nil
+}
+
+// TestSchedulerProcess: `omega scheduler` in a process of its own, over
+// gRPC, places a batch job submitted to a running server, and exits 0 on
+// SIGTERM.
+func TestSchedulerProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := startServer(t, t.TempDir())
+	c, _ := newRemoteClient(t, srv.grpc, "submitter")
+	ctx := context.Background()
+	tx := c.NewTxn(c.View())
+	for i := range 3 {
+		tx.Ops = append(tx.Ops, txn.CreateMachine(testkit.Machine(testkit.UID('m', uint32(i), 0), fmt.Sprintf("m%d", i), testkit.Res(4000, 16<<30))))
+	}
+	job := testkit.UID('j', 1, 0)
+	pj := testkit.Job(job, "hello", "batch")
+	pj.Spec.Replicas = 5
+	tx.Ops = append(tx.Ops, txn.CreateJob(pj))
+	for i := range 5 {
+		tx.Ops = append(tx.Ops, txn.CreateTask(testkit.Task(testkit.UID('t', uint32(i), 0), job, fmt.Sprintf("hello-%d", i), testkit.Res(500, 1<<30))))
+	}
+	if res, err := c.Commit(ctx, tx); err != nil || res.Committed != len(tx.Ops) {
+		t.Fatalf("setup: %+v %v", res, err)
+	}
+	sched := startProc(t, "scheduler", "--kind", "batch", "--name", "batch-0", "--server", srv.grpc)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := c.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		placed := 0
+		c.View().RangeTasks(func(tk *txn.Task) bool {
+			if tk.Placed() && tk.Scheduler == "batch-0" {
+				placed++
+			}
+			return true
+		})
+		if placed == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 5 tasks placed by batch-0 after 60 s; the scheduler said:\n%s", placed, sched.log())
+		}
+		wctx, cancel := context.WithDeadline(ctx, deadline) // wait for the next commit, never past the deadline
+		err := c.SyncTo(wctx, c.View().Revision()+1)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+	}
+	if err := sched.stop(t); err != nil {
+		t.Fatalf("the scheduler's exit: %v\n%s", err, sched.log())
 	}
 }

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/remote"
+	"github.com/omega-cell/omega/schedulers"
+	"github.com/omega-cell/omega/schedulers/live"
+)
+
+func newSchedulerCmd() *cobra.Command {
+	var kind, name, server string
+	var params []string
+	var tJob, tTask time.Duration
+	cmd := &cobra.Command{
+		Use:   "scheduler --kind KIND --name NAME --server ADDR",
+		Short: "Run one scheduler instance against a cell over gRPC",
+		Long: `Runs a scheduler of --kind (batch, service, mapreduce, or one a custom binary
+registered) as the instance --name against the cell whose server is at --server:
+it lists the cell, takes the jobs of its kind, and places them through the client
+library, retrying conflicts, until SIGTERM or an interrupt (then it exits 0).
+
+--t-job and --t-task model the decision time as in the simulation; 0 (the
+default) commits as soon as a decision is made. Still to come with the live
+cell: several instances of a kind sharing its jobs through the membership.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case kind == "":
+				return fmt.Errorf("--kind: required, one of %s", strings.Join(schedulers.Kinds(), ", "))
+			case name == "":
+				return errors.New("--name: required: the instance's name, unique among the kind's instances")
+			case server == "":
+				return errors.New("--server: required: the address of `omega server`")
+			case tJob < 0 || tTask < 0:
+				return fmt.Errorf("--t-job %v, --t-task %v: want 0 or more", tJob, tTask)
+			}
+			p := schedulers.Params{}
+			for _, kv := range params {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--param %q: want name=value", kv)
+				}
+				p[k] = v
+			}
+			s, err := schedulers.New(kind, p)
+			if err != nil {
+				return fmt.Errorf("--kind %s: %w", kind, err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			tr, err := remote.Dial(server)
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			c, err := client.New(ctx, tr, client.Config{Component: name, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
+			if err != nil {
+				return fmt.Errorf("join the cell at %s: %w", server, err)
+			}
+			rc := schedulers.DefaultRunnerConfig()
+			rc.TJob, rc.TTask = tJob, tTask
+			r, err := schedulers.NewRunner(s, c, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), rc)
+			if err != nil {
+				return err
+			}
+			in := schedulers.NewIntake()
+			if err := in.Add(r); err != nil {
+				return err
+			}
+			slog.Info("scheduling", "kind", kind, "name", name, "server", server, "revision", c.View().Revision())
+			err = (&live.Driver{Runner: r, Intake: in, Clock: client.RealClock{}}).Run(ctx)
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				slog.Info("stopped", "name", name, "jobs", len(r.Records()))
+				return nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kind, "kind", "", "the scheduler kind")
+	f.StringVar(&name, "name", "", "this instance's name (its component name in the cell)")
+	f.StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	f.StringArrayVar(&params, "param", nil, "a parameter of the kind, name=value (repeatable), e.g. policy=global-cap for mapreduce")
+	f.DurationVar(&tJob, "t-job", 0, "modelled decision time per job")
+	f.DurationVar(&tTask, "t-task", 0, "modelled decision time per task")
+	return cmd
+}
