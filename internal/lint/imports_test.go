@@ -39,6 +39,8 @@ var mayImport = map[string][]string{
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
 	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
+	// Hand-written object files, for the CLI.
+	"internal/objfile": {"api/omega/v1"},
 	// Label selectors: below everything that evaluates them.
 	"labels": {},
 	// The gRPC service's generated code, apart from the messages so that
