@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -357,5 +358,91 @@ func TestSchedulerProcess(t *testing.T) {
 	}
 	if err := sched.stop(t); err != nil {
 		t.Fatalf("the scheduler's exit: %v\n%s", err, sched.log())
+	}
+}
+
+// run runs the omega binary to completion (bounded) and returns its stdout,
+// stderr and exit error.
+func run(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	bin, err := omegaBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin = strings.NewReader(stdin)
+	err = cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+const helloJob = `meta:
+  name: hello
+  labels: {team: infra}
+spec:
+  kind: batch
+  replicas: 3
+  template:
+    resources: {cpu: 500m, memory: 256Mi}
+    command: {path: /bin/true}
+`
+
+// TestSubmitAndGet: `omega submit` creates a job and its tasks from a file
+// (refusing a live name unless --replace, naming a bad field's line and
+// column), and `omega get` lists them as a table, JSON and YAML, by
+// selector and by name or uid prefix.
+func TestSubmitAndGet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := startServer(t, t.TempDir())
+	dir := t.TempDir()
+	file := filepath.Join(dir, "hello.yaml")
+	if err := os.WriteFile(file, []byte(helloJob), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, err := run(t, "", "submit", "-f", file, "--server", srv.grpc)
+	if err != nil || !strings.HasPrefix(out, "job/hello created") || !strings.Contains(out, "3 tasks") {
+		t.Fatalf("submit: %v\n%s%s", err, out, errs)
+	}
+	if _, errs, err := run(t, "", "submit", "-f", file, "--server", srv.grpc); err == nil || !strings.Contains(errs, `job "hello" is live`) {
+		t.Fatalf("a second submit of a live name: %v\n%s", err, errs)
+	}
+	if out, errs, err := run(t, helloJob, "submit", "-f", "-", "--server", srv.grpc, "--replace"); err != nil || !strings.HasPrefix(out, "job/hello created") {
+		t.Fatalf("submit --replace from stdin: %v\n%s%s", err, out, errs)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("meta: {name: x}\nspec:\n  replicas: many\n"), 0o644)
+	if _, errs, err := run(t, "", "submit", "-f", bad, "--server", srv.grpc); err == nil || !strings.Contains(errs, bad+":3:13: spec.replicas") {
+		t.Fatalf("a bad file: %v\n%s", err, errs)
+	}
+
+	out, errs, err = run(t, "", "get", "jobs", "--server", srv.grpc)
+	if err != nil || !strings.Contains(out, "NAME") || strings.Count(out, "hello") != 2 || !strings.Contains(out, "KILLED") {
+		t.Fatalf("get jobs (the replaced one KILLED, the new one):\n%s%s %v", out, errs, err)
+	}
+	out, _, err = run(t, "", "get", "tasks", "-l", "job=hello", "-o", "json", "--server", srv.grpc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var anyDoc map[string]any
+	if err := json.Unmarshal([]byte(out), &anyDoc); err != nil || len(anyDoc["items"].([]any)) != 6 {
+		t.Fatalf("get tasks -o json: %v\n%s", err, out)
+	}
+	killed := strings.Count(out, "TASK_STATE_KILLED")
+	if killed != 3 {
+		t.Fatalf("%d tasks KILLED, want the replaced job's 3:\n%s", killed, out)
+	}
+	if out, _, err := run(t, "", "get", "jobs", "-o", "yaml", "--server", srv.grpc); err != nil || !strings.Contains(out, "items:") || !strings.Contains(out, "name: hello") {
+		t.Fatalf("get jobs -o yaml: %v\n%s", err, out)
+	}
+	if _, errs, err := run(t, "", "get", "jobs", "hello", "--server", srv.grpc); err == nil || !strings.Contains(errs, "ambiguous") {
+		t.Fatalf("an ambiguous name: %v\n%s", err, errs)
+	}
+	if _, errs, err := run(t, "", "get", "tasks", "-l", "job in (hello", "--server", srv.grpc); err == nil || !strings.Contains(errs, "at byte") {
+		t.Fatalf("a bad selector: %v\n%s", err, errs)
 	}
 }

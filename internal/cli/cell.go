@@ -1,0 +1,408 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/remote"
+	"github.com/omega-cell/omega/internal/objfile"
+	"github.com/omega-cell/omega/labels"
+	"github.com/omega-cell/omega/txn"
+)
+
+// The user's commands against a running cell: submit and get.
+
+func dialCell(ctx context.Context, server, component string) (*client.Client, *remote.Transport, error) {
+	tr, err := remote.Dial(server)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := client.New(ctx, tr, client.Config{Component: component, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
+	if err != nil {
+		tr.Close()
+		return nil, nil, fmt.Errorf("the cell at %s: %w", server, err)
+	}
+	return c, tr, nil
+}
+
+func newSubmitCmd() *cobra.Command {
+	var file, server string
+	var replace bool
+	cmd := &cobra.Command{
+		Use:   "submit -f FILE [--server ADDR] [--replace]",
+		Short: "Submit a job from a YAML or JSON file",
+		Long: `Reads a job — its meta and spec, in YAML or JSON, resources also in Kubernetes
+quantities (cpu: 500m, memory: 256Mi) — from FILE (- for stdin) and creates it in
+the cell with its tasks (spec.replicas copies of spec.template; a mapreduce job's
+scheduler creates its workers itself), in one transaction.
+
+Job names are unique among live jobs: a name in use is refused unless --replace,
+which kills the live job (its tasks KILLED) in the same transaction. Every error
+in the file names its line, column and field.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("-f: required: the job file (- for stdin)")
+			}
+			var data []byte
+			var err error
+			if file == "-" {
+				data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), objfile.MaxBytes+1))
+			} else {
+				data, err = os.ReadFile(file)
+			}
+			if err != nil {
+				return err
+			}
+			job, err := objfile.Job(file, data)
+			if err != nil {
+				return err
+			}
+			if err := completeJob(file, job); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, tr, err := dialCell(ctx, server, "submitter")
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			uid, n, err := submit(ctx, c, job, replace, time.Now())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "job/%s created (uid %s, %d tasks)\n", job.GetMeta().GetName(), uid, n)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the job file, YAML or JSON (- for stdin)")
+	cmd.Flags().StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	cmd.Flags().BoolVar(&replace, "replace", false, "kill a live job of the same name and submit this one in its place")
+	return cmd
+}
+
+// completeJob checks what a job file must say and fills what it may leave
+// out: the kind (batch), the scheduler (the kind's name), one replica.
+func completeJob(file string, j *omegav1.Job) error {
+	bad := func(path, why string) error { return &objfile.Error{File: file, Path: path, Why: why} }
+	if j.GetMeta().GetName() == "" {
+		return bad("meta.name", "required: jobs are named (uniquely among live jobs)")
+	}
+	if j.GetMeta().GetUid() != "" {
+		return bad("meta.uid", "the cell gives uids: leave it out")
+	}
+	if j.Spec == nil {
+		j.Spec = &omegav1.JobSpec{}
+	}
+	sp := j.Spec
+	if sp.Kind == omegav1.JobKind_JOB_KIND_UNSPECIFIED {
+		sp.Kind = omegav1.JobKind_JOB_KIND_BATCH
+	}
+	if sp.Scheduler == "" {
+		sp.Scheduler = strings.TrimPrefix(strings.ToLower(sp.Kind.String()), "job_kind_")
+	}
+	if sp.Replicas == 0 {
+		sp.Replicas = 1
+	}
+	switch {
+	case sp.Replicas < 0 || sp.Replicas > 50_000:
+		return bad("spec.replicas", fmt.Sprintf("%d: want 1 to 50000 (a job and its tasks are one transaction, under the store's size limit)", sp.Replicas))
+	case sp.GetTemplate().GetResources().GetCpuMillis() <= 0 && sp.GetTemplate().GetResources().GetMemoryBytes() <= 0:
+		return bad("spec.template.resources", "required: what each task needs (cpu, memory)")
+	}
+	return nil
+}
+
+// submit creates the job and its tasks in one transaction, after a check
+// that no live job has its name (with replace, that job is killed in the
+// same transaction). It returns the job's uid and how many tasks it made.
+func submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace bool, now time.Time) (uuid.UUID, int, error) {
+	name := job.GetMeta().GetName()
+	var uid uuid.UUID
+	n := 0
+	_, err := c.Transact(ctx, func(v client.View) (*txn.Txn, error) {
+		tx := c.NewTxn(v)
+		tx.UnixNanos = now.UnixNano()
+		var live []*txn.Job
+		v.RangeJobs(func(j *txn.Job) bool {
+			if j.Name() == name && !j.Finished() {
+				live = append(live, j)
+			}
+			return true
+		})
+		if len(live) > 0 && !replace {
+			return nil, fmt.Errorf("job %q is live (uid %s): use --replace to kill it and submit this one", name, live[0].UID)
+		}
+		for _, old := range live {
+			p := old.Proto()
+			prev := p.Status
+			p.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_KILLED, Message: "replaced by a new submission", FinishUnixNanos: now.UnixNano(),
+				Succeeded: prev.GetSucceeded(), Failed: prev.GetFailed()}
+			tx.Ops = append(tx.Ops, txn.PutJob(p, old.Version))
+			v.RangeTasks(func(t *txn.Task) bool {
+				if t.Job == old.UID && !t.Terminal() {
+					tx.Ops = append(tx.Ops, txn.SetStatus(t.UID, omegav1.TaskState_TASK_STATE_KILLED, t.Version, "job replaced"))
+				}
+				return true
+			})
+		}
+		uid = c.NewUID()
+		j := proto.Clone(job).(*omegav1.Job)
+		j.Meta.Uid = uid.String()
+		j.Spec.SubmitUnixNanos = now.UnixNano()
+		tx.Ops = append(tx.Ops, txn.CreateJob(j))
+		n = 0
+		if j.Spec.Kind != omegav1.JobKind_JOB_KIND_MAPREDUCE {
+			tmpl := j.Spec.GetTemplate()
+			for i := range j.Spec.Replicas {
+				tu := c.NewUID()
+				lbls := map[string]string{"job": name}
+				for k, val := range tmpl.GetLabels() {
+					lbls[k] = val
+				}
+				tx.Ops = append(tx.Ops, txn.CreateTask(&omegav1.Task{
+					Meta: &omegav1.ObjectMeta{Uid: tu.String(), Name: fmt.Sprintf("%s-%d", name, i), Labels: lbls,
+						OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: uid.String(), Name: name, Controller: true}}},
+					Spec: &omegav1.TaskSpec{Resources: tmpl.GetResources(), Command: tmpl.GetCommand(), Constraints: tmpl.GetConstraints(),
+						Priority: j.Spec.GetPriority(), DurationMillis: tmpl.GetDurationMillis()},
+				}))
+				n++
+			}
+		}
+		return tx, nil
+	})
+	if err != nil {
+		return uuid.Nil, 0, fmt.Errorf("submit job %q: %w", name, err)
+	}
+	return uid, n, nil
+}
+
+func newGetCmd() *cobra.Command {
+	var server, selector, output string
+	cmd := &cobra.Command{
+		Use:   "get machines|jobs|tasks [NAME] [-l SELECTOR] [-o table|wide|json|yaml]",
+		Short: "List a cell's machines, jobs or tasks",
+		Long: `Lists the objects of a kind from the cell's server, filtered there by a label
+selector (-l, Kubernetes syntax: k=v,k!=v,k in (a,b)). NAME picks one object by
+name or by a prefix of its uid; an ambiguous NAME lists its matches and exits
+non-zero.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kinds := map[string]omegav1.ObjectKind{
+				"machines": omegav1.ObjectKind_OBJECT_KIND_MACHINE, "machine": omegav1.ObjectKind_OBJECT_KIND_MACHINE,
+				"jobs": omegav1.ObjectKind_OBJECT_KIND_JOB, "job": omegav1.ObjectKind_OBJECT_KIND_JOB,
+				"tasks": omegav1.ObjectKind_OBJECT_KIND_TASK, "task": omegav1.ObjectKind_OBJECT_KIND_TASK,
+			}
+			kind, ok := kinds[args[0]]
+			if !ok {
+				return fmt.Errorf("%q: want machines, jobs or tasks", args[0])
+			}
+			switch output {
+			case "table", "wide", "json", "yaml":
+			default:
+				return fmt.Errorf("-o %q: want table, wide, json or yaml", output)
+			}
+			if _, err := labels.Parse(selector); err != nil {
+				return fmt.Errorf("-l: %w", err)
+			}
+			ctx := cmd.Context()
+			tr, err := remote.Dial(server)
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			l, err := tr.List(ctx, &cellgrpc.ListRequest{Kind: kind, LabelSelector: selector})
+			if err != nil {
+				return err
+			}
+			if len(args) == 2 {
+				if err := pick(l, args[1]); err != nil {
+					return err
+				}
+			}
+			return printListing(cmd.OutOrStdout(), l, kind, output)
+		},
+	}
+	cmd.Flags().StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json or yaml")
+	return cmd
+}
+
+// pick narrows a listing to the one object NAME names (its name, or a
+// prefix of its uid).
+func pick(l *remote.Listing, name string) error {
+	type hit struct{ name, uid string }
+	var hits []hit
+	match := func(m *omegav1.ObjectMeta) bool {
+		ok := m.GetName() == name || strings.HasPrefix(m.GetUid(), name)
+		if ok {
+			hits = append(hits, hit{m.GetName(), m.GetUid()})
+		}
+		return ok
+	}
+	l.Machines = filterMeta(l.Machines, func(x *omegav1.Machine) bool { return match(x.GetMeta()) })
+	l.Jobs = filterMeta(l.Jobs, func(x *omegav1.Job) bool { return match(x.GetMeta()) })
+	l.Tasks = filterMeta(l.Tasks, func(x *omegav1.Task) bool { return match(x.GetMeta()) })
+	switch len(hits) {
+	case 0:
+		return fmt.Errorf("%q: no such object (by name or uid prefix)", name)
+	case 1:
+		return nil
+	}
+	var b strings.Builder
+	for _, h := range hits {
+		fmt.Fprintf(&b, "\n  %s  %s", h.uid, h.name)
+	}
+	return fmt.Errorf("%q is ambiguous: %d objects match%s", name, len(hits), b.String())
+}
+
+func filterMeta[T any](xs []T, keep func(T) bool) []T {
+	var out []T
+	for _, x := range xs {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func age(unixNanos int64, now time.Time) string {
+	if unixNanos == 0 {
+		return "-"
+	}
+	d := now.Sub(time.Unix(0, unixNanos)).Round(time.Second)
+	if d > 48*time.Hour {
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+	return d.String()
+}
+
+func printListing(w io.Writer, l *remote.Listing, kind omegav1.ObjectKind, output string) error {
+	var items []proto.Message
+	switch kind {
+	case omegav1.ObjectKind_OBJECT_KIND_MACHINE:
+		sort.Slice(l.Machines, func(i, j int) bool { return l.Machines[i].GetMeta().GetName() < l.Machines[j].GetMeta().GetName() })
+		for _, x := range l.Machines {
+			items = append(items, x)
+		}
+	case omegav1.ObjectKind_OBJECT_KIND_JOB:
+		sort.Slice(l.Jobs, func(i, j int) bool { return l.Jobs[i].GetMeta().GetName() < l.Jobs[j].GetMeta().GetName() })
+		for _, x := range l.Jobs {
+			items = append(items, x)
+		}
+	default:
+		sort.Slice(l.Tasks, func(i, j int) bool { return l.Tasks[i].GetMeta().GetName() < l.Tasks[j].GetMeta().GetName() })
+		for _, x := range l.Tasks {
+			items = append(items, x)
+		}
+	}
+	if output == "json" || output == "yaml" {
+		var parts []string
+		for _, it := range items {
+			b, err := protojson.MarshalOptions{UseProtoNames: false}.Marshal(it)
+			if err != nil {
+				return err
+			}
+			parts = append(parts, string(b))
+		}
+		doc := fmt.Sprintf(`{"revision": %d, "items": [%s]}`, l.Revision, strings.Join(parts, ","))
+		if output == "yaml" {
+			y, err := yaml.JSONToYAML([]byte(doc))
+			if err != nil {
+				return err
+			}
+			_, err = w.Write(y)
+			return err
+		}
+		var out bytes.Buffer
+		if err := json.Indent(&out, []byte(doc), "", "  "); err != nil {
+			return err
+		}
+		out.WriteByte('\n')
+		_, err := w.Write(out.Bytes())
+		return err
+	}
+	now := time.Now()
+	wide := output == "wide"
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	switch kind {
+	case omegav1.ObjectKind_OBJECT_KIND_MACHINE:
+		fmt.Fprintln(tw, "NAME\tSTATE\tCPU\tMEMORY\tTASKS\tAGE"+map[bool]string{true: "\tUID\tDOMAIN", false: ""}[wide])
+		for _, m := range l.Machines {
+			st, cp := m.GetStatus(), m.GetSpec().GetCapacity()
+			line := fmt.Sprintf("%s\t%s\t%dm/%dm\t%s/%s\t%d\t%s", m.GetMeta().GetName(), strings.TrimPrefix(st.GetState().String(), "MACHINE_STATE_"),
+				st.GetAllocated().GetCpuMillis(), cp.GetCpuMillis(), bytesH(st.GetAllocated().GetMemoryBytes()), bytesH(cp.GetMemoryBytes()), st.GetTasks(), age(m.GetMeta().GetCreationUnixNanos(), now))
+			if wide {
+				line += "\t" + m.GetMeta().GetUid() + "\t" + m.GetSpec().GetFailureDomain()
+			}
+			fmt.Fprintln(tw, line)
+		}
+	case omegav1.ObjectKind_OBJECT_KIND_JOB:
+		fmt.Fprintln(tw, "NAME\tKIND\tSCHEDULER\tPHASE\tPENDING\tRUNNING\tSUCCEEDED\tFAILED\tAGE"+map[bool]string{true: "\tUID\tMESSAGE", false: ""}[wide])
+		for _, j := range l.Jobs {
+			st := j.GetStatus()
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s", j.GetMeta().GetName(), strings.ToLower(strings.TrimPrefix(j.GetSpec().GetKind().String(), "JOB_KIND_")),
+				j.GetSpec().GetScheduler(), strings.TrimPrefix(st.GetPhase().String(), "JOB_PHASE_"), st.GetPending(), st.GetRunning(), st.GetSucceeded(), st.GetFailed(), age(j.GetSpec().GetSubmitUnixNanos(), now))
+			if wide {
+				line += "\t" + j.GetMeta().GetUid() + "\t" + st.GetMessage()
+			}
+			fmt.Fprintln(tw, line)
+		}
+	default:
+		fmt.Fprintln(tw, "NAME\tSTATE\tMACHINE\tSCHEDULER\tAGE"+map[bool]string{true: "\tUID\tJOB\tMESSAGE", false: ""}[wide])
+		for _, t := range l.Tasks {
+			st := t.GetStatus()
+			m := st.GetMachineUid()
+			if len(m) > 8 {
+				m = m[:8]
+			}
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", t.GetMeta().GetName(), strings.TrimPrefix(st.GetState().String(), "TASK_STATE_"), orDash(m), orDash(st.GetScheduler()), age(t.GetMeta().GetCreationUnixNanos(), now))
+			if wide {
+				job := ""
+				for _, o := range t.GetMeta().GetOwnerReferences() {
+					job = o.GetName()
+				}
+				line += "\t" + t.GetMeta().GetUid() + "\t" + job + "\t" + st.GetMessage()
+			}
+			fmt.Fprintln(tw, line)
+		}
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func bytesH(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1fGi", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.0fMi", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%d", b)
+}
