@@ -14,12 +14,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/testkit"
@@ -55,14 +59,14 @@ var omegaBinary = sync.OnceValues(func() (string, error) {
 
 // serverProc is a running `omega server`.
 type serverProc struct {
-	cmd        *exec.Cmd
-	grpc, http string
-	stderr     *strings.Builder
-	mu         *sync.Mutex
-	exited     chan error
+	cmd                *exec.Cmd
+	grpc, http, gossip string
+	stderr             *strings.Builder
+	mu                 *sync.Mutex
+	exited             chan error
 }
 
-var listening = regexp.MustCompile(`msg=listening (grpc|http)=(\S+)`)
+var listening = regexp.MustCompile(`msg=listening (grpc|http|gossip)=(\S+)`)
 
 // startServer starts `omega server` on loopback ports the kernel picks and
 // waits (with a deadline) for the addresses it prints. The process is
@@ -70,13 +74,14 @@ var listening = regexp.MustCompile(`msg=listening (grpc|http)=(\S+)`)
 func startServer(t *testing.T, data string) *serverProc { return startServerAt(t, data, "127.0.0.1:0") }
 
 // startServerAt is startServer with a gRPC address of the caller's.
-func startServerAt(t *testing.T, data, listen string) *serverProc {
+func startServerAt(t *testing.T, data, listen string, extra ...string) *serverProc {
 	t.Helper()
 	bin, err := omegaBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "server", "--data", data, "--listen", listen, "--http", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"server", "--data", data, "--listen", listen, "--http", "127.0.0.1:0"}, extra...)...)
+	wantGossip := len(extra) > 0 && slices.Contains(extra, "--gossip")
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -97,13 +102,16 @@ func startServerAt(t *testing.T, data, listen string) *serverProc {
 			p.mu.Lock()
 			p.stderr.WriteString(line + "\n")
 			for _, m := range listening.FindAllStringSubmatch(line, -1) {
-				if m[1] == "grpc" {
+				switch m[1] {
+				case "grpc":
 					p.grpc = m[2]
-				} else {
+				case "http":
 					p.http = m[2]
+				default:
+					p.gossip = m[2]
 				}
 			}
-			if p.grpc != "" && p.http != "" {
+			if p.grpc != "" && p.http != "" && (!wantGossip || p.gossip != "") {
 				select {
 				case <-found:
 				default:
@@ -445,4 +453,73 @@ func TestSubmitAndGet(t *testing.T) {
 	if _, errs, err := run(t, "", "get", "tasks", "-l", "job in (hello", "--server", srv.grpc); err == nil || !strings.Contains(errs, "at byte") {
 		t.Fatalf("a bad selector: %v\n%s", err, errs)
 	}
+}
+
+// waitFor polls cond (each time after syncing c to the newest revision)
+// until it holds or the deadline passes.
+func waitFor(t *testing.T, c *client.Client, within time.Duration, what string, cond func(v client.View) bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := c.Sync(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond(c.View()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), time.Second) // the next commit, or a second
+		c.SyncTo(wctx, c.View().Revision()+1)
+		cancel()
+	}
+}
+
+// TestAgentMembership: an agent process registers its machine and joins the
+// server's gossip membership; when it is killed (SIGKILL) the membership
+// declares it dead and the server puts its machine DOWN and its task LOST;
+// restarted on its directory, it is the same machine, UP again.
+func TestAgentMembership(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := startServerAt(t, t.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h")
+	c, _ := newRemoteClient(t, srv.grpc, "tester")
+	adir := t.TempDir()
+	agentArgs := []string{"agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--cpu", "2", "--memory", "4Gi"}
+	ag := startProc(t, agentArgs...)
+	var machine *txn.Machine
+	waitFor(t, c, 60*time.Second, "the agent's machine registered UP", func(v client.View) bool {
+		v.RangeMachines(func(m *txn.Machine) bool {
+			if m.Name() == "a1" && m.State == omegav1.MachineState_MACHINE_STATE_UP {
+				machine = m
+			}
+			return machine == nil
+		})
+		return machine != nil
+	})
+	if machine.Capacity.CPU != 2000 || machine.Capacity.Memory != 4<<30 {
+		t.Fatalf("capacity %v, want 2 cores and 4Gi", machine.Capacity)
+	}
+	task := testkit.UID('t', 9, 0)
+	tx := c.NewTxn(c.View())
+	tx.Ops = []txn.Op{txn.CreateTask(testkit.Task(task, uuid.Nil, "sleeper", testkit.Res(100, 1<<20))), txn.Claim(task, machine.UID, testkit.Res(100, 1<<20), 0)}
+	if res, err := c.Commit(context.Background(), tx); err != nil || res.Committed != 2 {
+		t.Fatalf("place a task: %+v %v", res, err)
+	}
+	ag.cmd.Process.Kill()
+	waitFor(t, c, 90*time.Second, "the dead agent's machine DOWN and its task LOST", func(v client.View) bool {
+		m, _ := v.Machine(machine.UID)
+		tk, _ := v.Task(task)
+		return m.State == omegav1.MachineState_MACHINE_STATE_DOWN && tk.State == omegav1.TaskState_TASK_STATE_LOST
+	})
+	startProc(t, agentArgs...)
+	waitFor(t, c, 60*time.Second, "the restarted agent's machine UP again, the same uid", func(v client.View) bool {
+		m, ok := v.Machine(machine.UID)
+		return ok && m.State == omegav1.MachineState_MACHINE_STATE_UP && v.NumMachines() == 1
+	})
 }

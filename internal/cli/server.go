@@ -25,6 +25,8 @@ import (
 
 type serverFlags struct {
 	data, listen, http string
+	gossip             string
+	grace              time.Duration
 	drain              time.Duration
 	retention, expire  time.Duration
 }
@@ -43,7 +45,9 @@ the restart), the commits in flight finish and are acknowledged, the store
 closes, and the server exits 0.
 
 The addresses it listens on go to stderr as "listening" lines (useful with
-port 0). Still to come with the live cell: gossip membership, tokens, TLS.`,
+port 0). With --gossip, the server is a member of the cell's gossip membership:
+a machine whose agent the membership declares dead goes DOWN and its tasks LOST,
+and comes back UP when its agent does. Still to come: tokens, TLS.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.data == "" {
@@ -52,7 +56,7 @@ port 0). Still to come with the live cell: gossip membership, tokens, TLS.`,
 			for _, d := range []struct {
 				flag string
 				v    time.Duration
-			}{{"--drain", f.drain}, {"--retention", f.retention}, {"--expire-every", f.expire}} {
+			}{{"--drain", f.drain}, {"--retention", f.retention}, {"--expire-every", f.expire}, {"--agent-grace", f.grace}} {
 				if d.v <= 0 {
 					return fmt.Errorf("%s %v: want a positive duration", d.flag, d.v)
 				}
@@ -66,6 +70,8 @@ port 0). Still to come with the live cell: gossip membership, tokens, TLS.`,
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7070", "gRPC address")
 	cmd.Flags().StringVar(&f.http, "http", "127.0.0.1:7071", "HTTP address for /metrics and /healthz (empty: none)")
 	cmd.Flags().DurationVar(&f.drain, "drain", 30*time.Second, "on SIGTERM, how long the commits in flight may take before the server stops anyway")
+	cmd.Flags().StringVar(&f.gossip, "gossip", "", "gossip membership address agents join (memberlist, LAN defaults; empty: no membership)")
+	cmd.Flags().DurationVar(&f.grace, "agent-grace", 30*time.Second, "with --gossip: how long after the start a machine UP may go without its agent joining before it goes DOWN")
 	cmd.Flags().DurationVar(&f.retention, "retention", 15*time.Minute, "how long finished tasks and jobs stay in the cell")
 	cmd.Flags().DurationVar(&f.expire, "expire-every", 10*time.Second, "how often the store deletes what its retention window let go")
 	return cmd
@@ -116,6 +122,15 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		go web.Serve(hl)
 		log.Info("listening", "http", hl.Addr().String())
 	}
+	var members *server.Membership
+	if f.gossip != "" {
+		if members, err = server.StartMembership(st, f.gossip, f.grace, log); err != nil {
+			lis.Close()
+			closeStore()
+			return fmt.Errorf("--gossip: %w", err)
+		}
+		log.Info("listening", "gossip", members.Addr())
+	}
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	expiring := make(chan struct{})
@@ -154,6 +169,9 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	close(expiring)
 	<-expired
+	if members != nil {
+		members.Close()
+	}
 	if web != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		web.Shutdown(sctx)

@@ -361,6 +361,10 @@ var suffixes = map[string]*big.Rat{
 	"Ti": big.NewRat(1<<40, 1), "Pi": big.NewRat(1<<50, 1), "Ei": big.NewRat(1<<60, 1),
 }
 
+// Quantity parses a Kubernetes quantity times unit (1000 for cores in
+// thousandths, 1 for bytes), which must come out whole.
+func Quantity(s string, unit int64) (int64, error) { return quantity(s, unit) }
+
 // quantity parses a Kubernetes quantity (a decimal number and an optional
 // suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei) and returns it times
 // unit, which must come out whole.

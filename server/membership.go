@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/memberlist"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/agents"
+	"github.com/omega-cell/omega/store"
+	"github.com/omega-cell/omega/txn"
+)
+
+// MembershipComponent is the component name of the server's membership
+// transactions.
+const MembershipComponent = "server/membership"
+
+// Membership is the server's side of the cell's gossip membership
+// (github.com/hashicorp/memberlist, LAN defaults): agents join it with
+// their machine's uid as their node's metadata. When the membership
+// declares an agent dead (or it leaves), the server commits its machine's
+// death — DOWN, its tasks LOST — as agents.MachineDownFromView writes it;
+// when the agent is back, its machine goes UP. After a server restart, a
+// machine whose agent does not join within the grace period goes DOWN.
+//
+// Live code: memberlist runs its own goroutines, and one goroutine here
+// turns its events into transactions.
+type Membership struct {
+	ml     *memberlist.Memberlist
+	st     *store.Store
+	log    *slog.Logger
+	events chan memberlist.NodeEvent
+	stop   chan struct{}
+	done   sync.WaitGroup
+}
+
+// StartMembership binds the gossip membership on bind (host:port; port 0
+// picks one) and follows its events. grace is how long machines UP at the
+// start may go without their agent joining.
+func StartMembership(st *store.Store, bind string, grace time.Duration, logger *slog.Logger) (*Membership, error) {
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: %w", bind, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: port: %w", bind, err)
+	}
+	m := &Membership{st: st, log: logger, events: make(chan memberlist.NodeEvent, 256), stop: make(chan struct{})}
+	cfg := memberlist.DefaultLANConfig()
+	cfg.Name = "omega-server"
+	cfg.BindAddr, cfg.BindPort = host, p
+	cfg.AdvertiseAddr, cfg.AdvertisePort = host, p
+	cfg.Events = &memberlist.ChannelEventDelegate{Ch: m.events}
+	cfg.Logger = log.New(io.Discard, "", 0)
+	if m.ml, err = memberlist.Create(cfg); err != nil {
+		return nil, fmt.Errorf("gossip membership on %s: %w", bind, err)
+	}
+	m.done.Add(1)
+	go m.follow(grace)
+	return m, nil
+}
+
+// Addr is the gossip address agents join.
+func (m *Membership) Addr() string {
+	n := m.ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// Close leaves the membership and stops following it.
+func (m *Membership) Close() error {
+	close(m.stop)
+	m.done.Wait()
+	return m.ml.Shutdown()
+}
+
+func machineOf(n *memberlist.Node) (uuid.UUID, bool) {
+	u, err := uuid.FromBytes(n.Meta)
+	return u, err == nil && u != uuid.Nil
+}
+
+func (m *Membership) follow(grace time.Duration) {
+	defer m.done.Done()
+	graceOver := time.After(grace)
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-graceOver:
+			m.sweep()
+		case ev := <-m.events:
+			u, ok := machineOf(ev.Node)
+			if !ok {
+				continue // the server itself, or a member that is no agent
+			}
+			switch ev.Event {
+			case memberlist.NodeJoin:
+				m.up(u, ev.Node.Name, ev.Node.Address())
+			case memberlist.NodeLeave:
+				m.down(u, fmt.Sprintf("agent %s left the membership (%s)", ev.Node.Name, stateName(ev.Node.State)))
+			}
+		}
+	}
+}
+
+func stateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateDead:
+		return "dead"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "gone"
+}
+
+// commit retries a transaction built from the newest state until nothing
+// conflicts (a few times: the machine moved meanwhile).
+func (m *Membership) commit(what string, build func(*txn.State) []txn.Op) {
+	for range 5 {
+		s := m.st.Snapshot()
+		ops := build(s)
+		if len(ops) == 0 {
+			return
+		}
+		res, err := m.st.Commit(context.Background(), &txn.Txn{ViewRevision: s.Revision(), Component: MembershipComponent,
+			UnixNanos: time.Now().UnixNano(), Conflict: omegav1.ConflictMode_CONFLICT_MODE_FINE, Commit: omegav1.CommitMode_COMMIT_MODE_INCREMENTAL, Ops: ops})
+		if err != nil {
+			m.log.Error("membership transaction", "what", what, "err", err)
+			return
+		}
+		if !res.Conflicted() {
+			m.log.Info("membership", "what", what, "revision", res.Revision, "operations", len(ops))
+			return
+		}
+	}
+	m.log.Warn("membership transaction kept conflicting", "what", what)
+}
+
+func (m *Membership) down(u uuid.UUID, why string) {
+	m.commit(why, func(s *txn.State) []txn.Op {
+		mc, ok := s.Machine(u)
+		if !ok || mc.State == omegav1.MachineState_MACHINE_STATE_DOWN {
+			return nil
+		}
+		ops, _ := agents.MachineDownFromView(s, u, why)
+		return ops
+	})
+}
+
+func (m *Membership) up(u uuid.UUID, name, addr string) {
+	m.commit("agent "+name+" joined", func(s *txn.State) []txn.Op {
+		mc, ok := s.Machine(u)
+		if !ok || mc.State != omegav1.MachineState_MACHINE_STATE_DOWN {
+			return nil
+		}
+		p := mc.Proto()
+		p.Status.State, p.Status.AgentAddress = omegav1.MachineState_MACHINE_STATE_UP, addr
+		return []txn.Op{txn.PutMachine(p, mc.Version)}
+	})
+}
+
+// sweep puts DOWN the machines UP whose agents are not members (after a
+// server restart, the grace period over).
+func (m *Membership) sweep() {
+	members := map[uuid.UUID]bool{}
+	for _, n := range m.ml.Members() {
+		if u, ok := machineOf(n); ok && n.State == memberlist.StateAlive {
+			members[u] = true
+		}
+	}
+	var gone []uuid.UUID
+	m.st.Snapshot().RangeMachines(func(mc *txn.Machine) bool {
+		if mc.State == omegav1.MachineState_MACHINE_STATE_UP && !members[mc.UID] {
+			gone = append(gone, mc.UID)
+		}
+		return true
+	})
+	for _, u := range gone {
+		m.down(u, "its agent did not join the membership within the grace period after the server started")
+	}
+}
