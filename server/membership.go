@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/memberlist"
 
-	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/agents"
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
