@@ -34,6 +34,9 @@ func (t *Task) Labels() map[string]string { return t.Meta.GetLabels() }
 // Constraints restrict the machines the task may be placed on.
 func (t *Task) Constraints() []*omegav1.Constraint { return t.Spec.GetConstraints() }
 
+// Command is what an agent runs for the task (nil: nothing).
+func (t *Task) Command() *omegav1.Command { return t.Spec.GetCommand() }
+
 // Priority is the task's priority: evictions need a strictly higher one.
 func (t *Task) Priority() int32 { return t.Spec.GetPriority() }
 

@@ -523,3 +523,64 @@ func TestAgentMembership(t *testing.T) {
 		return ok && m.State == omegav1.MachineState_MACHINE_STATE_UP && v.NumMachines() == 1
 	})
 }
+
+// TestCellRunsRealProcesses: a server, an agent and a batch scheduler, as
+// processes; a job of shell commands is submitted, placed, run by the
+// agent as real processes, and its tasks end SUCCEEDED (one job) or FAILED
+// with their exit status (the other), their output in the agent's task
+// directories; the job controller is not in this cell, so tasks are read.
+func TestCellRunsRealProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := startServerAt(t, t.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h")
+	c, _ := newRemoteClient(t, srv.grpc, "tester")
+	adir := t.TempDir()
+	startProc(t, "agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--cpu", "4", "--memory", "8Gi")
+	startProc(t, "scheduler", "--kind", "batch", "--name", "batch-0", "--server", srv.grpc)
+	dir := t.TempDir()
+	jobs := map[string]string{
+		"ok":   "meta: {name: ok}\nspec:\n  replicas: 3\n  template:\n    resources: {cpu: 100m, memory: 16Mi}\n    command: {path: /bin/sh, args: [-c, 'echo hello from $OMEGA_TASK_NAME']}\n",
+		"boom": "meta: {name: boom}\nspec:\n  replicas: 1\n  template:\n    resources: {cpu: 100m, memory: 16Mi}\n    command: {path: /bin/sh, args: [-c, 'exit 3']}\n",
+	}
+	waitFor(t, c, 60*time.Second, "the agent's machine UP", func(v client.View) bool { return v.NumMachines() == 1 })
+	for name, src := range jobs {
+		f := filepath.Join(dir, name+".yaml")
+		os.WriteFile(f, []byte(src), 0o644)
+		if out, errs, err := run(t, "", "submit", "-f", f, "--server", srv.grpc); err != nil {
+			t.Fatalf("submit %s: %v\n%s%s", name, err, out, errs)
+		}
+	}
+	states := func(v client.View) map[string][]*txn.Task {
+		by := map[string][]*txn.Task{}
+		v.RangeTasks(func(tk *txn.Task) bool {
+			by[tk.Labels()["job"]] = append(by[tk.Labels()["job"]], tk)
+			return true
+		})
+		return by
+	}
+	waitFor(t, c, 90*time.Second, "every task ended", func(v client.View) bool {
+		n := 0
+		for _, ts := range states(v) {
+			for _, tk := range ts {
+				if tk.Terminal() {
+					n++
+				}
+			}
+		}
+		return n == 4
+	})
+	by := states(c.View())
+	for _, tk := range by["ok"] {
+		if tk.State != omegav1.TaskState_TASK_STATE_SUCCEEDED || tk.Message != "exit status 0" {
+			t.Fatalf("task %s: %s %q", tk.Name(), tk.State, tk.Message)
+		}
+		out, err := os.ReadFile(filepath.Join(adir, "tasks", tk.UID.String(), "stdout"))
+		if err != nil || strings.TrimSpace(string(out)) != "hello from "+tk.Name() {
+			t.Fatalf("task %s's stdout %q, %v", tk.Name(), out, err)
+		}
+	}
+	if tk := by["boom"][0]; tk.State != omegav1.TaskState_TASK_STATE_FAILED || tk.Message != "exit status 3" {
+		t.Fatalf("the failing task: %s %q", tk.State, tk.Message)
+	}
+}

@@ -15,12 +15,14 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/memberlist"
 	"github.com/spf13/cobra"
 
 	"github.com/omega-cell/omega/agents"
+	"github.com/omega-cell/omega/agents/process"
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/internal/objfile"
@@ -42,10 +44,14 @@ is the same machine; capacity from --cpu and --memory, or from the host), joins 
 cell's gossip membership at --join (memberlist, LAN defaults) so that the server
 marks the machine DOWN if the agent dies, and follows the tasks placed on it.
 
-Still to come (issue 8): running the tasks as processes — until then the agent
-follows its placements and logs them, and runs nothing. On SIGTERM it stops
-without leaving the membership, so a restart within the failure-detection time
-keeps its machine UP.`,
+Each task runs as a process in a session of its own, under a supervisor (omega
+task-shim) that writes its exit status into --data/tasks/UID, with its stdout
+and stderr; the agent reports RUNNING, then SUCCEEDED or FAILED. Tasks outlive
+the agent: a restarted agent adopts those still placed on it and reports them
+when they end, and stops those no longer placed. On SIGTERM it stops without
+leaving the membership, so a restart within the failure-detection time keeps
+its machine UP. Still to come: health checks, restart policies, an IP per
+task, cgroups.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -113,17 +119,31 @@ func hostMemory() int64 {
 	return 0
 }
 
-// placements logs the tracker's events (the executor comes with the rest
-// of the agent).
-type placements struct{ log *slog.Logger }
-
-func (p placements) Relisted(*txn.State)         {}
-func (p placements) MachineChanged(*txn.Machine) {}
-func (p placements) MachineDeleted(uuid.UUID)    {}
-func (p placements) Placed(t *txn.Task, _ agents.Placement) {
-	p.log.Info("placed", "task", t.Name(), "uid", t.UID)
+// agentCore connects the tracker to the executor: a placement starts a
+// process, its end in the cell stops it; started ones are reported RUNNING.
+type agentCore struct {
+	exec    *process.Executor
+	log     *slog.Logger
+	started []uuid.UUID // to report RUNNING
 }
-func (p placements) Unplaced(u uuid.UUID, _ agents.Placement) { p.log.Info("unplaced", "uid", u) }
+
+func (a *agentCore) Relisted(*txn.State)         {}
+func (a *agentCore) MachineChanged(*txn.Machine) {}
+func (a *agentCore) MachineDeleted(uuid.UUID)    {}
+func (a *agentCore) Placed(t *txn.Task, p agents.Placement) {
+	a.exec.Start(t, p)
+	if t.State == omegav1.TaskState_TASK_STATE_ASSIGNED {
+		a.started = append(a.started, t.UID)
+	}
+	a.log.Info("started", "task", t.Name(), "uid", t.UID)
+}
+func (a *agentCore) Unplaced(u uuid.UUID, p agents.Placement) { a.exec.Stop(u, p) }
+
+// report is what a status report stands for.
+type report struct {
+	uid  uuid.UUID
+	exit *agents.Exit // nil: RUNNING
+}
 
 func runAgent(ctx context.Context, f agentFlags) error {
 	logger := slog.Default().With("machine", f.name)
@@ -175,7 +195,16 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	}
 	logger.Info("registered", "uid", uid, "cpu_millis", cpu, "memory_bytes", mem, "gossip", addr)
 
-	trk, err := agents.NewTracker(c, agents.TrackerConfig{Machines: func(u uuid.UUID) bool { return u == uid }}, placements{logger})
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	exec, err := process.New(process.Config{Dir: filepath.Join(f.data, "tasks"), Shim: []string{self, "task-shim"}})
+	if err != nil {
+		return err
+	}
+	core := &agentCore{exec: exec, log: logger}
+	trk, err := agents.NewTracker(c, agents.TrackerConfig{Machines: func(u uuid.UUID) bool { return u == uid }}, core)
 	if err != nil {
 		return err
 	}
@@ -183,9 +212,62 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	if err := trk.List(ctx); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	logger.Info("stopped")
-	return nil
+	exec.Sweep() // adopted processes the cell no longer places on this machine
+	rep := agents.NewReporter[report](c)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var exits []agents.Exit
+	for {
+		select {
+		case <-ctx.Done():
+			logger.Info("stopped", "running", exec.Running())
+			return nil
+		case <-exec.Ready():
+		case <-tick.C:
+		}
+		if err := trk.Poll(ctx); err != nil {
+			return err
+		}
+		rep.Reset()
+		exits = exec.Exits(0, exits[:0])
+		ending := map[uuid.UUID]bool{}
+		for i := range exits {
+			e := &exits[i]
+			if p, ok := trk.Current(e.Task, e.Gen); ok {
+				rep.Add(txn.SetStatus(e.Task, e.State, p.Version, e.Message), report{uid: e.Task, exit: e})
+				ending[e.Task] = true
+			}
+		}
+		for _, u := range core.started {
+			if p, ok := trk.Task(u); ok && !ending[u] {
+				rep.Add(txn.SetStatus(u, omegav1.TaskState_TASK_STATE_RUNNING, p.Version, "started"), report{uid: u})
+			}
+		}
+		core.started = core.started[:0]
+		res, err := rep.Commit(ctx, trk.Revision(), time.Now().UnixNano())
+		if err != nil {
+			logger.Warn("status report", "err", err)
+			for _, r := range rep.Roles() {
+				if r.exit != nil {
+					exec.Unsent(*r.exit)
+				} else {
+					core.started = append(core.started, r.uid)
+				}
+			}
+			continue
+		}
+		for i, r := range rep.Roles() {
+			if res.Outcomes[i].Committed() {
+				if r.exit != nil {
+					logger.Info("ended", "uid", r.uid, "state", r.exit.State, "how", r.exit.Message)
+				}
+				continue
+			}
+			if r.exit != nil {
+				exec.Unsent(*r.exit) // its version moved (our own RUNNING, say): again after the next poll
+			}
+		}
+	}
 }
 
 func joinMembership(f agentFlags, uid uuid.UUID, logger *slog.Logger) (*memberlist.Memberlist, error) {
@@ -223,3 +305,22 @@ func (d metaDelegate) NotifyMsg([]byte)                {}
 func (d metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
 func (d metaDelegate) LocalState(bool) []byte          { return nil }
 func (d metaDelegate) MergeRemoteState([]byte, bool)   {}
+
+func newTaskShimCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "task-shim DIR -- PATH [ARGS...]",
+		Short:  "Supervise one task's process for its agent (started by omega agent)",
+		Hidden: true,
+		Args:   cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if dash != 1 {
+				return errors.New("usage: task-shim DIR -- PATH [ARGS...]")
+			}
+			if code := process.RunShim(args[0], args[1:]); code != 0 {
+				os.Exit(code)
+			}
+			return nil
+		},
+	}
+}

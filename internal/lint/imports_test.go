@@ -34,6 +34,8 @@ var mayImport = map[string][]string{
 	"client":                         {"api/omega/v1", "txn", "client/transport"},
 	"schedulers":                     {"api/omega/v1", "txn", "client", "client/transport"},
 	"agents":                         {"api/omega/v1", "txn", "client", "client/transport"},
+	// The process executor: live code beside the agent core.
+	"agents/process": {"api/omega/v1", "txn", "agents"},
 	// The job controller: a client of the cell like the agents.
 	"jobs": {"api/omega/v1", "txn", "client", "client/transport"},
 	// Live code: it waits on the real clock (through client.Clock and

@@ -37,6 +37,9 @@ var notDecision = map[string]string{
 	// The gRPC transport receives a watch's stream on a goroutine of its
 	// own and bounds calls with deadlines (live code beside the client).
 	"client/remote": "live code: the gRPC transport",
+	// The process executor waits on each task's supervisor on a goroutine
+	// of its own and times the grace of a kill.
+	"agents/process": "live code: the process executor",
 }
 
 // forbiddenTime lists the package time functions that read the wall clock

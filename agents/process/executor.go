@@ -1,0 +1,347 @@
+package process
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/omega-cell/omega/agents"
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
+)
+
+// Config configures an Executor.
+type Config struct {
+	// Dir holds a directory per task, named by its uid: what was started,
+	// the shim's pid, the exit status, stdout and stderr, and the task's
+	// working directory.
+	Dir string
+	// Shim is the command line before the task's directory that runs the
+	// shim, e.g. [/usr/local/bin/omega task-shim].
+	Shim []string
+	// Grace is how long a task stopped by the cell (evicted, killed) has
+	// between SIGTERM and SIGKILL. Default 10s.
+	Grace time.Duration
+	// Env is the environment every task starts from (its command's env is
+	// added). Default: PATH only.
+	Env []string
+}
+
+// taskFile is what the agent started, kept in the task's directory.
+type taskFile struct {
+	UID      string   `json:"uid"`
+	Assigned int64    `json:"assigned"` // the placement's claim time
+	Path     string   `json:"path"`
+	Args     []string `json:"args,omitempty"`
+}
+
+type proc struct {
+	uid      uuid.UUID
+	assigned int64
+	gen      uint64 // the tracker's placement; 0 until Start matched an adopted process
+	pid      int    // the shim's
+	dir      string
+	stopped  bool // the cell ended the placement: report nothing
+	exited   *ExitStatus
+	at       int64 // when it was seen to end
+}
+
+// Executor runs tasks as processes (agents.Executor). Start, Stop and
+// Exits are called from the agent core's goroutine; the goroutines that
+// wait on the shims hand their exits in through a lock.
+type Executor struct {
+	cfg   Config
+	mu    sync.Mutex
+	procs map[uuid.UUID]*proc
+	exits []agents.Exit
+	ready chan struct{}
+	wg    sync.WaitGroup
+}
+
+var _ agents.Executor = (*Executor)(nil)
+
+// New makes an executor over cfg.Dir and adopts what it finds there: the
+// tasks of an agent that ran before (their shims still running, or their
+// exit written and not yet reported). An adopted task is reported once
+// the tracker places it again (Start with the same uid and claim time);
+// one the cell no longer places is killed (Stop) by the agent core after
+// its first listing (Sweep).
+func New(cfg Config) (*Executor, error) {
+	if cfg.Dir == "" || len(cfg.Shim) == 0 {
+		return nil, errors.New("process executor: Dir and Shim are required")
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.Env == nil {
+		cfg.Env = []string{"PATH=" + os.Getenv("PATH")}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	x := &Executor{cfg: cfg, procs: map[uuid.UUID]*proc{}, ready: make(chan struct{}, 1)}
+	entries, err := os.ReadDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		uid, err := uuid.Parse(e.Name())
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		if err := x.adopt(uid, filepath.Join(cfg.Dir, e.Name())); err != nil {
+			return nil, fmt.Errorf("adopt task %s: %w", uid, err)
+		}
+	}
+	return x, nil
+}
+
+func (x *Executor) adopt(uid uuid.UUID, dir string) error {
+	var tf taskFile
+	b, err := os.ReadFile(filepath.Join(dir, fileTask))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // never started
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &tf); err != nil {
+		return fmt.Errorf("%s: %w", fileTask, err)
+	}
+	p := &proc{uid: uid, assigned: tf.Assigned, dir: dir}
+	if st, ok := readExit(dir); ok {
+		p.exited, p.at = &st, time.Now().UnixNano()
+		x.procs[uid] = p
+		return nil
+	}
+	pb, err := os.ReadFile(filepath.Join(dir, filePID))
+	if err != nil {
+		return fmt.Errorf("%s: %w", filePID, err)
+	}
+	if p.pid, err = strconv.Atoi(strings.TrimSpace(string(pb))); err != nil {
+		return fmt.Errorf("%s: %w", filePID, err)
+	}
+	x.procs[uid] = p
+	x.wg.Add(1)
+	go x.reap(p) // not our child: watch for it to go
+	return nil
+}
+
+func readExit(dir string) (ExitStatus, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, fileExit))
+	if err != nil {
+		return ExitStatus{}, false
+	}
+	var st ExitStatus
+	if json.Unmarshal(b, &st) != nil {
+		return ExitStatus{Code: -1, Error: "unreadable exit status"}, true
+	}
+	return st, true
+}
+
+// reap waits for an adopted shim (not this process's child) to end.
+func (x *Executor) reap(p *proc) {
+	defer x.wg.Done()
+	for {
+		if err := syscall.Kill(p.pid, 0); errors.Is(err, syscall.ESRCH) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	x.ended(p)
+}
+
+// ended records a shim's end: its exit, if the cell still places it.
+func (x *Executor) ended(p *proc) {
+	st, ok := readExit(p.dir)
+	if !ok {
+		st = ExitStatus{Code: -1, Error: "the task's supervisor ended without an exit status"}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	p.exited, p.at = &st, time.Now().UnixNano()
+	x.emit(p)
+}
+
+// emit queues p's exit for Exits, once it is matched to a placement (a
+// gen) and not stopped. Called with mu held.
+func (x *Executor) emit(p *proc) {
+	if p.exited == nil || p.gen == 0 || p.stopped {
+		return
+	}
+	state := omegav1.TaskState_TASK_STATE_SUCCEEDED
+	if !p.exited.Success() {
+		state = omegav1.TaskState_TASK_STATE_FAILED
+	}
+	x.exits = append(x.exits, agents.Exit{Task: p.uid, Gen: p.gen, At: p.at, State: state, Message: p.exited.String()})
+	p.stopped = true // reported: nothing more about it
+	select {
+	case x.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Ready is signalled when exits are waiting.
+func (x *Executor) Ready() <-chan struct{} { return x.ready }
+
+// Start runs a placement: a process under its shim, in a session of its
+// own, or — for a process this executor adopted at the same placement —
+// nothing new.
+func (x *Executor) Start(t *txn.Task, pl agents.Placement) {
+	x.mu.Lock()
+	if p, ok := x.procs[t.UID]; ok {
+		if p.assigned == t.Assigned && !p.stopped {
+			p.gen = pl.Gen // adopted: the same placement
+			x.emit(p)
+			x.mu.Unlock()
+			return
+		}
+		x.mu.Unlock()
+		x.Stop(t.UID, pl) // another placement's process: it goes
+		x.mu.Lock()
+	}
+	x.mu.Unlock()
+	p, err := x.start(t, pl)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err != nil {
+		dir := filepath.Join(x.cfg.Dir, t.UID.String())
+		p = &proc{uid: t.UID, assigned: t.Assigned, gen: pl.Gen, dir: dir, exited: &ExitStatus{Code: -1, Error: err.Error()}, at: time.Now().UnixNano()}
+		x.procs[t.UID] = p
+		x.emit(p)
+		return
+	}
+	x.procs[t.UID] = p
+}
+
+func (x *Executor) start(t *txn.Task, pl agents.Placement) (*proc, error) {
+	cmdSpec := t.Command()
+	if cmdSpec.GetPath() == "" {
+		return nil, errors.New("the task has no command")
+	}
+	dir := filepath.Join(x.cfg.Dir, t.UID.String())
+	os.Remove(filepath.Join(dir, fileExit)) // an earlier placement's
+	if err := os.MkdirAll(filepath.Join(dir, dirWork), 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(dir, fileTask, taskFile{UID: t.UID.String(), Assigned: t.Assigned, Path: cmdSpec.GetPath(), Args: cmdSpec.GetArgs()}); err != nil {
+		return nil, err
+	}
+	argv := append(append(append([]string{}, x.cfg.Shim[1:]...), dir, "--", cmdSpec.GetPath()), cmdSpec.GetArgs()...)
+	cmd := exec.Command(x.cfg.Shim[0], argv...)
+	cmd.Env = append(append([]string{}, x.cfg.Env...), "OMEGA_TASK_UID="+t.UID.String(), "OMEGA_TASK_NAME="+t.Name())
+	for k, v := range cmdSpec.GetEnv() {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // its own session: it outlives the agent
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{uid: t.UID, assigned: t.Assigned, gen: pl.Gen, pid: cmd.Process.Pid, dir: dir}
+	if err := os.WriteFile(filepath.Join(dir, filePID), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
+		cmd.Process.Kill()
+		return nil, err
+	}
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		cmd.Wait()
+		x.ended(p)
+	}()
+	return p, nil
+}
+
+// Stop ends a placement the cell ended: SIGTERM to the task's session,
+// SIGKILL after the grace period; nothing more is reported about it.
+func (x *Executor) Stop(uid uuid.UUID, _ agents.Placement) {
+	x.mu.Lock()
+	p, ok := x.procs[uid]
+	if !ok {
+		x.mu.Unlock()
+		return
+	}
+	delete(x.procs, uid)
+	running := p.exited == nil
+	p.stopped = true
+	x.mu.Unlock()
+	if !running || p.pid == 0 {
+		return
+	}
+	syscall.Kill(-p.pid, syscall.SIGTERM)
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		deadline := time.Now().Add(x.cfg.Grace)
+		for time.Now().Before(deadline) {
+			if err := syscall.Kill(p.pid, 0); errors.Is(err, syscall.ESRCH) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		syscall.Kill(-p.pid, syscall.SIGKILL)
+	}()
+}
+
+// Sweep stops the adopted processes no placement claimed: call it after
+// the first listing, once every placement was Started.
+func (x *Executor) Sweep() {
+	x.mu.Lock()
+	var orphans []uuid.UUID
+	for u, p := range x.procs {
+		if p.gen == 0 {
+			orphans = append(orphans, u)
+		}
+	}
+	x.mu.Unlock()
+	for _, u := range orphans {
+		x.Stop(u, agents.Placement{})
+	}
+}
+
+// Exits hands out the exits seen so far.
+func (x *Executor) Exits(_ int64, into []agents.Exit) []agents.Exit {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	into = append(into, x.exits...)
+	x.exits = x.exits[:0]
+	return into
+}
+
+// Unsent takes an exit back, to hand out again.
+func (x *Executor) Unsent(e agents.Exit) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.exits = append(x.exits, e)
+}
+
+// Next foresees nothing: exits arrive as they happen (Ready).
+func (x *Executor) Next() (int64, bool) { return 0, false }
+
+// Running counts the processes running.
+func (x *Executor) Running() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, p := range x.procs {
+		if p.exited == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Close waits for the goroutines that watch the processes of stopped
+// tasks; the processes of running tasks go on (they outlive the agent).
+func (x *Executor) Close() {
+	// The waiters of running shims end only with them: leave those.
+}

@@ -1,0 +1,123 @@
+// Package process is the live cell's executor: each task runs as a process
+// in a session of its own, under a small supervisor (the shim, `omega
+// task-shim`) that is the task's parent and writes down how it ended, so
+// that an agent that restarts — and is then no task's parent — adopts the
+// tasks still running and reports their exit status correctly.
+//
+// Live code: a goroutine waits on each shim. The decisions (what to run,
+// what to report) stay in the agent core (package agents).
+package process
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// The files of a task's directory.
+const (
+	fileTask   = "task.json" // what the agent started: uid, assigned time, command
+	filePID    = "shim.pid"  // the shim's pid (the session's leader)
+	fileExit   = "exit.json" // how the task ended, written by the shim
+	fileStdout = "stdout"
+	fileStderr = "stderr"
+	dirWork    = "work" // the task's working directory
+)
+
+// ExitStatus is how a task's process ended.
+type ExitStatus struct {
+	Code   int    `json:"code"`             // the exit code; -1 if killed by a signal
+	Signal string `json:"signal,omitempty"` // the signal that killed it
+	Error  string `json:"error,omitempty"`  // the process could not be started
+}
+
+// Success reports a clean exit.
+func (s ExitStatus) Success() bool { return s.Code == 0 && s.Signal == "" && s.Error == "" }
+
+func (s ExitStatus) String() string {
+	switch {
+	case s.Error != "":
+		return "could not start: " + s.Error
+	case s.Signal != "":
+		return "killed by " + s.Signal
+	}
+	return "exit status " + strconv.Itoa(s.Code)
+}
+
+// writeJSON writes v to dir/name atomically.
+func writeJSON(dir, name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, name+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, name))
+}
+
+// RunShim is `omega task-shim DIR -- PATH ARGS...`: it runs the command as
+// its child, with the task's environment as it was given, in DIR/work,
+// output to DIR/stdout and DIR/stderr, forwards SIGTERM and SIGINT to it,
+// and when it ends writes DIR/exit.json and exits. It is the session
+// leader its agent started it as, so killing the session kills both.
+func RunShim(dir string, argv []string) int {
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "task-shim: no command")
+		return 2
+	}
+	status := run(dir, argv)
+	if err := writeJSON(dir, fileExit, status); err != nil {
+		fmt.Fprintln(os.Stderr, "task-shim:", err)
+		return 1
+	}
+	return 0
+}
+
+func run(dir string, argv []string) ExitStatus {
+	out, err := os.OpenFile(filepath.Join(dir, fileStdout), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return ExitStatus{Code: -1, Error: err.Error()}
+	}
+	defer out.Close()
+	errf, err := os.OpenFile(filepath.Join(dir, fileStderr), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return ExitStatus{Code: -1, Error: err.Error()}
+	}
+	defer errf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = filepath.Join(dir, dirWork)
+	cmd.Stdout, cmd.Stderr = out, errf
+	cmd.Env = os.Environ() // the agent set the task's environment on the shim
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	if err := cmd.Start(); err != nil {
+		return ExitStatus{Code: -1, Error: err.Error()}
+	}
+	go func() {
+		for s := range sigs {
+			cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	signal.Stop(sigs)
+	close(sigs)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return ExitStatus{Code: 0}
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ExitStatus{Code: -1, Signal: ws.Signal().String()}
+		}
+		return ExitStatus{Code: ee.ExitCode()}
+	}
+	return ExitStatus{Code: -1, Error: err.Error()}
+}
