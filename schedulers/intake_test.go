@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -625,5 +626,38 @@ func TestIntakeNamesPerKind(t *testing.T) {
 	}
 	if r, _ := in.Owner(sj); r != sv {
 		t.Fatalf("the service job went to %v", r)
+	}
+}
+
+// A job the intake routes from a revision the runner's own copy has not
+// reached (their watches apart, as over gRPC) is decided on a view that
+// holds it: the runner syncs to that revision instead of taking the job
+// for deleted and dropping it.
+func TestIntakeJobNewerThanTheRunnersView(t *testing.T) {
+	c := newCell(t, 8)
+	c.addMachines(machineSpec{cpu: 4000, mem: 16 * gib})
+	r := c.runner(NewBatch(), "batch-0", 1, testConfig(), func(tr client.Transport) client.Transport { return laggingTransport{tr} })
+	in := NewIntake()
+	if err := in.Add(r); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.st.Watch(c.state().Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, _ := c.addJob("late", jobSpec{kind: batchKind, scheduler: "batch", tasks: 2, cpu: 100, mem: gib})
+	f := &intakeFeed{t: t, in: in, w: w}
+	if _, err := f.feed(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Client().View().Revision() >= c.state().Revision() {
+		t.Fatal("setup: the runner's copy is not behind")
+	}
+	a := begin(t, r, t0)
+	if a.Job != job || len(a.Txn.Ops) != 2 {
+		t.Fatalf("attempt for %v with %d ops, want the late job's 2 claims", a.Job, len(a.Txn.Ops))
+	}
+	if o, _ := finish(t, r, a, t0); o != OutcomePlaced {
+		t.Fatalf("outcome %v", o)
 	}
 }

@@ -126,6 +126,9 @@ type jobState struct {
 	seq     uint64
 	queued  bool
 	done    bool
+	// seen is the newest revision the intake routed something of the job
+	// from: Begin decides on a view at least as new.
+	seen uint64
 	// inFlight: an attempt for the job is between Begin and Finish; moved:
 	// Release gave the job up meanwhile; recheck: Reconcile came meanwhile,
 	// so the job is attempted again when the attempt lands.
@@ -268,6 +271,13 @@ func (r *Runner) Reconcile(job uuid.UUID, lost []*txn.Task, pending bool, now ti
 	return true
 }
 
+// saw notes that the intake routed something of job from revision rev.
+func (r *Runner) saw(job uuid.UUID, rev uint64) {
+	if j, ok := r.jobs[job]; ok {
+		j.seen = max(j.seen, rev)
+	}
+}
+
 // Release gives up a job that moved to another instance (the members of
 // its kind changed, Intake.SetMembers): it leaves the queue and the
 // records at once, or, with an attempt in flight, when Finish drops that
@@ -372,6 +382,14 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 		j.queued = false
 		if err := r.c.Sync(ctx); err != nil {
 			return nil, false, err
+		}
+		if j.seen > r.c.View().Revision() {
+			// The intake saw the job (or its task's loss, its eviction) in a
+			// revision this client's copy has not reached yet (their watches
+			// are apart): decide on a view that holds it.
+			if err := r.c.SyncTo(ctx, j.seen); err != nil {
+				return nil, false, err
+			}
 		}
 		v := r.c.View()
 		job, exists := v.Job(j.UID)

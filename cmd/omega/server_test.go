@@ -536,8 +536,13 @@ func TestCellRunsRealProcesses(t *testing.T) {
 	srv := startServerAt(t, t.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h")
 	c, _ := newRemoteClient(t, srv.grpc, "tester")
 	adir := t.TempDir()
-	startProc(t, "agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--cpu", "4", "--memory", "8Gi")
-	startProc(t, "scheduler", "--kind", "batch", "--name", "batch-0", "--server", srv.grpc)
+	ag := startProc(t, "agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--cpu", "4", "--memory", "8Gi")
+	sc := startProc(t, "scheduler", "--kind", "batch", "--name", "batch-0", "--server", srv.grpc)
+	defer func() {
+		if t.Failed() {
+			t.Logf("agent:\n%s\nscheduler:\n%s\nserver:\n%s", ag.log(), sc.log(), srv.log())
+		}
+	}()
 	dir := t.TempDir()
 	jobs := map[string]string{
 		"ok":   "meta: {name: ok}\nspec:\n  replicas: 3\n  template:\n    resources: {cpu: 100m, memory: 16Mi}\n    command: {path: /bin/sh, args: [-c, 'echo hello from $OMEGA_TASK_NAME']}\n",
