@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -292,7 +293,33 @@ func startProc(t *testing.T, args ...string) *proc {
 		p.cmd.Process.Kill()
 		<-p.exited
 	})
+	if args[0] == "agent" {
+		// Its tasks run in sessions of their own and outlive it: end them
+		// with the test, however it ends.
+		for i := range args {
+			if args[i] == "--data" && i+1 < len(args) {
+				dir := args[i+1]
+				t.Cleanup(func() { killTaskSessions(dir) })
+			}
+		}
+	}
 	return p
+}
+
+// killTaskSessions kills the session of every task an agent started in
+// dir.
+func killTaskSessions(dir string) {
+	pids, _ := filepath.Glob(filepath.Join(dir, "tasks", "*", "shim.pid"))
+	for _, f := range pids {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 1 {
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
 }
 
 func (p *proc) log() string {
@@ -588,4 +615,82 @@ func TestCellRunsRealProcesses(t *testing.T) {
 	if tk := by["boom"][0]; tk.State != omegav1.TaskState_TASK_STATE_FAILED || tk.Message != "exit status 3" {
 		t.Fatalf("the failing task: %s %q", tk.State, tk.Message)
 	}
+}
+
+// freePort returns a loopback address no one listens on (now).
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestAgentRestartAdoptsItsTasks: a restarted agent (same directory, same
+// gossip address) adopts the task still running from before — the same
+// process, not a second one — and, though it is not the process's parent,
+// reports its end correctly when it is killed.
+func TestAgentRestartAdoptsItsTasks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := startServerAt(t, t.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h")
+	c, _ := newRemoteClient(t, srv.grpc, "tester")
+	adir := t.TempDir()
+	args := []string{"agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--gossip", freePort(t), "--cpu", "2", "--memory", "2Gi"}
+	ag := startProc(t, args...)
+	sc := startProc(t, "scheduler", "--kind", "batch", "--name", "batch-0", "--server", srv.grpc)
+	defer func() {
+		if t.Failed() {
+			t.Logf("agent:\n%s\nscheduler:\n%s", ag.log(), sc.log())
+		}
+	}()
+	waitFor(t, c, 60*time.Second, "the machine UP", func(v client.View) bool { return v.NumMachines() == 1 })
+	f := filepath.Join(t.TempDir(), "sleeper.yaml")
+	os.WriteFile(f, []byte("meta: {name: sleeper}\nspec:\n  template:\n    resources: {cpu: 100m, memory: 16Mi}\n    command: {path: /bin/sleep, args: ['300']}\n"), 0o644)
+	if out, errs, err := run(t, "", "submit", "-f", f, "--server", srv.grpc); err != nil {
+		t.Fatalf("submit: %v %s%s", err, out, errs)
+	}
+	var task *txn.Task
+	waitFor(t, c, 60*time.Second, "the sleeper RUNNING", func(v client.View) bool {
+		task = nil
+		v.RangeTasks(func(tk *txn.Task) bool {
+			if tk.State == omegav1.TaskState_TASK_STATE_RUNNING {
+				task = tk
+			}
+			return task == nil
+		})
+		return task != nil
+	})
+	pidFile := filepath.Join(adir, "tasks", task.UID.String(), "shim.pid")
+	pid0, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ag.stop(t); err != nil {
+		t.Fatalf("agent exit: %v", err)
+	}
+	ag = startProc(t, args...)
+	// Adopted: still RUNNING at the same version, the same supervisor alive.
+	waitFor(t, c, 30*time.Second, "the restarted agent registered", func(v client.View) bool {
+		return strings.Contains(ag.log(), "registered")
+	})
+	pid1, _ := os.ReadFile(pidFile)
+	if string(pid0) != string(pid1) {
+		t.Fatalf("the task was started again: supervisor %s, then %s", pid0, pid1)
+	}
+	var shim int
+	fmt.Sscan(string(pid0), &shim)
+	if err := syscall.Kill(shim, 0); err != nil {
+		t.Fatalf("the task's supervisor %d is gone after the agent's restart: %v", shim, err)
+	}
+	// Kill the task's session: the restarted agent, not its parent, reports it.
+	syscall.Kill(-shim, syscall.SIGTERM)
+	waitFor(t, c, 60*time.Second, "the killed task FAILED with how it ended", func(v client.View) bool {
+		tk, _ := v.Task(task.UID)
+		return tk.State == omegav1.TaskState_TASK_STATE_FAILED && strings.Contains(tk.Message, "killed by")
+	})
 }
