@@ -72,10 +72,10 @@ var listening = regexp.MustCompile(`msg=listening (grpc|http|gossip)=(\S+)`)
 // startServer starts `omega server` on loopback ports the kernel picks and
 // waits (with a deadline) for the addresses it prints. The process is
 // killed when the test ends if it still runs.
-func startServer(t *testing.T, data string) *serverProc { return startServerAt(t, data, "127.0.0.1:0") }
+func startServer(t testing.TB, data string) *serverProc { return startServerAt(t, data, "127.0.0.1:0") }
 
 // startServerAt is startServer with a gRPC address of the caller's.
-func startServerAt(t *testing.T, data, listen string, extra ...string) *serverProc {
+func startServerAt(t testing.TB, data, listen string, extra ...string) *serverProc {
 	t.Helper()
 	bin, err := omegaBinary()
 	if err != nil {
@@ -139,7 +139,7 @@ func (p *serverProc) log() string {
 }
 
 // stop sends SIGTERM and waits (with a deadline) for the exit status.
-func (p *serverProc) stop(t *testing.T) error {
+func (p *serverProc) stop(t testing.TB) error {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func (p *serverProc) stop(t *testing.T) error {
 	return nil
 }
 
-func newRemoteClient(t *testing.T, addr, component string) (*client.Client, *remote.Transport) {
+func newRemoteClient(t testing.TB, addr, component string) (*client.Client, *remote.Transport) {
 	t.Helper()
 	tr, err := remote.Dial(addr)
 	if err != nil {
@@ -266,7 +266,7 @@ type proc struct {
 	exited chan error
 }
 
-func startProc(t *testing.T, args ...string) *proc {
+func startProc(t testing.TB, args ...string) *proc {
 	t.Helper()
 	bin, err := omegaBinary()
 	if err != nil {
@@ -328,7 +328,7 @@ func (p *proc) log() string {
 	return p.out.String()
 }
 
-func (p *proc) stop(t *testing.T) error {
+func (p *proc) stop(t testing.TB) error {
 	t.Helper()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -398,7 +398,7 @@ func TestSchedulerProcess(t *testing.T) {
 
 // run runs the omega binary to completion (bounded) and returns its stdout,
 // stderr and exit error.
-func run(t *testing.T, stdin string, args ...string) (string, string, error) {
+func run(t testing.TB, stdin string, args ...string) (string, string, error) {
 	t.Helper()
 	bin, err := omegaBinary()
 	if err != nil {
@@ -484,7 +484,7 @@ func TestSubmitAndGet(t *testing.T) {
 
 // waitFor polls cond (each time after syncing c to the newest revision)
 // until it holds or the deadline passes.
-func waitFor(t *testing.T, c *client.Client, within time.Duration, what string, cond func(v client.View) bool) {
+func waitFor(t testing.TB, c *client.Client, within time.Duration, what string, cond func(v client.View) bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -618,7 +618,7 @@ func TestCellRunsRealProcesses(t *testing.T) {
 }
 
 // freePort returns a loopback address no one listens on (now).
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
