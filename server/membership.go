@@ -59,7 +59,8 @@ func StartMembership(st *store.Store, bind string, grace time.Duration, logger *
 	cfg := memberlist.DefaultLANConfig()
 	cfg.Name = "omega-server"
 	cfg.BindAddr, cfg.BindPort = host, p
-	cfg.AdvertiseAddr, cfg.AdvertisePort = host, p
+	// The advertised address is the bound one (memberlist works it out, port 0
+	// included); the LAN defaults would advertise port 7946 whatever the bind.
 	cfg.Events = &memberlist.ChannelEventDelegate{Ch: m.events}
 	cfg.Logger = log.New(io.Discard, "", 0)
 	if m.ml, err = memberlist.Create(cfg); err != nil {

@@ -282,7 +282,8 @@ func joinMembership(f agentFlags, uid uuid.UUID, logger *slog.Logger) (*memberli
 	cfg := memberlist.DefaultLANConfig()
 	cfg.Name = f.name
 	cfg.BindAddr, cfg.BindPort = host, p
-	cfg.AdvertiseAddr = host
+	// The advertised address is the bound one (memberlist works it out, port 0
+	// included); the LAN defaults would advertise port 7946 whatever the bind.
 	cfg.Delegate = metaDelegate(uid[:])
 	cfg.Logger = log.New(io.Discard, "", 0)
 	ml, err := memberlist.Create(cfg)
