@@ -100,3 +100,49 @@ func BenchmarkFailover(b *testing.B) {
 	b.ReportMetric(took[len(took)-1].Seconds(), "max-s")
 	b.ReportMetric(took[0].Seconds(), "min-s")
 }
+
+// BenchmarkThousandTrue measures the issue's figure: a 1,000-task batch
+// job of `true` commands over 3 agents, from `omega submit` to every task
+// SUCCEEDED. Run it as
+//
+//	go test ./cmd/omega -run '^$' -bench ThousandTrue -benchtime 1x
+func BenchmarkThousandTrue(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		srv := startServerAt(b, b.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h")
+		c, _ := newRemoteClient(b, srv.grpc, "bench")
+		for _, name := range []string{"a1", "a2", "a3"} {
+			startProc(b, "agent", "--server", srv.grpc, "--join", srv.gossip, "--name", name, "--data", b.TempDir(), "--cpu", "40", "--memory", "64Gi")
+		}
+		startProc(b, "scheduler", "--kind", "batch", "--name", "batch-0", "--server", srv.grpc)
+		waitFor(b, c, 60*time.Second, "three machines UP", func(v client.View) bool { return v.NumMachines() == 3 })
+		f := filepath.Join(b.TempDir(), "true.yaml")
+		os.WriteFile(f, []byte("meta: {name: thousand}\nspec:\n  replicas: 1000\n  template:\n    resources: {cpu: 100m, memory: 1Mi}\n    command: {path: /bin/true}\n"), 0o644)
+		b.StartTimer()
+		start := time.Now()
+		if _, errs, err := run(b, "", "submit", "-f", f, "--server", srv.grpc); err != nil {
+			b.Fatalf("submit: %v %s", err, errs)
+		}
+		var placedAt time.Duration
+		waitFor(b, c, 10*time.Minute, "1,000 tasks SUCCEEDED", func(v client.View) bool {
+			done, placed := 0, 0
+			v.RangeTasks(func(tk *txn.Task) bool {
+				if tk.State == omegav1.TaskState_TASK_STATE_SUCCEEDED {
+					done++
+				}
+				if tk.Machine != [16]byte{} {
+					placed++
+				}
+				return true
+			})
+			if placed == 1000 && placedAt == 0 {
+				placedAt = time.Since(start)
+			}
+			return done == 1000
+		})
+		took := time.Since(start)
+		b.StopTimer()
+		b.ReportMetric(took.Seconds(), "submit-to-done-s")
+		b.ReportMetric(placedAt.Seconds(), "submit-to-placed-s")
+	}
+}
