@@ -694,3 +694,96 @@ func TestAgentRestartAdoptsItsTasks(t *testing.T) {
 		return tk.State == omegav1.TaskState_TASK_STATE_FAILED && strings.Contains(tk.Message, "killed by")
 	})
 }
+
+// lockedBuffer is a writer a test can read while a process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestKillAndWatch: `omega kill` kills a running job — the job and its
+// task KILLED, and the agent stops the task's process — while `omega
+// watch -l job=sleeper` prints the task's changes as they commit.
+func TestKillAndWatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := startServerAt(t, t.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h")
+	c, _ := newRemoteClient(t, srv.grpc, "tester")
+	adir := t.TempDir()
+	startProc(t, "agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--cpu", "2", "--memory", "2Gi")
+	startProc(t, "scheduler", "--kind", "batch", "--name", "batch-0", "--server", srv.grpc)
+	waitFor(t, c, 60*time.Second, "the machine UP", func(v client.View) bool { return v.NumMachines() == 1 })
+
+	bin, err := omegaBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watched lockedBuffer
+	watch := exec.Command(bin, "watch", "-l", "job=sleeper", "--server", srv.grpc)
+	watch.Stdout = &watched
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { watch.Process.Kill(); watch.Wait() }()
+
+	f := filepath.Join(t.TempDir(), "sleeper.yaml")
+	os.WriteFile(f, []byte("meta: {name: sleeper}\nspec:\n  template:\n    resources: {cpu: 100m, memory: 16Mi}\n    command: {path: /bin/sleep, args: ['300']}\n"), 0o644)
+	if _, errs, err := run(t, "", "submit", "-f", f, "--server", srv.grpc); err != nil {
+		t.Fatalf("submit: %v %s", err, errs)
+	}
+	var task *txn.Task
+	waitFor(t, c, 60*time.Second, "the sleeper RUNNING", func(v client.View) bool {
+		task = nil
+		v.RangeTasks(func(tk *txn.Task) bool {
+			if tk.State == omegav1.TaskState_TASK_STATE_RUNNING {
+				task = tk
+			}
+			return task == nil
+		})
+		return task != nil
+	})
+	pid := 0
+	b, _ := os.ReadFile(filepath.Join(adir, "tasks", task.UID.String(), "shim.pid"))
+	fmt.Sscan(string(b), &pid)
+	if out, errs, err := run(t, "", "kill", "sleeper", "--server", srv.grpc); err != nil || !strings.HasPrefix(out, "job/sleeper killed") {
+		t.Fatalf("kill: %v\n%s%s", err, out, errs)
+	}
+	waitFor(t, c, 30*time.Second, "the job and its task KILLED", func(v client.View) bool {
+		tk, _ := v.Task(task.UID)
+		var job *txn.Job
+		v.RangeJobs(func(j *txn.Job) bool { job = j; return false })
+		return tk.State == omegav1.TaskState_TASK_STATE_KILLED && job != nil && job.Phase() == omegav1.JobPhase_JOB_PHASE_KILLED
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed task's process %d still runs after 30 s", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{"task/sleeper-0\tcreated\tPENDING", "RUNNING on", "KILLED"} {
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(watched.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("omega watch did not print %q:\n%s", want, watched.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if out, errs, err := run(t, "", "kill", "sleeper", "--server", srv.grpc); err == nil || !strings.Contains(errs, "no live job") {
+		t.Fatalf("killing it again: %v\n%s%s", err, out, errs)
+	}
+}

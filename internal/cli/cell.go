@@ -9,8 +9,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -153,17 +155,7 @@ func submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 			return nil, fmt.Errorf("job %q is live (uid %s): use --replace to kill it and submit this one", name, live[0].UID)
 		}
 		for _, old := range live {
-			p := old.Proto()
-			prev := p.Status
-			p.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_KILLED, Message: "replaced by a new submission", FinishUnixNanos: now.UnixNano(),
-				Succeeded: prev.GetSucceeded(), Failed: prev.GetFailed()}
-			tx.Ops = append(tx.Ops, txn.PutJob(p, old.Version))
-			v.RangeTasks(func(t *txn.Task) bool {
-				if t.Job == old.UID && !t.Terminal() {
-					tx.Ops = append(tx.Ops, txn.SetStatus(t.UID, omegav1.TaskState_TASK_STATE_KILLED, t.Version, "job replaced"))
-				}
-				return true
-			})
+			tx.Ops = append(tx.Ops, killOps(v, old, "replaced by a new submission", now)...)
 		}
 		uid = c.NewUID()
 		j := proto.Clone(job).(*omegav1.Job)
@@ -405,4 +397,155 @@ func bytesH(b int64) string {
 		return fmt.Sprintf("%.0fMi", float64(b)/(1<<20))
 	}
 	return fmt.Sprintf("%d", b)
+}
+
+// killOps are the operations that kill a job: the job KILLED with why, and
+// its tasks not yet terminal KILLED (their machines freed in the same
+// commit; their agents stop them).
+func killOps(v client.View, j *txn.Job, why string, now time.Time) []txn.Op {
+	p := j.Proto()
+	prev := p.Status // the state's, shared: not written
+	p.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_KILLED, Message: why, FinishUnixNanos: now.UnixNano(),
+		Succeeded: prev.GetSucceeded(), Failed: prev.GetFailed()}
+	ops := []txn.Op{txn.PutJob(p, j.Version)}
+	v.RangeTasks(func(t *txn.Task) bool {
+		if t.Job == j.UID && !t.Terminal() {
+			ops = append(ops, txn.SetStatus(t.UID, omegav1.TaskState_TASK_STATE_KILLED, t.Version, why))
+		}
+		return true
+	})
+	return ops
+}
+
+func newKillCmd() *cobra.Command {
+	var server string
+	cmd := &cobra.Command{
+		Use:   "kill JOB [--server ADDR]",
+		Short: "Kill a live job: the job KILLED, its tasks KILLED and stopped by their agents",
+		Long: `Kills the live job JOB names (its name, or a prefix of its uid; an ambiguous one
+lists its matches and exits non-zero): in one transaction the job is KILLED and
+each of its tasks not yet ended is KILLED, which frees its machine; the agents stop
+the processes (SIGTERM, then SIGKILL after the grace period).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, tr, err := dialCell(ctx, server, "submitter")
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			name := args[0]
+			var killed *txn.Job
+			_, err = c.Transact(ctx, func(v client.View) (*txn.Txn, error) {
+				var hits []*txn.Job
+				v.RangeJobs(func(j *txn.Job) bool {
+					if !j.Finished() && (j.Name() == name || strings.HasPrefix(j.UID.String(), name)) {
+						hits = append(hits, j)
+					}
+					return true
+				})
+				switch len(hits) {
+				case 0:
+					return nil, fmt.Errorf("%q: no live job of that name or uid prefix", name)
+				case 1:
+				default:
+					var b strings.Builder
+					for _, j := range hits {
+						fmt.Fprintf(&b, "\n  %s  %s", j.UID, j.Name())
+					}
+					return nil, fmt.Errorf("%q is ambiguous: %d live jobs match%s", name, len(hits), b.String())
+				}
+				killed = hits[0]
+				tx := c.NewTxn(v)
+				tx.UnixNanos = time.Now().UnixNano()
+				tx.Ops = killOps(v, killed, "killed by omega kill", time.Now())
+				return tx, nil
+			})
+			if err != nil {
+				return fmt.Errorf("kill: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "job/%s killed (uid %s)\n", killed.Name(), killed.UID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	return cmd
+}
+
+func newWatchCmd() *cobra.Command {
+	var server, selector string
+	cmd := &cobra.Command{
+		Use:   "watch [-l SELECTOR] [--server ADDR]",
+		Short: "Print the cell's changes as they commit",
+		Long: `Prints a line per changed object as each revision commits — the revision, the
+kind, the name, and what it is now — for the objects the label selector keeps
+(all without -l), until interrupted. The watch resumes by itself across a server
+restart.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := labels.Parse(selector); err != nil {
+				return fmt.Errorf("-l: %w", err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			tr, err := remote.Dial(server)
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			st, err := tr.Snapshot(ctx)
+			if err != nil {
+				return err
+			}
+			w, err := tr.WatchFiltered(ctx, st.Revision(), remote.Filter{Selector: selector})
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "watching from revision %d\n", st.Revision())
+			for {
+				sets, err := w.Next(ctx, 0)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				for _, ws := range sets {
+					for _, ch := range ws.Changes {
+						fmt.Fprintln(out, describeChange(ws.Revision, &ch))
+					}
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector")
+	return cmd
+}
+
+func describeChange(rev uint64, ch *txn.Change) string {
+	verb := "changed"
+	switch {
+	case ch.Deleted:
+		verb = "deleted"
+	case ch.Created:
+		verb = "created"
+	}
+	switch {
+	case ch.Task != nil:
+		t := ch.Task
+		where := ""
+		if t.Machine != uuid.Nil {
+			where = " on " + t.Machine.String()[:8]
+		}
+		return fmt.Sprintf("%d\ttask/%s\t%s\t%s%s\t%s", rev, t.Name(), verb, strings.TrimPrefix(t.State.String(), "TASK_STATE_"), where, t.Message)
+	case ch.Job != nil:
+		return fmt.Sprintf("%d\tjob/%s\t%s\t%s", rev, ch.Job.Name(), verb, strings.TrimPrefix(ch.Job.Phase().String(), "JOB_PHASE_"))
+	case ch.Machine != nil:
+		m := ch.Machine
+		return fmt.Sprintf("%d\tmachine/%s\t%s\t%s\tcpu %dm/%dm", rev, m.Name(), verb, strings.TrimPrefix(m.State.String(), "MACHINE_STATE_"), m.Allocated.CPU, m.Capacity.CPU)
+	}
+	return fmt.Sprintf("%d\t?", rev)
 }
