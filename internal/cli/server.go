@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,9 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/jobs"
 	"github.com/omega-cell/omega/server"
 	"github.com/omega-cell/omega/store"
 )
@@ -38,7 +42,8 @@ func newServerCmd() *cobra.Command {
 		Short: "Serve a cell's state store over gRPC",
 		Long: `Opens the cell-state store in --data (durable: every commit is synced before it
 is acknowledged) and serves its gRPC API (omega.v1.Cell: Commit, Snapshot, Watch)
-on --listen, with Prometheus metrics on /metrics and /healthz on --http.
+on --listen, with Prometheus metrics on /metrics and /healthz on --http. The job
+controller runs in it, writing each job's phase and counts from its tasks.
 
 SIGTERM (or an interrupt) drains: watch streams end (clients watch again after
 the restart), the commits in flight finish and are acknowledged, the store
@@ -133,8 +138,39 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
+	// The job controller: a client of the store like any other, in this
+	// process, writing the jobs' status from their tasks once a second.
+	jcc, err := client.New(ctx, inproc.New(st), client.Config{Component: jobs.Component, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
+	if err != nil {
+		g.Stop()
+		closeStore()
+		return fmt.Errorf("job controller: %w", err)
+	}
+	jc, err := jobs.New(ctx, jcc)
+	if err != nil {
+		g.Stop()
+		closeStore()
+		return fmt.Errorf("job controller: %w", err)
+	}
 	expiring := make(chan struct{})
 	expired := make(chan struct{})
+	controlled := make(chan struct{})
+	go func() {
+		defer close(controlled)
+		defer jc.Close()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-expiring:
+				return
+			case now := <-t.C:
+				if _, err := jc.Tick(context.Background(), now.UnixNano()); err != nil {
+					log.Error("job controller", "err", err)
+				}
+			}
+		}
+	}()
 	go func() { // retention on the wall clock (the store's clock is monotonic)
 		defer close(expired)
 		t := time.NewTicker(f.expire)
@@ -169,6 +205,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	close(expiring)
 	<-expired
+	<-controlled
 	if members != nil {
 		members.Close()
 	}
