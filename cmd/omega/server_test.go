@@ -640,7 +640,9 @@ func TestAgentRestartAdoptsItsTasks(t *testing.T) {
 	srv := startServerAt(t, t.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h")
 	c, _ := newRemoteClient(t, srv.grpc, "tester")
 	adir := t.TempDir()
-	args := []string{"agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--gossip", freePort(t), "--cpu", "2", "--memory", "2Gi"}
+	// The default gossip address (port 0): the agent keeps the port it got
+	// for its restart.
+	args := []string{"agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--cpu", "2", "--memory", "2Gi"}
 	ag := startProc(t, args...)
 	sc := startProc(t, "scheduler", "--kind", "batch", "--name", "batch-0", "--server", srv.grpc)
 	defer func() {

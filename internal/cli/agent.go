@@ -74,7 +74,7 @@ task, cgroups.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.server, "server", "127.0.0.1:7070", "the cell's server")
 	fl.StringVar(&f.join, "join", "", "the server's gossip address")
-	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "this agent's gossip address")
+	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "this agent's gossip address (port 0: one chosen the first time, kept in --data for restarts)")
 	fl.StringVar(&f.name, "name", "", "the machine's name")
 	fl.StringVar(&f.data, "data", "", "the agent's directory (created if missing)")
 	fl.Float64Var(&f.cpu, "cpu", 0, "cores (0: the host's)")
@@ -167,8 +167,23 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	}
 	defer tr.Close()
 
+	// A quick restart must come back at the same gossip address, or the
+	// membership sees a new member and declares the old one dead: with
+	// port 0, the port chosen the first time is kept in --data.
+	addrFile := filepath.Join(f.data, "gossip.addr")
+	if host, port, err := net.SplitHostPort(f.gossip); err == nil && port == "0" {
+		if b, err := os.ReadFile(addrFile); err == nil {
+			if h, p, err := net.SplitHostPort(strings.TrimSpace(string(b))); err == nil && h == host {
+				f.gossip = net.JoinHostPort(h, p)
+			}
+		}
+	}
 	ml, err := joinMembership(f, uid, logger)
 	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(addrFile, []byte(ml.LocalNode().Address()+"\n"), 0o644); err != nil {
+		ml.Shutdown()
 		return err
 	}
 	defer ml.Shutdown() // no Leave: a quick restart keeps the machine UP
