@@ -37,13 +37,48 @@ import (
 // the benchmark's tasks) is one record.
 const (
 	prefixRevision = 'R'
+	prefixVersion  = 'V' // the on-disk format's version (FormatVersion)
 	prefixMachine  = 'm'
 	prefixJob      = 'j'
 	prefixTask     = 't'
 	prefixStatus   = 's'
 )
 
-var revisionKey = []byte{prefixRevision}
+var (
+	revisionKey = []byte{prefixRevision}
+	versionKey  = []byte{prefixVersion}
+)
+
+// FormatVersion is the on-disk format this store writes and reads: the
+// records above. A store of another version is refused at open with
+// ErrFormat, naming both; stores written before the version was recorded
+// are this format, and get it recorded at their first open.
+const FormatVersion = 1
+
+// ErrFormat: the directory holds a store of another on-disk format.
+var ErrFormat = errors.New("store of another on-disk format")
+
+// checkFormat refuses a store of another format and records the format in
+// one that has none (new, or written before versions were recorded).
+func checkFormat(db *pebble.DB, dir string) error {
+	v, closer, err := db.Get(versionKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], FormatVersion)
+		return db.Set(versionKey, b[:], pebble.Sync)
+	case err != nil:
+		return fmt.Errorf("read the format version: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 4 {
+		return fmt.Errorf("%w: %s: its format version record has %d bytes", ErrCorrupt, dir, len(v))
+	}
+	if got := binary.BigEndian.Uint32(v); got != FormatVersion {
+		return fmt.Errorf("%w: %s holds on-disk format %d; this omega reads format %d: open it with an omega of its version (a snapshot of the cell carries it across)", ErrFormat, dir, got, FormatVersion)
+	}
+	return nil
+}
 
 // encoder turns a write set into pebble records. It collects them first and
 // adds them to the batch sorted by key: pebble's memtable insert reuses the

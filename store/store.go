@@ -113,6 +113,10 @@ func Open(opts Options) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open pebble in %s: %w", opts.Dir, err)
 		}
+		if err := checkFormat(db, opts.Dir); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open %s: %w", opts.Dir, err)
+		}
 		state, err = load(db)
 		if err != nil {
 			db.Close()
