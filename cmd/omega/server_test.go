@@ -740,6 +740,12 @@ func TestKillAndWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { watch.Process.Kill(); watch.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(watched.String(), "watching from revision"); {
+		if time.Now().After(deadline) {
+			t.Fatal("omega watch did not start within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the process's output, with a deadline
+	}
 
 	f := filepath.Join(t.TempDir(), "sleeper.yaml")
 	os.WriteFile(f, []byte("meta: {name: sleeper}\nspec:\n  template:\n    resources: {cpu: 100m, memory: 16Mi}\n    command: {path: /bin/sleep, args: ['300']}\n"), 0o644)
