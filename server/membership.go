@@ -107,20 +107,12 @@ func (m *Membership) follow(grace time.Duration) {
 			case memberlist.NodeJoin:
 				m.up(u, ev.Node.Name, ev.Node.Address())
 			case memberlist.NodeLeave:
-				m.down(u, fmt.Sprintf("agent %s left the membership (%s)", ev.Node.Name, stateName(ev.Node.State)))
+				// (memberlist's event does not say whether the node left or
+				// was declared dead: its Node.State is not updated.)
+				m.down(u, fmt.Sprintf("agent %s left the membership or was declared dead", ev.Node.Name))
 			}
 		}
 	}
-}
-
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateDead:
-		return "dead"
-	case memberlist.StateLeft:
-		return "left"
-	}
-	return "gone"
 }
 
 // commit retries a transaction built from the newest state until nothing
