@@ -125,11 +125,15 @@ func (x *Executor) adopt(uid uuid.UUID, dir string) error {
 		return nil
 	}
 	pb, err := os.ReadFile(filepath.Join(dir, filePID))
-	if err != nil {
-		return fmt.Errorf("%s: %w", filePID, err)
+	if err == nil {
+		p.pid, err = strconv.Atoi(strings.TrimSpace(string(pb)))
 	}
-	if p.pid, err = strconv.Atoi(strings.TrimSpace(string(pb))); err != nil {
-		return fmt.Errorf("%s: %w", filePID, err)
+	if err != nil || p.pid <= 1 {
+		// Started no further than its task file (the agent stopped before
+		// its supervisor ran): it ended without a trace.
+		p.exited, p.at = &ExitStatus{Code: -1, Error: "the agent stopped before the task's supervisor started"}, time.Now().UnixNano()
+		x.procs[uid] = p
+		return nil
 	}
 	x.procs[uid] = p
 	x.wg.Add(1)
@@ -191,6 +195,28 @@ func (x *Executor) emit(p *proc) {
 	}
 }
 
+// dropExits forgets the queued exits of uid (mu held).
+func (x *Executor) dropExits(uid uuid.UUID) {
+	kept := x.exits[:0]
+	for _, e := range x.exits {
+		if e.Task != uid {
+			kept = append(kept, e)
+		}
+	}
+	x.exits = kept
+}
+
+// Unclaim marks every process as claimed by no placement, before a
+// re-list tells the placements again (Start); Sweep afterwards stops
+// those the cell no longer places here.
+func (x *Executor) Unclaim() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, p := range x.procs {
+		p.gen = 0
+	}
+}
+
 // Ready is signalled when exits are waiting.
 func (x *Executor) Ready() <-chan struct{} { return x.ready }
 
@@ -200,8 +226,16 @@ func (x *Executor) Ready() <-chan struct{} { return x.ready }
 func (x *Executor) Start(t *txn.Task, pl agents.Placement) {
 	x.mu.Lock()
 	if p, ok := x.procs[t.UID]; ok {
-		if p.assigned == t.Assigned && !p.stopped {
-			p.gen = pl.Gen // adopted: the same placement
+		if p.assigned == t.Assigned {
+			// The same placement: adopted after a restart, or told again by
+			// a re-list. Nothing new runs; an exit already seen is reported
+			// again under the placement's new name, in case the first report
+			// did not commit.
+			p.gen = pl.Gen
+			if p.exited != nil {
+				p.stopped = false
+				x.dropExits(t.UID)
+			}
 			x.emit(p)
 			x.mu.Unlock()
 			return
@@ -283,8 +317,8 @@ func (x *Executor) Stop(uid uuid.UUID, _ agents.Placement) {
 		defer x.wg.Done()
 		deadline := time.Now().Add(x.cfg.Grace)
 		for time.Now().Before(deadline) {
-			if err := syscall.Kill(p.pid, 0); errors.Is(err, syscall.ESRCH) {
-				return
+			if err := syscall.Kill(-p.pid, 0); errors.Is(err, syscall.ESRCH) {
+				return // nothing of the session left
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -156,3 +156,45 @@ func TestAdoptAfterRestart(t *testing.T) {
 		t.Fatalf("the adopted task's end: %+v", got[0])
 	}
 }
+
+// A placement told again (a re-list) after its task ended is not run
+// again: its exit is handed out again under the placement's new name.
+// Unclaim then Sweep stops what a re-list no longer places. A task
+// directory left without a supervisor's pid does not stop an agent from
+// starting.
+func TestRelistAndLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	once := task(t, 7, "/bin/sh", "-c", "echo ran")
+	x.Start(once, agents.Placement{Gen: 1})
+	if got := exits(t, x, 1); got[0].Gen != 1 {
+		t.Fatalf("first exit %+v", got[0])
+	}
+	x.Start(once, agents.Placement{Gen: 2}) // the re-list
+	if got := exits(t, x, 1); got[0].Gen != 2 || got[0].State != omegav1.TaskState_TASK_STATE_SUCCEEDED {
+		t.Fatalf("the exit again: %+v", got[0])
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, once.UID.String(), fileStdout))
+	if string(out) != "ran\n" {
+		t.Fatalf("the task ran again: stdout %q", out)
+	}
+	long := task(t, 8, "/bin/sleep", "30")
+	x.Start(long, agents.Placement{Gen: 3})
+	pid := shimPID(t, dir, long)
+	x.Unclaim() // a re-list that no longer places it
+	x.Sweep()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the task the re-list dropped still runs")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A task directory with its task file and no pid file.
+	stray := filepath.Join(dir, testkit.UID('t', 9, 0).String())
+	os.MkdirAll(stray, 0o755)
+	writeJSON(stray, fileTask, taskFile{UID: testkit.UID('t', 9, 0).String(), Assigned: 9, Path: "/bin/true"})
+	if _, err := New(Config{Dir: dir, Shim: []string{os.Args[0]}}); err != nil {
+		t.Fatalf("an agent with a half-started task cannot start: %v", err)
+	}
+}

@@ -175,7 +175,14 @@ func (t *Transport) WatchFiltered(ctx context.Context, fromRevision uint64, f Fi
 	w := &watch{cancel: cancel, ready: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{}),
 		last: fromRevision, reopen: func(from uint64) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error) {
 			r := &cellgrpc.WatchRequest{FromRevision: from, LabelSelector: req.LabelSelector, MachineUid: req.MachineUid}
-			return t.open(sctx, sctx, cancel, r)
+			// An attempt of its own: a server that does not answer in time
+			// ends this attempt, not the watch.
+			actx, acancel := context.WithCancel(sctx)
+			stream, err := t.open(sctx, actx, acancel, r)
+			if err != nil {
+				acancel()
+			}
+			return stream, err
 		}}
 	go w.receive(sctx, stream)
 	return w, nil

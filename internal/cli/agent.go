@@ -122,12 +122,16 @@ func hostMemory() int64 {
 // agentCore connects the tracker to the executor: a placement starts a
 // process, its end in the cell stops it; started ones are reported RUNNING.
 type agentCore struct {
-	exec    *process.Executor
-	log     *slog.Logger
-	started []uuid.UUID // to report RUNNING
+	exec     *process.Executor
+	log      *slog.Logger
+	started  []uuid.UUID // to report RUNNING
+	relisted bool        // a re-list since the last sweep
 }
 
-func (a *agentCore) Relisted(*txn.State)         {}
+func (a *agentCore) Relisted(*txn.State) {
+	a.exec.Unclaim() // the re-list's placements claim theirs again; the loop sweeps the rest
+	a.relisted = true
+}
 func (a *agentCore) MachineChanged(*txn.Machine) {}
 func (a *agentCore) MachineDeleted(uuid.UUID)    {}
 func (a *agentCore) Placed(t *txn.Task, p agents.Placement) {
@@ -227,6 +231,7 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	if err := trk.List(ctx); err != nil {
 		return err
 	}
+	core.relisted = false
 	exec.Sweep() // adopted processes the cell no longer places on this machine
 	rep := agents.NewReporter[report](c)
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -242,6 +247,15 @@ func runAgent(ctx context.Context, f agentFlags) error {
 		}
 		if err := trk.Poll(ctx); err != nil {
 			return err
+		}
+		if core.relisted { // placements the re-list no longer told of end here
+			core.relisted = false
+			exec.Sweep()
+		}
+		if !serverAlive(ml) { // the server restarted: it knows no member until we join again
+			if _, err := ml.Join([]string{f.join}); err != nil {
+				logger.Warn("rejoin the membership", "err", err)
+			}
 		}
 		rep.Reset()
 		exits = exec.Exits(0, exits[:0])
@@ -280,6 +294,8 @@ func runAgent(ctx context.Context, f agentFlags) error {
 			}
 			if r.exit != nil {
 				exec.Unsent(*r.exit) // its version moved (our own RUNNING, say): again after the next poll
+			} else {
+				core.started = append(core.started, r.uid) // RUNNING again, if still placed
 			}
 		}
 	}
@@ -339,4 +355,15 @@ func newTaskShimCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// serverAlive reports whether the server is a live member of the agent's
+// view of the membership.
+func serverAlive(ml *memberlist.Memberlist) bool {
+	for _, n := range ml.Members() {
+		if n.Name == "omega-server" {
+			return true
+		}
+	}
+	return false
 }
