@@ -183,8 +183,10 @@ func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingS
 			var msgs []*grpc.PreparedMsg
 			if f.none() {
 				msgs, err = s.encode(stream, ws) // shared by every unfiltered watcher
-			} else if kept := f.changes(ws); len(kept.Changes) > 0 {
-				msgs, err = encodeOne(stream, kept, s.ChunkBytes)
+			} else {
+				// A revision the filter empties still goes out, bare, as
+				// progress: a client resumes from it after a restart.
+				msgs, err = encodeOne(stream, f.changes(ws), s.ChunkBytes)
 			}
 			if err != nil {
 				return status(err)

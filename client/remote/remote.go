@@ -146,8 +146,10 @@ func (t *Transport) Watch(ctx context.Context, fromRevision uint64) (transport.W
 // Filter narrows a watch, evaluated by the server: Machine keeps that
 // machine and the tasks placed on it (and every eviction, so that a task
 // leaving it is seen leaving); Selector (Kubernetes syntax) keeps the
-// objects whose labels match. A revision with nothing left is not sent, so
-// a filtered watch skips revisions.
+// objects whose labels match. A revision with nothing left is not handed
+// to the reader (the server sends it bare, as progress, so that a resume
+// after a restart starts from the newest revision), so a filtered watch
+// skips revisions.
 type Filter struct {
 	Machine  uuid.UUID
 	Selector string
@@ -295,7 +297,9 @@ func (w *watch) receive(ctx context.Context, stream grpc.ServerStreamingClient[o
 		if err != nil {
 			w.err = fmt.Errorf("watch: %w", err)
 		} else if ws != nil {
-			w.sets = append(w.sets, ws)
+			if len(ws.Changes) > 0 { // a bare revision is the server's progress on a filtered watch
+				w.sets = append(w.sets, ws)
+			}
 			w.last = ws.Revision
 		}
 		w.mu.Unlock()

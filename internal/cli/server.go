@@ -193,6 +193,16 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		err = fmt.Errorf("serve gRPC: %w", err)
 	case <-ctx.Done():
 		log.Info("draining")
+		// First the writers in this process (job controller, expiry, the
+		// membership), so that the watches end at the last revision there
+		// will be and a client resumes from it after the restart.
+		close(expiring)
+		<-expired
+		<-controlled
+		if members != nil {
+			members.Close()
+			members = nil
+		}
 		svc.Drain()
 		stopped := make(chan struct{})
 		go func() { g.GracefulStop(); close(stopped) }()
@@ -203,9 +213,13 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 			g.Stop()
 		}
 	}
-	close(expiring)
-	<-expired
-	<-controlled
+	select {
+	case <-expiring:
+	default: // the listener failed: the writers still run
+		close(expiring)
+		<-expired
+		<-controlled
+	}
 	if members != nil {
 		members.Close()
 	}

@@ -55,8 +55,9 @@ type CellClient interface {
 	// keeps the machine itself and the tasks placed on it (with every
 	// eviction, so that a task leaving the machine is seen leaving: an agent
 	// follows only its own tasks); label_selector keeps the objects whose
-	// labels match (Kubernetes syntax). A revision with nothing left is not
-	// sent.
+	// labels match (Kubernetes syntax). A revision with nothing left is sent
+	// bare (no changes), as progress: a client resumes from it after a
+	// server restart.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.RevisionChanges], error)
 	// Get returns one object of a kind by uid, or by name (an error if more
 	// than one live object has it, naming them).
@@ -176,8 +177,9 @@ type CellServer interface {
 	// keeps the machine itself and the tasks placed on it (with every
 	// eviction, so that a task leaving the machine is seen leaving: an agent
 	// follows only its own tasks); label_selector keeps the objects whose
-	// labels match (Kubernetes syntax). A revision with nothing left is not
-	// sent.
+	// labels match (Kubernetes syntax). A revision with nothing left is sent
+	// bare (no changes), as progress: a client resumes from it after a
+	// server restart.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[v1.RevisionChanges]) error
 	// Get returns one object of a kind by uid, or by name (an error if more
 	// than one live object has it, naming them).
