@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -107,9 +108,15 @@ func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 func (s *Service) Register(g *grpc.Server) { cellgrpc.RegisterCellServer(g, s) }
 
 // ServerOptions are the options a gRPC server of the service needs: message
-// sizes up to MaxMessageBytes.
+// sizes up to MaxMessageBytes, and keepalive pings both ways.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		// Clients ping every 20 s (client/remote.KeepaliveTime) to learn of a
+		// dead server; allow it, and ping idle clients the same way.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	}
 }
 
 // status converts a store error for the wire.

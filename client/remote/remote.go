@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -38,6 +39,10 @@ const watchHeader = "omega-watch"
 
 // maxMessageBytes matches the server's bound (server.MaxMessageBytes).
 const maxMessageBytes = txn.MaxWireBytes + 1<<20
+
+// KeepaliveTime is how often an idle connection pings the server (the
+// server permits it: server.ServerOptions).
+const KeepaliveTime = 20 * time.Second
 
 // DefaultTimeout bounds a Commit or a Snapshot, and the start of a Watch,
 // when the caller's context has no deadline of its own.
@@ -59,6 +64,10 @@ func Dial(target string, opts ...grpc.DialOption) (*Transport, error) {
 	opts = append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+		// A client that only receives (a watch) hears of a dead server or a
+		// partition through these pings: the stream fails, and the watch
+		// reopens or reports it.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}, opts...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
