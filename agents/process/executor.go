@@ -278,9 +278,20 @@ func (x *Executor) start(t *txn.Task, pl agents.Placement) (*proc, error) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // its own session: it outlives the agent
-	if err := cmd.Start(); err != nil {
+	rd, wr, err := os.Pipe()
+	if err != nil {
 		return nil, err
 	}
+	defer rd.Close()
+	cmd.ExtraFiles = []*os.File{wr} // fd 3: the shim says when the task runs
+	err = cmd.Start()
+	wr.Close()
+	if err != nil {
+		return nil, err
+	}
+	// Wait for the shim to say the task runs (or could not start), or to
+	// end: a Stop that follows at once then meets a shim that forwards it.
+	rd.Read(make([]byte, 1))
 	p := &proc{uid: t.UID, assigned: t.Assigned, gen: pl.Gen, pid: cmd.Process.Pid, dir: dir}
 	if err := os.WriteFile(filepath.Join(dir, filePID), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
 		cmd.Process.Kill()

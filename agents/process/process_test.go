@@ -112,12 +112,8 @@ func TestStopKillsAndReportsNothing(t *testing.T) {
 	x.Start(tk, agents.Placement{Gen: 1})
 	pid := shimPID(t, dir, tk)
 	x.Stop(tk.UID, agents.Placement{Gen: 1})
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("the stopped task's supervisor still runs after 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testkit.WaitGone(pid, 10*time.Second); err != nil {
+		t.Fatalf("the stopped task's supervisor: %v", err)
 	}
 	x.wg.Wait()
 	if got := x.Exits(0, nil); len(got) != 0 {
@@ -143,12 +139,8 @@ func TestAdoptAfterRestart(t *testing.T) {
 		t.Fatalf("supervisor %d after the restart (was %d), %d running: want the same one, adopted", pid, keptPID, second.Running())
 	}
 	second.Sweep()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(gonePID) {
-		if time.Now().After(deadline) {
-			t.Fatal("Sweep left the unclaimed task running")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testkit.WaitGone(gonePID, 10*time.Second); err != nil {
+		t.Fatalf("Sweep left the unclaimed task running: %v", err)
 	}
 	syscall.Kill(-keptPID, syscall.SIGTERM)
 	got := exits(t, second, 1)
@@ -183,12 +175,8 @@ func TestRelistAndLeftovers(t *testing.T) {
 	pid := shimPID(t, dir, long)
 	x.Unclaim() // a re-list that no longer places it
 	x.Sweep()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("the task the re-list dropped still runs")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testkit.WaitGone(pid, 10*time.Second); err != nil {
+		t.Fatalf("the task the re-list dropped: %v", err)
 	}
 	// A task directory with its task file and no pid file.
 	stray := filepath.Join(dir, testkit.UID('t', 9, 0).String())

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
@@ -73,7 +74,11 @@ func RunShim(dir string, argv []string) int {
 		fmt.Fprintln(os.Stderr, "task-shim: no command")
 		return 2
 	}
-	status := run(dir, argv)
+	// Signals are ours before anything else: a stop that comes at once is
+	// forwarded, not the death of the shim without an exit status.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	status := run(dir, argv, sigs)
 	if err := writeJSON(dir, fileExit, status); err != nil {
 		fmt.Fprintln(os.Stderr, "task-shim:", err)
 		return 1
@@ -81,7 +86,22 @@ func RunShim(dir string, argv []string) int {
 	return 0
 }
 
-func run(dir string, argv []string) ExitStatus {
+// ready tells the executor (on fd 3, if it gave one) that the task runs,
+// or failed to: it unblocks Start.
+func ready() {
+	readyOnce.Do(func() {
+		if f := os.NewFile(3, "ready"); f != nil {
+			f.Write([]byte{1})
+			f.Close()
+		}
+	})
+}
+
+var readyOnce sync.Once
+
+func run(dir string, argv []string, sigs chan os.Signal) ExitStatus {
+	defer ready() // also when it could not start
+
 	out, err := os.OpenFile(filepath.Join(dir, fileStdout), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return ExitStatus{Code: -1, Error: err.Error()}
@@ -96,11 +116,10 @@ func run(dir string, argv []string) ExitStatus {
 	cmd.Dir = filepath.Join(dir, dirWork)
 	cmd.Stdout, cmd.Stderr = out, errf
 	cmd.Env = os.Environ() // the agent set the task's environment on the shim
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	if err := cmd.Start(); err != nil {
 		return ExitStatus{Code: -1, Error: err.Error()}
 	}
+	ready()
 	go func() {
 		for s := range sigs {
 			cmd.Process.Signal(s)

@@ -697,22 +697,44 @@ func TestAgentRestartAdoptsItsTasks(t *testing.T) {
 	})
 }
 
-// lockedBuffer is a writer a test can read while a process writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+// output collects what a process writes and lets a test wait for a piece
+// of it: every write wakes the waiters (no polling).
+type output struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	wrote chan struct{}
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+func newOutput() *output { return &output{wrote: make(chan struct{}, 1)} }
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	n, err := o.b.Write(p)
+	o.mu.Unlock()
+	select {
+	case o.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
 }
 
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// waitFor waits, at most within, for want in the output.
+func (o *output) waitFor(t testing.TB, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for !strings.Contains(o.String(), want) {
+		select {
+		case <-o.wrote:
+		case <-deadline:
+			t.Fatalf("no %q within %v in:\n%s", want, within, o.String())
+		}
+	}
 }
 
 // TestKillAndWatch: `omega kill` kills a running job — the job and its
@@ -733,19 +755,14 @@ func TestKillAndWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var watched lockedBuffer
+	watched := newOutput()
 	watch := exec.Command(bin, "watch", "-l", "job=sleeper", "--server", srv.grpc)
-	watch.Stdout = &watched
+	watch.Stdout = watched
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { watch.Process.Kill(); watch.Wait() }()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(watched.String(), "watching from revision"); {
-		if time.Now().After(deadline) {
-			t.Fatal("omega watch did not start within 30 s")
-		}
-		time.Sleep(20 * time.Millisecond) // polling the process's output, with a deadline
-	}
+	watched.waitFor(t, "watching from revision", 30*time.Second)
 
 	f := filepath.Join(t.TempDir(), "sleeper.yaml")
 	os.WriteFile(f, []byte("meta: {name: sleeper}\nspec:\n  template:\n    resources: {cpu: 100m, memory: 16Mi}\n    command: {path: /bin/sleep, args: ['300']}\n"), 0o644)
@@ -775,21 +792,11 @@ func TestKillAndWatch(t *testing.T) {
 		v.RangeJobs(func(j *txn.Job) bool { job = j; return false })
 		return tk.State == omegav1.TaskState_TASK_STATE_KILLED && job != nil && job.Phase() == omegav1.JobPhase_JOB_PHASE_KILLED
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("the killed task's process %d still runs after 30 s", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testkit.WaitGone(pid, 30*time.Second); err != nil {
+		t.Fatalf("the killed task's process: %v", err)
 	}
 	for _, want := range []string{"task/sleeper-0\tcreated\tPENDING", "RUNNING on", "KILLED"} {
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(watched.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("omega watch did not print %q:\n%s", want, watched.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		watched.waitFor(t, want, 10*time.Second)
 	}
 	if out, errs, err := run(t, "", "kill", "sleeper", "--server", srv.grpc); err == nil || !strings.Contains(errs, "no live job") {
 		t.Fatalf("killing it again: %v\n%s%s", err, out, errs)
