@@ -156,17 +156,7 @@ func TestAgentRestartAdoptsItsTasks(t *testing.T) {
 	if out, errs, err := run(t, "", "submit", "-f", f, "--server", srv.grpc); err != nil {
 		t.Fatalf("submit: %v %s%s", err, out, errs)
 	}
-	var task *txn.Task
-	waitFor(t, c, 60*time.Second, "the sleeper RUNNING", func(v client.View) bool {
-		task = nil
-		v.RangeTasks(func(tk *txn.Task) bool {
-			if tk.State == omegav1.TaskState_TASK_STATE_RUNNING {
-				task = tk
-			}
-			return task == nil
-		})
-		return task != nil
-	})
+	task := waitRunning(t, c, 60*time.Second)
 	pidFile := filepath.Join(adir, "tasks", task.UID.String(), "shim.pid")
 	pid0, err := os.ReadFile(pidFile)
 	if err != nil {

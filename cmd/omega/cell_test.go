@@ -116,17 +116,7 @@ func TestKillAndWatch(t *testing.T) {
 	if _, errs, err := run(t, "", "submit", "-f", f, "--server", srv.grpc); err != nil {
 		t.Fatalf("submit: %v %s", err, errs)
 	}
-	var task *txn.Task
-	waitFor(t, c, 60*time.Second, "the sleeper RUNNING", func(v client.View) bool {
-		task = nil
-		v.RangeTasks(func(tk *txn.Task) bool {
-			if tk.State == omegav1.TaskState_TASK_STATE_RUNNING {
-				task = tk
-			}
-			return task == nil
-		})
-		return task != nil
-	})
+	task := waitRunning(t, c, 60*time.Second)
 	pid := 0
 	b, _ := os.ReadFile(filepath.Join(adir, "tasks", task.UID.String(), "shim.pid"))
 	fmt.Sscan(string(b), &pid)

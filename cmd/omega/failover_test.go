@@ -45,13 +45,7 @@ func BenchmarkFailover(b *testing.B) {
 		b.Fatalf("submit: %v %s", err, errs)
 	}
 	running := func(v client.View) (*txn.Task, string) {
-		var tk *txn.Task
-		v.RangeTasks(func(x *txn.Task) bool {
-			if x.State == omegav1.TaskState_TASK_STATE_RUNNING {
-				tk = x
-			}
-			return tk == nil
-		})
+		tk := runningTask(v)
 		if tk == nil {
 			return nil, ""
 		}

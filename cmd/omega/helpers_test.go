@@ -23,9 +23,11 @@ import (
 	"testing"
 	"time"
 
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/txn"
 )
 
 // binDir holds the binary the tests build; TestMain removes it.
@@ -341,3 +343,26 @@ func (o *output) waitFor(t testing.TB, want string, within time.Duration) {
 }
 
 func newOutput() *output { return &output{wrote: make(chan struct{}, 1)} }
+
+// runningTask returns a task the view shows RUNNING, or nil.
+func runningTask(v client.View) *txn.Task {
+	var task *txn.Task
+	v.RangeTasks(func(tk *txn.Task) bool {
+		if tk.State == omegav1.TaskState_TASK_STATE_RUNNING {
+			task = tk
+		}
+		return task == nil
+	})
+	return task
+}
+
+// waitRunning waits, at most within, for a task RUNNING and returns it.
+func waitRunning(t testing.TB, c *client.Client, within time.Duration) *txn.Task {
+	t.Helper()
+	var task *txn.Task
+	waitFor(t, c, within, "a task RUNNING", func(v client.View) bool {
+		task = runningTask(v)
+		return task != nil
+	})
+	return task
+}
