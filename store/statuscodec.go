@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/omega-cell/omega/txn"
 )
@@ -37,6 +38,11 @@ func appendTaskStatus(b []byte, t *txn.Task) []byte {
 	b = appendInt(b, 7, t.Finished)
 	b = appendInt(b, 8, int64(t.Evictions))
 	b = appendString(b, 9, t.Message)
+	if r := t.Run(); r != nil { // live agents' reports only: rare enough for proto
+		b = protowire.AppendTag(b, 10, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(proto.Size(r)))
+		b, _ = proto.MarshalOptions{Deterministic: true}.MarshalAppend(b, r)
+	}
 	return b
 }
 

@@ -32,6 +32,16 @@ func TestStatusCodecMatchesProto(t *testing.T) {
 				Memory: i64.Draw(rt, "mem"),
 			},
 		}
+		if rapid.Bool().Draw(rt, "run") {
+			task.Report = &omegav1.TaskRun{
+				Restarts: rapid.Int32Range(0, 1000).Draw(rt, "restarts"),
+				Health:   omegav1.HealthState(rapid.Int32Range(0, 2).Draw(rt, "health")),
+				Address:  rapid.SampledFrom([]string{"", "127.1.2.3", "::1"}).Draw(rt, "address"),
+			}
+			if rapid.Bool().Draw(rt, "exit") {
+				task.Report.LastExit = &omegav1.ExitStatus{Code: rapid.Int32Range(-1, 255).Draw(rt, "code"), Signal: rapid.SampledFrom([]string{"", "killed"}).Draw(rt, "signal")}
+			}
+		}
 		if rapid.Bool().Draw(rt, "placed") {
 			copy(task.Machine[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(rt, "machine"))
 		}

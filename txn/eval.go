@@ -396,6 +396,7 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 	nt.Claimed = claimed
 	nt.Scheduler = e.tx.Component
 	nt.Assigned = e.tx.UnixNanos
+	nt.Report = nil // a new placement: its agent reports afresh
 	nt.Version = e.rev
 	e.setTask(nt, false, baseVer)
 	return committed, nil
@@ -470,6 +471,9 @@ func (e *evaluator) setStatus(op *Op) (Outcome, error) {
 	}
 	nt.State = target
 	nt.Message = op.Message
+	if op.Run != nil {
+		nt.Report = op.Run
+	}
 	nt.Version = e.rev
 	e.setTask(nt, false, baseVer)
 	return committed, nil

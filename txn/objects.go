@@ -57,6 +57,9 @@ type Task struct {
 	Finished  int64
 	Evictions int32
 	Message   string
+	// Report is the agent's report on running it (shared, never written;
+	// nil in the simulation and until an agent reports). Read it as Run().
+	Report *omegav1.TaskRun
 }
 
 // Placed reports whether the task holds resources on a machine.
@@ -167,6 +170,7 @@ func (t *Task) StatusProto() *omegav1.TaskStatus {
 		FinishUnixNanos: t.Finished,
 		Evictions:       t.Evictions,
 		Message:         t.Message,
+		Run:             t.Report,
 	}
 	if !t.Claimed.IsZero() {
 		s.Claimed = t.Claimed.Proto()
@@ -231,6 +235,9 @@ func newTask(p *omegav1.Task) (*Task, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: task %s resources: %v", ErrInvalid, uid, err)
 	}
+	if err := ValidateLifecycle("task "+uid.String(), spec.GetRestartPolicy(), spec.GetHealthCheck(), spec.GetGracePeriodMillis(), spec.GetRestartDelayMillis(), spec.GetCommand()); err != nil {
+		return nil, err
+	}
 	return &Task{UID: uid, Job: job, Meta: p.GetMeta(), Spec: spec, Request: req, State: omegav1.TaskState_TASK_STATE_PENDING}, nil
 }
 
@@ -277,6 +284,11 @@ func newJob(p *omegav1.Job) (*Job, error) {
 	}
 	if spec.GetReplicas() < 0 {
 		return nil, fmt.Errorf("%w: job %s replicas %d is negative", ErrInvalid, uid, spec.GetReplicas())
+	}
+	if tp := spec.GetTemplate(); tp != nil {
+		if err := ValidateLifecycle("job "+uid.String()+" template", tp.GetRestartPolicy(), tp.GetHealthCheck(), tp.GetGracePeriodMillis(), tp.GetRestartDelayMillis(), tp.GetCommand()); err != nil {
+			return nil, err
+		}
 	}
 	status := p.GetStatus()
 	if status == nil {

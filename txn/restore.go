@@ -96,6 +96,10 @@ func restoreTask(p *omegav1.Task, version uint64) (*Task, error) {
 	t.Assigned, t.Started, t.Finished = st.GetAssignUnixNanos(), st.GetStartUnixNanos(), st.GetFinishUnixNanos()
 	t.Evictions = st.GetEvictions()
 	t.Message = st.GetMessage()
+	if err := validateRun(st.GetRun()); err != nil {
+		return nil, fmt.Errorf("%w: task %s run: %v", ErrInvalid, t.UID, err)
+	}
+	t.Report = st.GetRun()
 	return t, nil
 }
 

@@ -140,6 +140,9 @@ type Op struct {
 	ForPriority   int32 // Evict
 	Force         bool  // Evict
 	Message       string
+	// SetStatus: the agent's report on running the task (nil: keep the
+	// task's).
+	Run *omegav1.TaskRun
 	// Create and Put: exactly one of these is set. Ownership of the message
 	// passes to the transaction: the caller must not modify it afterwards.
 	NewTask    *omegav1.Task

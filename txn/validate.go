@@ -217,6 +217,45 @@ func (c *checker) command(parent string, cmd *omegav1.Command) {
 	c.str(parent, "path", cmd.GetPath())
 	c.strs(parent, "args", cmd.GetArgs())
 	c.strMap(parent, "env", cmd.GetEnv())
+	c.str(parent, "working_dir", cmd.GetWorkingDir())
+}
+
+// lifecycle walks a template's or a spec's health check, beside its three
+// lifecycle scalars (restart policy, grace period, restart delay).
+func (c *checker) lifecycle(parent string, hc *omegav1.HealthCheck) {
+	c.n += 3 * boundScalar
+	if hc == nil {
+		return
+	}
+	c.msg(hc)
+	c.n += 4 * boundScalar
+	p := parent + ".health_check"
+	if e := hc.GetExec(); e != nil {
+		c.msg(e)
+		c.str(p+".exec", "path", e.GetPath())
+		c.strs(p+".exec", "args", e.GetArgs())
+	}
+	if h := hc.GetHttp(); h != nil {
+		c.msg(h)
+		c.n += boundScalar
+		c.str(p+".http", "path", h.GetPath())
+	}
+}
+
+// run walks an agent's report on running a task.
+func (c *checker) run(parent string, r *omegav1.TaskRun) {
+	if r == nil {
+		return
+	}
+	c.msg(r)
+	c.n += 2 * boundScalar
+	c.str(parent, "address", r.GetAddress())
+	if e := r.GetLastExit(); e != nil {
+		c.msg(e)
+		c.n += boundScalar
+		c.str(parent+".last_exit", "signal", e.GetSignal())
+		c.str(parent+".last_exit", "error", e.GetError())
+	}
 }
 
 func (c *checker) constraints(parent string, cs []*omegav1.Constraint) {
@@ -241,6 +280,7 @@ func (c *checker) task(p *omegav1.Task) {
 		c.resources("spec.resources", s.GetResources())
 		c.command("spec.command", s.GetCommand())
 		c.constraints("spec.constraints", s.GetConstraints())
+		c.lifecycle("spec", s.GetHealthCheck())
 	}
 	if s := p.GetStatus(); s != nil {
 		c.msg(s)
@@ -249,6 +289,7 @@ func (c *checker) task(p *omegav1.Task) {
 		c.resources("status.claimed", s.GetClaimed())
 		c.str("status", "scheduler", s.GetScheduler())
 		c.str("status", "message", s.GetMessage())
+		c.run("status.run", s.GetRun())
 	}
 }
 
@@ -265,6 +306,7 @@ func (c *checker) job(p *omegav1.Job) {
 			c.command("spec.template.command", t.GetCommand())
 			c.constraints("spec.template.constraints", t.GetConstraints())
 			c.strMap("spec.template", "labels", t.GetLabels())
+			c.lifecycle("spec.template", t.GetHealthCheck())
 		}
 		if m := s.GetMapreduce(); m != nil {
 			c.msg(m)
@@ -373,6 +415,19 @@ func validate(tx *Txn, lim Limits) error {
 				err = fmt.Errorf("%w: %s for task %s %s", sentinelFor(large), what, op.Task, why)
 			}
 			bound += reportBound + len(op.Message)
+			if op.Run != nil {
+				if op.Kind != OpSetStatus {
+					err = fmt.Errorf("%w: a run report on an evict of task %s", ErrInvalid, op.Task)
+				} else if rerr := validateRun(op.Run); rerr != nil {
+					err = fmt.Errorf("%w: set-status run for task %s: %v", ErrInvalid, op.Task, rerr)
+				} else {
+					c.what, c.id, c.claimOf = "set-status of task", "", op.Task
+					n := c.n
+					c.run("run", op.Run)
+					bound += c.n - n + boundMsg
+					err = c.err
+				}
+			}
 		default:
 			bound += otherBound
 		}

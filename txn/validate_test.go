@@ -93,6 +93,25 @@ func setLeaf(m protoreflect.Message, l stringLeaf, s string) {
 	}
 }
 
+// completeProbes fills what a health check's probe requires beside the
+// string a test sets in it (an exec probe's path, an http probe's port), so
+// that only the string decides.
+func completeProbes(p proto.Message) {
+	var hc *omegav1.HealthCheck
+	switch x := p.(type) {
+	case *omegav1.Task:
+		hc = x.GetSpec().GetHealthCheck()
+	case *omegav1.Job:
+		hc = x.GetSpec().GetTemplate().GetHealthCheck()
+	}
+	if e := hc.GetExec(); e != nil && e.Path == "" {
+		e.Path = "/bin/true"
+	}
+	if h := hc.GetHttp(); h != nil && h.Port == 0 {
+		h.Port = 80
+	}
+}
+
 // TestValidationCoversEveryString: for every string field the schema gives
 // a task, a job or a machine — found by walking the descriptors, so a field
 // added to cell.proto is covered the day it is added — a Create (and a Put,
@@ -135,6 +154,7 @@ func TestValidationCoversEveryString(t *testing.T) {
 					c.commit(c.tx(txn.CreateJob(jobP(j1))))
 					p := proto.Clone(k.base)
 					setLeaf(p.ProtoReflect(), l, s)
+					completeProbes(p)
 					if isUID && l.path[0].Name() == "meta" && len(l.path) == 2 {
 						return c.mustErr(c.tx(k.ops(p)...), txn.ErrInvalid, 0) // not a uuid
 					}

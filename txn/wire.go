@@ -54,7 +54,7 @@ func (op *Op) Proto() *omegav1.Operation {
 		}}}
 	case OpSetStatus:
 		return &omegav1.Operation{Op: &omegav1.Operation_SetStatus{SetStatus: &omegav1.SetStatusOp{
-			TaskUid: uidString(op.Task), State: op.State, ExpectVersion: op.ExpectVersion, Message: op.Message,
+			TaskUid: uidString(op.Task), State: op.State, ExpectVersion: op.ExpectVersion, Message: op.Message, Run: op.Run,
 		}}}
 	case OpPut:
 		p := &omegav1.PutOp{ExpectVersion: op.ExpectVersion}
@@ -160,6 +160,9 @@ func opSize(op *Op) (total, object int) {
 	case OpSetStatus:
 		c := sizeString(1, uidSize(op.Task)) + sizeInt32(2, int32(op.State)) + sizeVarint(3, op.ExpectVersion) +
 			sizeString(4, len(op.Message))
+		if op.Run != nil {
+			c += sizeMessage(5, proto.Size(op.Run))
+		}
 		body = sizeMessage(4, c)
 	case OpPut:
 		c := sizeVarint(3, op.ExpectVersion)
@@ -256,7 +259,7 @@ func opFromProto(o *omegav1.Operation) (Op, error) {
 		return op, err
 	case *omegav1.Operation_SetStatus:
 		s := x.SetStatus
-		op := Op{Kind: OpSetStatus, State: s.GetState(), ExpectVersion: s.GetExpectVersion(), Message: s.GetMessage()}
+		op := Op{Kind: OpSetStatus, State: s.GetState(), ExpectVersion: s.GetExpectVersion(), Message: s.GetMessage(), Run: s.GetRun()}
 		op.Task, err = wireUID(s.GetTaskUid(), "task_uid")
 		return op, err
 	case *omegav1.Operation_Put:

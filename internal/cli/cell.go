@@ -165,6 +165,7 @@ func submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 		n = 0
 		if j.Spec.Kind != omegav1.JobKind_JOB_KIND_MAPREDUCE {
 			tmpl := j.Spec.GetTemplate()
+			spec := taskSpecOf(j.Spec) // one for all: a spec is never written
 			for i := range j.Spec.Replicas {
 				tu := c.NewUID()
 				lbls := map[string]string{"job": name}
@@ -174,8 +175,7 @@ func submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 				tx.Ops = append(tx.Ops, txn.CreateTask(&omegav1.Task{
 					Meta: &omegav1.ObjectMeta{Uid: tu.String(), Name: fmt.Sprintf("%s-%d", name, i), Labels: lbls,
 						OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: uid.String(), Name: name, Controller: true}}},
-					Spec: &omegav1.TaskSpec{Resources: tmpl.GetResources(), Command: tmpl.GetCommand(), Constraints: tmpl.GetConstraints(),
-						Priority: j.Spec.GetPriority(), DurationMillis: tmpl.GetDurationMillis()},
+					Spec: spec,
 				}))
 				n++
 			}
@@ -186,6 +186,26 @@ func submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 		return uuid.Nil, 0, fmt.Errorf("submit job %q: %w", name, err)
 	}
 	return uid, n, nil
+}
+
+// taskSpecOf is the spec of a job's tasks: its template's, with the job's
+// priority and the restart policy made explicit (ALWAYS for a service,
+// NEVER otherwise, when the template leaves it out).
+func taskSpecOf(js *omegav1.JobSpec) *omegav1.TaskSpec {
+	tmpl := js.GetTemplate()
+	policy := tmpl.GetRestartPolicy()
+	if policy == omegav1.RestartPolicy_RESTART_POLICY_UNSPECIFIED {
+		policy = omegav1.RestartPolicy_RESTART_POLICY_NEVER
+		if js.GetKind() == omegav1.JobKind_JOB_KIND_SERVICE {
+			policy = omegav1.RestartPolicy_RESTART_POLICY_ALWAYS
+		}
+	}
+	return &omegav1.TaskSpec{
+		Resources: tmpl.GetResources(), Command: tmpl.GetCommand(), Constraints: tmpl.GetConstraints(),
+		Priority: js.GetPriority(), DurationMillis: tmpl.GetDurationMillis(),
+		RestartPolicy: policy, HealthCheck: tmpl.GetHealthCheck(),
+		GracePeriodMillis: tmpl.GetGracePeriodMillis(), RestartDelayMillis: tmpl.GetRestartDelayMillis(),
+	}
 }
 
 func newGetCmd() *cobra.Command {

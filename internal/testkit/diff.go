@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"fmt"
+	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
@@ -42,6 +43,7 @@ type TaskFP struct {
 	Scheduler, Message          string
 	Assigned, Started, Finished int64
 	Evictions                   int32
+	Run                         string // the agent's report, in text form
 }
 
 type JobFP struct {
@@ -54,7 +56,7 @@ func machineFP(m *txn.Machine) MachineFP {
 }
 
 func taskFP(t *txn.Task) TaskFP {
-	return TaskFP{t.Version, t.CreateRev, t.Job, t.Machine, t.State, t.Request.String(), t.Claimed.String(), t.Scheduler, t.Message, t.Assigned, t.Started, t.Finished, t.Evictions}
+	return TaskFP{t.Version, t.CreateRev, t.Job, t.Machine, t.State, t.Request.String(), t.Claimed.String(), t.Scheduler, t.Message, t.Assigned, t.Started, t.Finished, t.Evictions, prototext.MarshalOptions{}.Format(t.Run())}
 }
 
 func jobFP(j *txn.Job) JobFP { return JobFP{j.Version, j.CreateRev, j.Phase()} }

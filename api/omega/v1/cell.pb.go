@@ -132,6 +132,68 @@ func (JobKind) EnumDescriptor() ([]byte, []int) {
 	return file_omega_v1_cell_proto_rawDescGZIP(), []int{1}
 }
 
+// RestartPolicy says what the agent does when a task's process ends, as
+// Kubernetes' restartPolicy does: the task stays RUNNING on its machine
+// through the restarts (counted in TaskRun.restarts), after a backoff that
+// starts at TaskSpec.restart_delay_millis and doubles to 5 minutes (reset
+// once a run lasted 10 minutes).
+type RestartPolicy int32
+
+const (
+	// The job kind's default: ALWAYS for services, NEVER otherwise.
+	RestartPolicy_RESTART_POLICY_UNSPECIFIED RestartPolicy = 0
+	// The task ends with its process: SUCCEEDED on exit 0, else FAILED.
+	RestartPolicy_RESTART_POLICY_NEVER RestartPolicy = 1
+	// Restarted when it fails (a non-zero exit, a signal, unhealthy);
+	// SUCCEEDED on exit 0.
+	RestartPolicy_RESTART_POLICY_ON_FAILURE RestartPolicy = 2
+	// Restarted whenever it ends; the task ends only when the cell stops it.
+	RestartPolicy_RESTART_POLICY_ALWAYS RestartPolicy = 3
+)
+
+// Enum value maps for RestartPolicy.
+var (
+	RestartPolicy_name = map[int32]string{
+		0: "RESTART_POLICY_UNSPECIFIED",
+		1: "RESTART_POLICY_NEVER",
+		2: "RESTART_POLICY_ON_FAILURE",
+		3: "RESTART_POLICY_ALWAYS",
+	}
+	RestartPolicy_value = map[string]int32{
+		"RESTART_POLICY_UNSPECIFIED": 0,
+		"RESTART_POLICY_NEVER":       1,
+		"RESTART_POLICY_ON_FAILURE":  2,
+		"RESTART_POLICY_ALWAYS":      3,
+	}
+)
+
+func (x RestartPolicy) Enum() *RestartPolicy {
+	p := new(RestartPolicy)
+	*p = x
+	return p
+}
+
+func (x RestartPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestartPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_omega_v1_cell_proto_enumTypes[2].Descriptor()
+}
+
+func (RestartPolicy) Type() protoreflect.EnumType {
+	return &file_omega_v1_cell_proto_enumTypes[2]
+}
+
+func (x RestartPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestartPolicy.Descriptor instead.
+func (RestartPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{2}
+}
+
 type JobPhase int32
 
 const (
@@ -178,11 +240,11 @@ func (x JobPhase) String() string {
 }
 
 func (JobPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_omega_v1_cell_proto_enumTypes[2].Descriptor()
+	return file_omega_v1_cell_proto_enumTypes[3].Descriptor()
 }
 
 func (JobPhase) Type() protoreflect.EnumType {
-	return &file_omega_v1_cell_proto_enumTypes[2]
+	return &file_omega_v1_cell_proto_enumTypes[3]
 }
 
 func (x JobPhase) Number() protoreflect.EnumNumber {
@@ -191,7 +253,7 @@ func (x JobPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobPhase.Descriptor instead.
 func (JobPhase) EnumDescriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{2}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{3}
 }
 
 type TaskState int32
@@ -252,11 +314,11 @@ func (x TaskState) String() string {
 }
 
 func (TaskState) Descriptor() protoreflect.EnumDescriptor {
-	return file_omega_v1_cell_proto_enumTypes[3].Descriptor()
+	return file_omega_v1_cell_proto_enumTypes[4].Descriptor()
 }
 
 func (TaskState) Type() protoreflect.EnumType {
-	return &file_omega_v1_cell_proto_enumTypes[3]
+	return &file_omega_v1_cell_proto_enumTypes[4]
 }
 
 func (x TaskState) Number() protoreflect.EnumNumber {
@@ -265,7 +327,57 @@ func (x TaskState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskState.Descriptor instead.
 func (TaskState) EnumDescriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{3}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{4}
+}
+
+type HealthState int32
+
+const (
+	// No health check, or none has answered yet in this run.
+	HealthState_HEALTH_STATE_UNSPECIFIED HealthState = 0
+	HealthState_HEALTH_STATE_HEALTHY     HealthState = 1
+	HealthState_HEALTH_STATE_UNHEALTHY   HealthState = 2
+)
+
+// Enum value maps for HealthState.
+var (
+	HealthState_name = map[int32]string{
+		0: "HEALTH_STATE_UNSPECIFIED",
+		1: "HEALTH_STATE_HEALTHY",
+		2: "HEALTH_STATE_UNHEALTHY",
+	}
+	HealthState_value = map[string]int32{
+		"HEALTH_STATE_UNSPECIFIED": 0,
+		"HEALTH_STATE_HEALTHY":     1,
+		"HEALTH_STATE_UNHEALTHY":   2,
+	}
+)
+
+func (x HealthState) Enum() *HealthState {
+	p := new(HealthState)
+	*p = x
+	return p
+}
+
+func (x HealthState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HealthState) Descriptor() protoreflect.EnumDescriptor {
+	return file_omega_v1_cell_proto_enumTypes[5].Descriptor()
+}
+
+func (HealthState) Type() protoreflect.EnumType {
+	return &file_omega_v1_cell_proto_enumTypes[5]
+}
+
+func (x HealthState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HealthState.Descriptor instead.
+func (HealthState) EnumDescriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{5}
 }
 
 type Constraint_Operator int32
@@ -307,11 +419,11 @@ func (x Constraint_Operator) String() string {
 }
 
 func (Constraint_Operator) Descriptor() protoreflect.EnumDescriptor {
-	return file_omega_v1_cell_proto_enumTypes[4].Descriptor()
+	return file_omega_v1_cell_proto_enumTypes[6].Descriptor()
 }
 
 func (Constraint_Operator) Type() protoreflect.EnumType {
-	return &file_omega_v1_cell_proto_enumTypes[4]
+	return &file_omega_v1_cell_proto_enumTypes[6]
 }
 
 func (x Constraint_Operator) Number() protoreflect.EnumNumber {
@@ -852,10 +964,15 @@ func (x *Constraint) GetValue() string {
 
 // Command is what an agent runs for a task.
 type Command struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Args          []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
-	Env           map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Args  []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	// Added to the environment the agent gives every task (PATH,
+	// OMEGA_TASK_UID, OMEGA_TASK_NAME, OMEGA_TASK_IP).
+	Env map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The working directory, relative to the task's own directory on its
+	// agent (which is where it starts when empty); it may not leave it.
+	WorkingDir    string `protobuf:"bytes,4,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -911,6 +1028,243 @@ func (x *Command) GetEnv() map[string]string {
 	return nil
 }
 
+func (x *Command) GetWorkingDir() string {
+	if x != nil {
+		return x.WorkingDir
+	}
+	return ""
+}
+
+// HealthCheck is how an agent probes a running task. failure_threshold
+// failures in a row make the task unhealthy: its process is stopped (with
+// the task's grace period) and the restart policy decides what follows,
+// the end counting as a failure.
+type HealthCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Probe:
+	//
+	//	*HealthCheck_Exec
+	//	*HealthCheck_Http
+	Probe isHealthCheck_Probe `protobuf_oneof:"probe"`
+	// Between probes. Default 10 s.
+	PeriodMillis int64 `protobuf:"varint,3,opt,name=period_millis,json=periodMillis,proto3" json:"period_millis,omitempty"`
+	// A probe that takes longer fails. Default 1 s.
+	TimeoutMillis int64 `protobuf:"varint,4,opt,name=timeout_millis,json=timeoutMillis,proto3" json:"timeout_millis,omitempty"`
+	// Failures in a row that make the task unhealthy. Default 3.
+	FailureThreshold int32 `protobuf:"varint,5,opt,name=failure_threshold,json=failureThreshold,proto3" json:"failure_threshold,omitempty"`
+	// Before the first probe of a run. Default 0.
+	InitialDelayMillis int64 `protobuf:"varint,6,opt,name=initial_delay_millis,json=initialDelayMillis,proto3" json:"initial_delay_millis,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *HealthCheck) Reset() {
+	*x = HealthCheck{}
+	mi := &file_omega_v1_cell_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealthCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealthCheck) ProtoMessage() {}
+
+func (x *HealthCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
+func (*HealthCheck) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *HealthCheck) GetProbe() isHealthCheck_Probe {
+	if x != nil {
+		return x.Probe
+	}
+	return nil
+}
+
+func (x *HealthCheck) GetExec() *ExecProbe {
+	if x != nil {
+		if x, ok := x.Probe.(*HealthCheck_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
+func (x *HealthCheck) GetHttp() *HttpProbe {
+	if x != nil {
+		if x, ok := x.Probe.(*HealthCheck_Http); ok {
+			return x.Http
+		}
+	}
+	return nil
+}
+
+func (x *HealthCheck) GetPeriodMillis() int64 {
+	if x != nil {
+		return x.PeriodMillis
+	}
+	return 0
+}
+
+func (x *HealthCheck) GetTimeoutMillis() int64 {
+	if x != nil {
+		return x.TimeoutMillis
+	}
+	return 0
+}
+
+func (x *HealthCheck) GetFailureThreshold() int32 {
+	if x != nil {
+		return x.FailureThreshold
+	}
+	return 0
+}
+
+func (x *HealthCheck) GetInitialDelayMillis() int64 {
+	if x != nil {
+		return x.InitialDelayMillis
+	}
+	return 0
+}
+
+type isHealthCheck_Probe interface {
+	isHealthCheck_Probe()
+}
+
+type HealthCheck_Exec struct {
+	// A command run in the task's directory with the task's environment;
+	// exit 0 is healthy.
+	Exec *ExecProbe `protobuf:"bytes,1,opt,name=exec,proto3,oneof"`
+}
+
+type HealthCheck_Http struct {
+	// GET http://OMEGA_TASK_IP:port/path; a 2xx or 3xx answer is healthy.
+	Http *HttpProbe `protobuf:"bytes,2,opt,name=http,proto3,oneof"`
+}
+
+func (*HealthCheck_Exec) isHealthCheck_Probe() {}
+
+func (*HealthCheck_Http) isHealthCheck_Probe() {}
+
+type ExecProbe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Args          []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecProbe) Reset() {
+	*x = ExecProbe{}
+	mi := &file_omega_v1_cell_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecProbe) ProtoMessage() {}
+
+func (x *ExecProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecProbe.ProtoReflect.Descriptor instead.
+func (*ExecProbe) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ExecProbe) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ExecProbe) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+type HttpProbe struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Port  int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// Default "/".
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HttpProbe) Reset() {
+	*x = HttpProbe{}
+	mi := &file_omega_v1_cell_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HttpProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HttpProbe) ProtoMessage() {}
+
+func (x *HttpProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HttpProbe.ProtoReflect.Descriptor instead.
+func (*HttpProbe) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *HttpProbe) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *HttpProbe) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 type TaskTemplate struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Resources   *Resources             `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
@@ -920,13 +1274,20 @@ type TaskTemplate struct {
 	// stopped".
 	DurationMillis int64             `protobuf:"varint,4,opt,name=duration_millis,json=durationMillis,proto3" json:"duration_millis,omitempty"`
 	Labels         map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	RestartPolicy  RestartPolicy     `protobuf:"varint,6,opt,name=restart_policy,json=restartPolicy,proto3,enum=omega.v1.RestartPolicy" json:"restart_policy,omitempty"`
+	HealthCheck    *HealthCheck      `protobuf:"bytes,7,opt,name=health_check,json=healthCheck,proto3" json:"health_check,omitempty"`
+	// Between SIGTERM and SIGKILL when the cell stops the task (killed,
+	// evicted, unhealthy). Default 10 s.
+	GracePeriodMillis int64 `protobuf:"varint,8,opt,name=grace_period_millis,json=gracePeriodMillis,proto3" json:"grace_period_millis,omitempty"`
+	// The first restart's delay. Default 1 s.
+	RestartDelayMillis int64 `protobuf:"varint,9,opt,name=restart_delay_millis,json=restartDelayMillis,proto3" json:"restart_delay_millis,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TaskTemplate) Reset() {
 	*x = TaskTemplate{}
-	mi := &file_omega_v1_cell_proto_msgTypes[8]
+	mi := &file_omega_v1_cell_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1299,7 @@ func (x *TaskTemplate) String() string {
 func (*TaskTemplate) ProtoMessage() {}
 
 func (x *TaskTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[8]
+	mi := &file_omega_v1_cell_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1312,7 @@ func (x *TaskTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskTemplate.ProtoReflect.Descriptor instead.
 func (*TaskTemplate) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{8}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TaskTemplate) GetResources() *Resources {
@@ -989,6 +1350,34 @@ func (x *TaskTemplate) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *TaskTemplate) GetRestartPolicy() RestartPolicy {
+	if x != nil {
+		return x.RestartPolicy
+	}
+	return RestartPolicy_RESTART_POLICY_UNSPECIFIED
+}
+
+func (x *TaskTemplate) GetHealthCheck() *HealthCheck {
+	if x != nil {
+		return x.HealthCheck
+	}
+	return nil
+}
+
+func (x *TaskTemplate) GetGracePeriodMillis() int64 {
+	if x != nil {
+		return x.GracePeriodMillis
+	}
+	return 0
+}
+
+func (x *TaskTemplate) GetRestartDelayMillis() int64 {
+	if x != nil {
+		return x.RestartDelayMillis
+	}
+	return 0
+}
+
 type MapReduceParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Map tasks requested by the user; the mapreduce scheduler may add workers.
@@ -1002,7 +1391,7 @@ type MapReduceParams struct {
 
 func (x *MapReduceParams) Reset() {
 	*x = MapReduceParams{}
-	mi := &file_omega_v1_cell_proto_msgTypes[9]
+	mi := &file_omega_v1_cell_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1403,7 @@ func (x *MapReduceParams) String() string {
 func (*MapReduceParams) ProtoMessage() {}
 
 func (x *MapReduceParams) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[9]
+	mi := &file_omega_v1_cell_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1416,7 @@ func (x *MapReduceParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MapReduceParams.ProtoReflect.Descriptor instead.
 func (*MapReduceParams) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{9}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MapReduceParams) GetMapTasks() int32 {
@@ -1072,7 +1461,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_omega_v1_cell_proto_msgTypes[10]
+	mi := &file_omega_v1_cell_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1473,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[10]
+	mi := &file_omega_v1_cell_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1486,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{10}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JobSpec) GetKind() JobKind {
@@ -1177,7 +1566,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_omega_v1_cell_proto_msgTypes[11]
+	mi := &file_omega_v1_cell_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1578,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[11]
+	mi := &file_omega_v1_cell_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1591,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{11}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobStatus) GetPhase() JobPhase {
@@ -1272,7 +1661,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_omega_v1_cell_proto_msgTypes[12]
+	mi := &file_omega_v1_cell_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1673,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[12]
+	mi := &file_omega_v1_cell_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1686,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{12}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Job) GetMeta() *ObjectMeta {
@@ -1329,13 +1718,19 @@ type TaskSpec struct {
 	Priority    int32                  `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
 	// Expected run time for the simulated fleet; 0 means "until stopped".
 	DurationMillis int64 `protobuf:"varint,5,opt,name=duration_millis,json=durationMillis,proto3" json:"duration_millis,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// As in TaskTemplate; copied from the job's template at submission, the
+	// restart policy with the job kind's default made explicit.
+	RestartPolicy      RestartPolicy `protobuf:"varint,6,opt,name=restart_policy,json=restartPolicy,proto3,enum=omega.v1.RestartPolicy" json:"restart_policy,omitempty"`
+	HealthCheck        *HealthCheck  `protobuf:"bytes,7,opt,name=health_check,json=healthCheck,proto3" json:"health_check,omitempty"`
+	GracePeriodMillis  int64         `protobuf:"varint,8,opt,name=grace_period_millis,json=gracePeriodMillis,proto3" json:"grace_period_millis,omitempty"`
+	RestartDelayMillis int64         `protobuf:"varint,9,opt,name=restart_delay_millis,json=restartDelayMillis,proto3" json:"restart_delay_millis,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TaskSpec) Reset() {
 	*x = TaskSpec{}
-	mi := &file_omega_v1_cell_proto_msgTypes[13]
+	mi := &file_omega_v1_cell_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1742,7 @@ func (x *TaskSpec) String() string {
 func (*TaskSpec) ProtoMessage() {}
 
 func (x *TaskSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[13]
+	mi := &file_omega_v1_cell_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1755,7 @@ func (x *TaskSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSpec.ProtoReflect.Descriptor instead.
 func (*TaskSpec) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{13}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskSpec) GetResources() *Resources {
@@ -1398,6 +1793,172 @@ func (x *TaskSpec) GetDurationMillis() int64 {
 	return 0
 }
 
+func (x *TaskSpec) GetRestartPolicy() RestartPolicy {
+	if x != nil {
+		return x.RestartPolicy
+	}
+	return RestartPolicy_RESTART_POLICY_UNSPECIFIED
+}
+
+func (x *TaskSpec) GetHealthCheck() *HealthCheck {
+	if x != nil {
+		return x.HealthCheck
+	}
+	return nil
+}
+
+func (x *TaskSpec) GetGracePeriodMillis() int64 {
+	if x != nil {
+		return x.GracePeriodMillis
+	}
+	return 0
+}
+
+func (x *TaskSpec) GetRestartDelayMillis() int64 {
+	if x != nil {
+		return x.RestartDelayMillis
+	}
+	return 0
+}
+
+// ExitStatus is how a task's process ended.
+type ExitStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The exit code; -1 when a signal killed it or it could not start.
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The signal that killed it ("killed", "terminated", ...), if any.
+	Signal string `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	// Why it could not be started, if it was not.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExitStatus) Reset() {
+	*x = ExitStatus{}
+	mi := &file_omega_v1_cell_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExitStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExitStatus) ProtoMessage() {}
+
+func (x *ExitStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
+func (*ExitStatus) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ExitStatus) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ExitStatus) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+func (x *ExitStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// TaskRun is what the task's agent reports about running it on its current
+// placement; a new claim starts without one.
+type TaskRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Times the agent restarted the task's process on this placement.
+	Restarts int32 `protobuf:"varint,1,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// How its latest process ended (a restarted or a finished task).
+	LastExit *ExitStatus `protobuf:"bytes,2,opt,name=last_exit,json=lastExit,proto3" json:"last_exit,omitempty"`
+	Health   HealthState `protobuf:"varint,3,opt,name=health,proto3,enum=omega.v1.HealthState" json:"health,omitempty"`
+	// The task's own IP address, from its agent's task range: where its
+	// servers listen and its health checks go.
+	Address       string `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskRun) Reset() {
+	*x = TaskRun{}
+	mi := &file_omega_v1_cell_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskRun) ProtoMessage() {}
+
+func (x *TaskRun) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskRun.ProtoReflect.Descriptor instead.
+func (*TaskRun) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TaskRun) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *TaskRun) GetLastExit() *ExitStatus {
+	if x != nil {
+		return x.LastExit
+	}
+	return nil
+}
+
+func (x *TaskRun) GetHealth() HealthState {
+	if x != nil {
+		return x.Health
+	}
+	return HealthState_HEALTH_STATE_UNSPECIFIED
+}
+
+func (x *TaskRun) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 type TaskStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	State TaskState              `protobuf:"varint,1,opt,name=state,proto3,enum=omega.v1.TaskState" json:"state,omitempty"`
@@ -1414,14 +1975,17 @@ type TaskStatus struct {
 	// How many times the task was evicted back to PENDING.
 	Evictions int32 `protobuf:"varint,8,opt,name=evictions,proto3" json:"evictions,omitempty"`
 	// The last reason given by a SetStatus or an Evict.
-	Message       string `protobuf:"bytes,9,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,9,opt,name=message,proto3" json:"message,omitempty"`
+	// The agent's report on running it, from the last SetStatus that carried
+	// one; cleared by a claim.
+	Run           *TaskRun `protobuf:"bytes,10,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_omega_v1_cell_proto_msgTypes[14]
+	mi := &file_omega_v1_cell_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1997,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[14]
+	mi := &file_omega_v1_cell_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +2010,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{14}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskStatus) GetState() TaskState {
@@ -1512,6 +2076,13 @@ func (x *TaskStatus) GetMessage() string {
 	return ""
 }
 
+func (x *TaskStatus) GetRun() *TaskRun {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
 type Task struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Meta          *ObjectMeta            `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
@@ -1523,7 +2094,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_omega_v1_cell_proto_msgTypes[15]
+	mi := &file_omega_v1_cell_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +2106,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[15]
+	mi := &file_omega_v1_cell_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +2119,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{15}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Task) GetMeta() *ObjectMeta {
@@ -1638,20 +2209,40 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x14OPERATOR_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOPERATOR_EQUAL\x10\x01\x12\x16\n" +
 	"\x12OPERATOR_NOT_EQUAL\x10\x02\x12\x1f\n" +
-	"\x1bOPERATOR_DIFFERENT_MACHINES\x10\x03\"\x97\x01\n" +
+	"\x1bOPERATOR_DIFFERENT_MACHINES\x10\x03\"\xb8\x01\n" +
 	"\aCommand\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12,\n" +
-	"\x03env\x18\x03 \x03(\v2\x1a.omega.v1.Command.EnvEntryR\x03env\x1a6\n" +
+	"\x03env\x18\x03 \x03(\v2\x1a.omega.v1.Command.EnvEntryR\x03env\x12\x1f\n" +
+	"\vworking_dir\x18\x04 \x01(\tR\n" +
+	"workingDir\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x02\n" +
+	"\vHealthCheck\x12)\n" +
+	"\x04exec\x18\x01 \x01(\v2\x13.omega.v1.ExecProbeH\x00R\x04exec\x12)\n" +
+	"\x04http\x18\x02 \x01(\v2\x13.omega.v1.HttpProbeH\x00R\x04http\x12#\n" +
+	"\rperiod_millis\x18\x03 \x01(\x03R\fperiodMillis\x12%\n" +
+	"\x0etimeout_millis\x18\x04 \x01(\x03R\rtimeoutMillis\x12+\n" +
+	"\x11failure_threshold\x18\x05 \x01(\x05R\x10failureThreshold\x120\n" +
+	"\x14initial_delay_millis\x18\x06 \x01(\x03R\x12initialDelayMillisB\a\n" +
+	"\x05probe\"3\n" +
+	"\tExecProbe\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04args\x18\x02 \x03(\tR\x04args\"3\n" +
+	"\tHttpProbe\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\xa2\x04\n" +
 	"\fTaskTemplate\x121\n" +
 	"\tresources\x18\x01 \x01(\v2\x13.omega.v1.ResourcesR\tresources\x12+\n" +
 	"\acommand\x18\x02 \x01(\v2\x11.omega.v1.CommandR\acommand\x126\n" +
 	"\vconstraints\x18\x03 \x03(\v2\x14.omega.v1.ConstraintR\vconstraints\x12'\n" +
 	"\x0fduration_millis\x18\x04 \x01(\x03R\x0edurationMillis\x12:\n" +
-	"\x06labels\x18\x05 \x03(\v2\".omega.v1.TaskTemplate.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x05 \x03(\v2\".omega.v1.TaskTemplate.LabelsEntryR\x06labels\x12>\n" +
+	"\x0erestart_policy\x18\x06 \x01(\x0e2\x17.omega.v1.RestartPolicyR\rrestartPolicy\x128\n" +
+	"\fhealth_check\x18\a \x01(\v2\x15.omega.v1.HealthCheckR\vhealthCheck\x12.\n" +
+	"\x13grace_period_millis\x18\b \x01(\x03R\x11gracePeriodMillis\x120\n" +
+	"\x14restart_delay_millis\x18\t \x01(\x03R\x12restartDelayMillis\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
@@ -1681,13 +2272,27 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x03Job\x12(\n" +
 	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12%\n" +
 	"\x04spec\x18\x02 \x01(\v2\x11.omega.v1.JobSpecR\x04spec\x12+\n" +
-	"\x06status\x18\x03 \x01(\v2\x13.omega.v1.JobStatusR\x06status\"\xe7\x01\n" +
+	"\x06status\x18\x03 \x01(\v2\x13.omega.v1.JobStatusR\x06status\"\xc3\x03\n" +
 	"\bTaskSpec\x121\n" +
 	"\tresources\x18\x01 \x01(\v2\x13.omega.v1.ResourcesR\tresources\x12+\n" +
 	"\acommand\x18\x02 \x01(\v2\x11.omega.v1.CommandR\acommand\x126\n" +
 	"\vconstraints\x18\x03 \x03(\v2\x14.omega.v1.ConstraintR\vconstraints\x12\x1a\n" +
 	"\bpriority\x18\x04 \x01(\x05R\bpriority\x12'\n" +
-	"\x0fduration_millis\x18\x05 \x01(\x03R\x0edurationMillis\"\xdf\x02\n" +
+	"\x0fduration_millis\x18\x05 \x01(\x03R\x0edurationMillis\x12>\n" +
+	"\x0erestart_policy\x18\x06 \x01(\x0e2\x17.omega.v1.RestartPolicyR\rrestartPolicy\x128\n" +
+	"\fhealth_check\x18\a \x01(\v2\x15.omega.v1.HealthCheckR\vhealthCheck\x12.\n" +
+	"\x13grace_period_millis\x18\b \x01(\x03R\x11gracePeriodMillis\x120\n" +
+	"\x14restart_delay_millis\x18\t \x01(\x03R\x12restartDelayMillis\"N\n" +
+	"\n" +
+	"ExitStatus\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xa1\x01\n" +
+	"\aTaskRun\x12\x1a\n" +
+	"\brestarts\x18\x01 \x01(\x05R\brestarts\x121\n" +
+	"\tlast_exit\x18\x02 \x01(\v2\x14.omega.v1.ExitStatusR\blastExit\x12-\n" +
+	"\x06health\x18\x03 \x01(\x0e2\x15.omega.v1.HealthStateR\x06health\x12\x18\n" +
+	"\aaddress\x18\x04 \x01(\tR\aaddress\"\x84\x03\n" +
 	"\n" +
 	"TaskStatus\x12)\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x13.omega.v1.TaskStateR\x05state\x12\x1f\n" +
@@ -1699,7 +2304,9 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x10start_unix_nanos\x18\x06 \x01(\x03R\x0estartUnixNanos\x12*\n" +
 	"\x11finish_unix_nanos\x18\a \x01(\x03R\x0ffinishUnixNanos\x12\x1c\n" +
 	"\tevictions\x18\b \x01(\x05R\tevictions\x12\x18\n" +
-	"\amessage\x18\t \x01(\tR\amessage\"\x86\x01\n" +
+	"\amessage\x18\t \x01(\tR\amessage\x12#\n" +
+	"\x03run\x18\n" +
+	" \x01(\v2\x11.omega.v1.TaskRunR\x03run\"\x86\x01\n" +
 	"\x04Task\x12(\n" +
 	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.omega.v1.TaskSpecR\x04spec\x12,\n" +
@@ -1713,7 +2320,12 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eJOB_KIND_BATCH\x10\x01\x12\x14\n" +
 	"\x10JOB_KIND_SERVICE\x10\x02\x12\x16\n" +
-	"\x12JOB_KIND_MAPREDUCE\x10\x03*\xb1\x01\n" +
+	"\x12JOB_KIND_MAPREDUCE\x10\x03*\x83\x01\n" +
+	"\rRestartPolicy\x12\x1e\n" +
+	"\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14RESTART_POLICY_NEVER\x10\x01\x12\x1d\n" +
+	"\x19RESTART_POLICY_ON_FAILURE\x10\x02\x12\x19\n" +
+	"\x15RESTART_POLICY_ALWAYS\x10\x03*\xb1\x01\n" +
 	"\bJobPhase\x12\x19\n" +
 	"\x15JOB_PHASE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_PHASE_PENDING\x10\x01\x12\x15\n" +
@@ -1731,7 +2343,11 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x11TASK_STATE_FAILED\x10\x05\x12\x13\n" +
 	"\x0fTASK_STATE_LOST\x10\x06\x12\x15\n" +
 	"\x11TASK_STATE_KILLED\x10\a\x12\x18\n" +
-	"\x14TASK_STATE_ABANDONED\x10\bB2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
+	"\x14TASK_STATE_ABANDONED\x10\b*a\n" +
+	"\vHealthState\x12\x1c\n" +
+	"\x18HEALTH_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14HEALTH_STATE_HEALTHY\x10\x01\x12\x1a\n" +
+	"\x16HEALTH_STATE_UNHEALTHY\x10\x02B2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
 
 var (
 	file_omega_v1_cell_proto_rawDescOnce sync.Once
@@ -1745,75 +2361,91 @@ func file_omega_v1_cell_proto_rawDescGZIP() []byte {
 	return file_omega_v1_cell_proto_rawDescData
 }
 
-var file_omega_v1_cell_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_omega_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_omega_v1_cell_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_omega_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_omega_v1_cell_proto_goTypes = []any{
 	(MachineState)(0),        // 0: omega.v1.MachineState
 	(JobKind)(0),             // 1: omega.v1.JobKind
-	(JobPhase)(0),            // 2: omega.v1.JobPhase
-	(TaskState)(0),           // 3: omega.v1.TaskState
-	(Constraint_Operator)(0), // 4: omega.v1.Constraint.Operator
-	(*Resources)(nil),        // 5: omega.v1.Resources
-	(*OwnerReference)(nil),   // 6: omega.v1.OwnerReference
-	(*ObjectMeta)(nil),       // 7: omega.v1.ObjectMeta
-	(*MachineSpec)(nil),      // 8: omega.v1.MachineSpec
-	(*MachineStatus)(nil),    // 9: omega.v1.MachineStatus
-	(*Machine)(nil),          // 10: omega.v1.Machine
-	(*Constraint)(nil),       // 11: omega.v1.Constraint
-	(*Command)(nil),          // 12: omega.v1.Command
-	(*TaskTemplate)(nil),     // 13: omega.v1.TaskTemplate
-	(*MapReduceParams)(nil),  // 14: omega.v1.MapReduceParams
-	(*JobSpec)(nil),          // 15: omega.v1.JobSpec
-	(*JobStatus)(nil),        // 16: omega.v1.JobStatus
-	(*Job)(nil),              // 17: omega.v1.Job
-	(*TaskSpec)(nil),         // 18: omega.v1.TaskSpec
-	(*TaskStatus)(nil),       // 19: omega.v1.TaskStatus
-	(*Task)(nil),             // 20: omega.v1.Task
-	nil,                      // 21: omega.v1.Resources.ExtendedEntry
-	nil,                      // 22: omega.v1.ObjectMeta.LabelsEntry
-	nil,                      // 23: omega.v1.ObjectMeta.AnnotationsEntry
-	nil,                      // 24: omega.v1.MachineSpec.AttributesEntry
-	nil,                      // 25: omega.v1.Command.EnvEntry
-	nil,                      // 26: omega.v1.TaskTemplate.LabelsEntry
+	(RestartPolicy)(0),       // 2: omega.v1.RestartPolicy
+	(JobPhase)(0),            // 3: omega.v1.JobPhase
+	(TaskState)(0),           // 4: omega.v1.TaskState
+	(HealthState)(0),         // 5: omega.v1.HealthState
+	(Constraint_Operator)(0), // 6: omega.v1.Constraint.Operator
+	(*Resources)(nil),        // 7: omega.v1.Resources
+	(*OwnerReference)(nil),   // 8: omega.v1.OwnerReference
+	(*ObjectMeta)(nil),       // 9: omega.v1.ObjectMeta
+	(*MachineSpec)(nil),      // 10: omega.v1.MachineSpec
+	(*MachineStatus)(nil),    // 11: omega.v1.MachineStatus
+	(*Machine)(nil),          // 12: omega.v1.Machine
+	(*Constraint)(nil),       // 13: omega.v1.Constraint
+	(*Command)(nil),          // 14: omega.v1.Command
+	(*HealthCheck)(nil),      // 15: omega.v1.HealthCheck
+	(*ExecProbe)(nil),        // 16: omega.v1.ExecProbe
+	(*HttpProbe)(nil),        // 17: omega.v1.HttpProbe
+	(*TaskTemplate)(nil),     // 18: omega.v1.TaskTemplate
+	(*MapReduceParams)(nil),  // 19: omega.v1.MapReduceParams
+	(*JobSpec)(nil),          // 20: omega.v1.JobSpec
+	(*JobStatus)(nil),        // 21: omega.v1.JobStatus
+	(*Job)(nil),              // 22: omega.v1.Job
+	(*TaskSpec)(nil),         // 23: omega.v1.TaskSpec
+	(*ExitStatus)(nil),       // 24: omega.v1.ExitStatus
+	(*TaskRun)(nil),          // 25: omega.v1.TaskRun
+	(*TaskStatus)(nil),       // 26: omega.v1.TaskStatus
+	(*Task)(nil),             // 27: omega.v1.Task
+	nil,                      // 28: omega.v1.Resources.ExtendedEntry
+	nil,                      // 29: omega.v1.ObjectMeta.LabelsEntry
+	nil,                      // 30: omega.v1.ObjectMeta.AnnotationsEntry
+	nil,                      // 31: omega.v1.MachineSpec.AttributesEntry
+	nil,                      // 32: omega.v1.Command.EnvEntry
+	nil,                      // 33: omega.v1.TaskTemplate.LabelsEntry
 }
 var file_omega_v1_cell_proto_depIdxs = []int32{
-	21, // 0: omega.v1.Resources.extended:type_name -> omega.v1.Resources.ExtendedEntry
-	22, // 1: omega.v1.ObjectMeta.labels:type_name -> omega.v1.ObjectMeta.LabelsEntry
-	23, // 2: omega.v1.ObjectMeta.annotations:type_name -> omega.v1.ObjectMeta.AnnotationsEntry
-	6,  // 3: omega.v1.ObjectMeta.owner_references:type_name -> omega.v1.OwnerReference
-	5,  // 4: omega.v1.MachineSpec.capacity:type_name -> omega.v1.Resources
-	24, // 5: omega.v1.MachineSpec.attributes:type_name -> omega.v1.MachineSpec.AttributesEntry
+	28, // 0: omega.v1.Resources.extended:type_name -> omega.v1.Resources.ExtendedEntry
+	29, // 1: omega.v1.ObjectMeta.labels:type_name -> omega.v1.ObjectMeta.LabelsEntry
+	30, // 2: omega.v1.ObjectMeta.annotations:type_name -> omega.v1.ObjectMeta.AnnotationsEntry
+	8,  // 3: omega.v1.ObjectMeta.owner_references:type_name -> omega.v1.OwnerReference
+	7,  // 4: omega.v1.MachineSpec.capacity:type_name -> omega.v1.Resources
+	31, // 5: omega.v1.MachineSpec.attributes:type_name -> omega.v1.MachineSpec.AttributesEntry
 	0,  // 6: omega.v1.MachineStatus.state:type_name -> omega.v1.MachineState
-	5,  // 7: omega.v1.MachineStatus.allocated:type_name -> omega.v1.Resources
-	7,  // 8: omega.v1.Machine.meta:type_name -> omega.v1.ObjectMeta
-	8,  // 9: omega.v1.Machine.spec:type_name -> omega.v1.MachineSpec
-	9,  // 10: omega.v1.Machine.status:type_name -> omega.v1.MachineStatus
-	4,  // 11: omega.v1.Constraint.operator:type_name -> omega.v1.Constraint.Operator
-	25, // 12: omega.v1.Command.env:type_name -> omega.v1.Command.EnvEntry
-	5,  // 13: omega.v1.TaskTemplate.resources:type_name -> omega.v1.Resources
-	12, // 14: omega.v1.TaskTemplate.command:type_name -> omega.v1.Command
-	11, // 15: omega.v1.TaskTemplate.constraints:type_name -> omega.v1.Constraint
-	26, // 16: omega.v1.TaskTemplate.labels:type_name -> omega.v1.TaskTemplate.LabelsEntry
-	1,  // 17: omega.v1.JobSpec.kind:type_name -> omega.v1.JobKind
-	13, // 18: omega.v1.JobSpec.template:type_name -> omega.v1.TaskTemplate
-	14, // 19: omega.v1.JobSpec.mapreduce:type_name -> omega.v1.MapReduceParams
-	2,  // 20: omega.v1.JobStatus.phase:type_name -> omega.v1.JobPhase
-	7,  // 21: omega.v1.Job.meta:type_name -> omega.v1.ObjectMeta
-	15, // 22: omega.v1.Job.spec:type_name -> omega.v1.JobSpec
-	16, // 23: omega.v1.Job.status:type_name -> omega.v1.JobStatus
-	5,  // 24: omega.v1.TaskSpec.resources:type_name -> omega.v1.Resources
-	12, // 25: omega.v1.TaskSpec.command:type_name -> omega.v1.Command
-	11, // 26: omega.v1.TaskSpec.constraints:type_name -> omega.v1.Constraint
-	3,  // 27: omega.v1.TaskStatus.state:type_name -> omega.v1.TaskState
-	5,  // 28: omega.v1.TaskStatus.claimed:type_name -> omega.v1.Resources
-	7,  // 29: omega.v1.Task.meta:type_name -> omega.v1.ObjectMeta
-	18, // 30: omega.v1.Task.spec:type_name -> omega.v1.TaskSpec
-	19, // 31: omega.v1.Task.status:type_name -> omega.v1.TaskStatus
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	7,  // 7: omega.v1.MachineStatus.allocated:type_name -> omega.v1.Resources
+	9,  // 8: omega.v1.Machine.meta:type_name -> omega.v1.ObjectMeta
+	10, // 9: omega.v1.Machine.spec:type_name -> omega.v1.MachineSpec
+	11, // 10: omega.v1.Machine.status:type_name -> omega.v1.MachineStatus
+	6,  // 11: omega.v1.Constraint.operator:type_name -> omega.v1.Constraint.Operator
+	32, // 12: omega.v1.Command.env:type_name -> omega.v1.Command.EnvEntry
+	16, // 13: omega.v1.HealthCheck.exec:type_name -> omega.v1.ExecProbe
+	17, // 14: omega.v1.HealthCheck.http:type_name -> omega.v1.HttpProbe
+	7,  // 15: omega.v1.TaskTemplate.resources:type_name -> omega.v1.Resources
+	14, // 16: omega.v1.TaskTemplate.command:type_name -> omega.v1.Command
+	13, // 17: omega.v1.TaskTemplate.constraints:type_name -> omega.v1.Constraint
+	33, // 18: omega.v1.TaskTemplate.labels:type_name -> omega.v1.TaskTemplate.LabelsEntry
+	2,  // 19: omega.v1.TaskTemplate.restart_policy:type_name -> omega.v1.RestartPolicy
+	15, // 20: omega.v1.TaskTemplate.health_check:type_name -> omega.v1.HealthCheck
+	1,  // 21: omega.v1.JobSpec.kind:type_name -> omega.v1.JobKind
+	18, // 22: omega.v1.JobSpec.template:type_name -> omega.v1.TaskTemplate
+	19, // 23: omega.v1.JobSpec.mapreduce:type_name -> omega.v1.MapReduceParams
+	3,  // 24: omega.v1.JobStatus.phase:type_name -> omega.v1.JobPhase
+	9,  // 25: omega.v1.Job.meta:type_name -> omega.v1.ObjectMeta
+	20, // 26: omega.v1.Job.spec:type_name -> omega.v1.JobSpec
+	21, // 27: omega.v1.Job.status:type_name -> omega.v1.JobStatus
+	7,  // 28: omega.v1.TaskSpec.resources:type_name -> omega.v1.Resources
+	14, // 29: omega.v1.TaskSpec.command:type_name -> omega.v1.Command
+	13, // 30: omega.v1.TaskSpec.constraints:type_name -> omega.v1.Constraint
+	2,  // 31: omega.v1.TaskSpec.restart_policy:type_name -> omega.v1.RestartPolicy
+	15, // 32: omega.v1.TaskSpec.health_check:type_name -> omega.v1.HealthCheck
+	24, // 33: omega.v1.TaskRun.last_exit:type_name -> omega.v1.ExitStatus
+	5,  // 34: omega.v1.TaskRun.health:type_name -> omega.v1.HealthState
+	4,  // 35: omega.v1.TaskStatus.state:type_name -> omega.v1.TaskState
+	7,  // 36: omega.v1.TaskStatus.claimed:type_name -> omega.v1.Resources
+	25, // 37: omega.v1.TaskStatus.run:type_name -> omega.v1.TaskRun
+	9,  // 38: omega.v1.Task.meta:type_name -> omega.v1.ObjectMeta
+	23, // 39: omega.v1.Task.spec:type_name -> omega.v1.TaskSpec
+	26, // 40: omega.v1.Task.status:type_name -> omega.v1.TaskStatus
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_cell_proto_init() }
@@ -1821,13 +2453,17 @@ func file_omega_v1_cell_proto_init() {
 	if File_omega_v1_cell_proto != nil {
 		return
 	}
+	file_omega_v1_cell_proto_msgTypes[8].OneofWrappers = []any{
+		(*HealthCheck_Exec)(nil),
+		(*HealthCheck_Http)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_cell_proto_rawDesc), len(file_omega_v1_cell_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   22,
+			NumEnums:      7,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

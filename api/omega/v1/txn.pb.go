@@ -661,6 +661,10 @@ type SetStatusOp struct {
 	State         TaskState              `protobuf:"varint,2,opt,name=state,proto3,enum=omega.v1.TaskState" json:"state,omitempty"`
 	ExpectVersion uint64                 `protobuf:"varint,3,opt,name=expect_version,json=expectVersion,proto3" json:"expect_version,omitempty"`
 	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// The agent's report on running the task (restarts, last exit, health,
+	// address); when set it replaces the task's status.run, when absent the
+	// run is kept. RUNNING may be set again on a RUNNING task to update it.
+	Run           *TaskRun `protobuf:"bytes,5,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -721,6 +725,13 @@ func (x *SetStatusOp) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *SetStatusOp) GetRun() *TaskRun {
+	if x != nil {
+		return x.Run
+	}
+	return nil
 }
 
 // Put replaces a machine or a job (meta labels/annotations, spec, and the
@@ -1643,12 +1654,13 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x0eexpect_version\x18\x02 \x01(\x04R\rexpectVersion\x12!\n" +
 	"\ffor_priority\x18\x03 \x01(\x05R\vforPriority\x12\x14\n" +
 	"\x05force\x18\x04 \x01(\bR\x05force\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x94\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xb9\x01\n" +
 	"\vSetStatusOp\x12\x19\n" +
 	"\btask_uid\x18\x01 \x01(\tR\ataskUid\x12)\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x13.omega.v1.TaskStateR\x05state\x12%\n" +
 	"\x0eexpect_version\x18\x03 \x01(\x04R\rexpectVersion\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x8a\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12#\n" +
+	"\x03run\x18\x05 \x01(\v2\x11.omega.v1.TaskRunR\x03run\"\x8a\x01\n" +
 	"\x05PutOp\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
 	"\amachine\x18\x02 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12%\n" +
@@ -1799,6 +1811,7 @@ var file_omega_v1_txn_proto_goTypes = []any{
 	(*Machine)(nil),           // 22: omega.v1.Machine
 	(*Resources)(nil),         // 23: omega.v1.Resources
 	(TaskState)(0),            // 24: omega.v1.TaskState
+	(*TaskRun)(nil),           // 25: omega.v1.TaskRun
 }
 var file_omega_v1_txn_proto_depIdxs = []int32{
 	20, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
@@ -1806,34 +1819,35 @@ var file_omega_v1_txn_proto_depIdxs = []int32{
 	22, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
 	23, // 3: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
 	24, // 4: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
-	21, // 5: omega.v1.PutOp.job:type_name -> omega.v1.Job
-	22, // 6: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
-	2,  // 7: omega.v1.DeleteOp.kind:type_name -> omega.v1.ObjectKind
-	6,  // 8: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
-	7,  // 9: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
-	8,  // 10: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
-	9,  // 11: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
-	10, // 12: omega.v1.Operation.put:type_name -> omega.v1.PutOp
-	11, // 13: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
-	0,  // 14: omega.v1.Transaction.conflict:type_name -> omega.v1.ConflictMode
-	1,  // 15: omega.v1.Transaction.commit:type_name -> omega.v1.CommitMode
-	12, // 16: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
-	3,  // 17: omega.v1.Outcome.code:type_name -> omega.v1.OutcomeCode
-	4,  // 18: omega.v1.Outcome.reason:type_name -> omega.v1.RejectReason
-	14, // 19: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
-	20, // 20: omega.v1.Change.task:type_name -> omega.v1.Task
-	21, // 21: omega.v1.Change.job:type_name -> omega.v1.Job
-	22, // 22: omega.v1.Change.machine:type_name -> omega.v1.Machine
-	16, // 23: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
-	22, // 24: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
-	21, // 25: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
-	20, // 26: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
-	5,  // 27: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	25, // 5: omega.v1.SetStatusOp.run:type_name -> omega.v1.TaskRun
+	21, // 6: omega.v1.PutOp.job:type_name -> omega.v1.Job
+	22, // 7: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
+	2,  // 8: omega.v1.DeleteOp.kind:type_name -> omega.v1.ObjectKind
+	6,  // 9: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
+	7,  // 10: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
+	8,  // 11: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
+	9,  // 12: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
+	10, // 13: omega.v1.Operation.put:type_name -> omega.v1.PutOp
+	11, // 14: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
+	0,  // 15: omega.v1.Transaction.conflict:type_name -> omega.v1.ConflictMode
+	1,  // 16: omega.v1.Transaction.commit:type_name -> omega.v1.CommitMode
+	12, // 17: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
+	3,  // 18: omega.v1.Outcome.code:type_name -> omega.v1.OutcomeCode
+	4,  // 19: omega.v1.Outcome.reason:type_name -> omega.v1.RejectReason
+	14, // 20: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
+	20, // 21: omega.v1.Change.task:type_name -> omega.v1.Task
+	21, // 22: omega.v1.Change.job:type_name -> omega.v1.Job
+	22, // 23: omega.v1.Change.machine:type_name -> omega.v1.Machine
+	16, // 24: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
+	22, // 25: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
+	21, // 26: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
+	20, // 27: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
+	5,  // 28: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_txn_proto_init() }
