@@ -20,6 +20,8 @@ type Exit struct {
 	// State is SUCCEEDED or FAILED; Message says why, for the task's status.
 	State   omegav1.TaskState
 	Message string
+	// Status is how the process ended (nil from the simulation's executor).
+	Status *omegav1.ExitStatus
 }
 
 // Executor runs the tasks placed on an agent's machines and says when they

@@ -1,6 +1,8 @@
 package agents
 
 import (
+	"bytes"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -264,12 +266,7 @@ func (s *Supervisor) Dirty(into []uuid.UUID) []uuid.UUID {
 			into = append(into, u)
 		}
 	}
-	d := into[start:]
-	for i := 1; i < len(d); i++ {
-		for j := i; j > 0 && string(d[j][:]) < string(d[j-1][:]); j-- {
-			d[j], d[j-1] = d[j-1], d[j]
-		}
-	}
+	sortUIDs(into[start:])
 	return into
 }
 
@@ -298,6 +295,28 @@ func (s *Supervisor) Address(uid uuid.UUID) string {
 		return sv.run.Address
 	}
 	return ""
+}
+
+// Check is the task's health check (nil: none).
+func (s *Supervisor) Check(uid uuid.UUID) *omegav1.HealthCheck {
+	if sv, ok := s.tasks[uid]; ok {
+		return sv.check
+	}
+	return nil
+}
+
+// Tasks appends the supervised tasks, in uid order.
+func (s *Supervisor) Tasks(into []uuid.UUID) []uuid.UUID {
+	start := len(into)
+	for u := range s.tasks {
+		into = append(into, u)
+	}
+	sortUIDs(into[start:])
+	return into
+}
+
+func sortUIDs(d []uuid.UUID) {
+	slices.SortFunc(d, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 }
 
 // Len is how many tasks are supervised.

@@ -43,6 +43,8 @@ type taskFile struct {
 	Assigned int64    `json:"assigned"` // the placement's claim time
 	Path     string   `json:"path"`
 	Args     []string `json:"args,omitempty"`
+	Address  string   `json:"address,omitempty"` // the task's own IP
+	GraceMS  int64    `json:"grace_ms,omitempty"`
 }
 
 type proc struct {
@@ -51,7 +53,11 @@ type proc struct {
 	gen      uint64 // the tracker's placement; 0 until Start matched an adopted process
 	pid      int    // the shim's
 	dir      string
-	stopped  bool // the cell ended the placement: report nothing
+	address  string        // the task's own IP ("" if none)
+	grace    time.Duration // between SIGTERM and SIGKILL
+	task     *txn.Task     // what runs (nil for an adopted process until Start matched it)
+	env      []string      // the task's environment, for exec probes
+	stopped  bool          // the cell ended the placement: report nothing
 	exited   *ExitStatus
 	at       int64 // when it was seen to end
 }
@@ -118,7 +124,10 @@ func (x *Executor) adopt(uid uuid.UUID, dir string) error {
 	if err := json.Unmarshal(b, &tf); err != nil {
 		return fmt.Errorf("%s: %w", fileTask, err)
 	}
-	p := &proc{uid: uid, assigned: tf.Assigned, dir: dir}
+	p := &proc{uid: uid, assigned: tf.Assigned, dir: dir, address: tf.Address, grace: time.Duration(tf.GraceMS) * time.Millisecond}
+	if p.grace <= 0 {
+		p.grace = x.cfg.Grace
+	}
 	if st, ok := readExit(dir); ok {
 		p.exited, p.at = &st, time.Now().UnixNano()
 		x.procs[uid] = p
@@ -187,7 +196,7 @@ func (x *Executor) emit(p *proc) {
 	if !p.exited.Success() {
 		state = omegav1.TaskState_TASK_STATE_FAILED
 	}
-	x.exits = append(x.exits, agents.Exit{Task: p.uid, Gen: p.gen, At: p.at, State: state, Message: p.exited.String()})
+	x.exits = append(x.exits, agents.Exit{Task: p.uid, Gen: p.gen, At: p.at, State: state, Message: p.exited.String(), Status: p.exited.Proto()})
 	p.stopped = true // reported: nothing more about it
 	select {
 	case x.ready <- struct{}{}:
@@ -220,10 +229,13 @@ func (x *Executor) Unclaim() {
 // Ready is signalled when exits are waiting.
 func (x *Executor) Ready() <-chan struct{} { return x.ready }
 
-// Start runs a placement: a process under its shim, in a session of its
-// own, or — for a process this executor adopted at the same placement —
-// nothing new.
-func (x *Executor) Start(t *txn.Task, pl agents.Placement) {
+// Start runs a placement with no address of its own (agents.Executor).
+func (x *Executor) Start(t *txn.Task, pl agents.Placement) { x.Run(t, pl, "") }
+
+// Run runs a placement: a process under its shim, in a session of its
+// own, with OMEGA_TASK_IP set to address — or, for a process this executor
+// adopted at the same placement, nothing new.
+func (x *Executor) Run(t *txn.Task, pl agents.Placement, address string) {
 	x.mu.Lock()
 	if p, ok := x.procs[t.UID]; ok {
 		if p.assigned == t.Assigned {
@@ -231,7 +243,10 @@ func (x *Executor) Start(t *txn.Task, pl agents.Placement) {
 			// a re-list. Nothing new runs; an exit already seen is reported
 			// again under the placement's new name, in case the first report
 			// did not commit.
-			p.gen = pl.Gen
+			p.gen, p.task = pl.Gen, t
+			if p.env == nil {
+				p.env = x.env(t, p.address)
+			}
 			if p.exited != nil {
 				p.stopped = false
 				x.dropExits(t.UID)
@@ -245,12 +260,19 @@ func (x *Executor) Start(t *txn.Task, pl agents.Placement) {
 		x.mu.Lock()
 	}
 	x.mu.Unlock()
-	p, err := x.start(t, pl)
+	x.launch(t, pl.Gen, address)
+}
+
+// launch starts t's process and records it (or its failure to start, as an
+// exit).
+func (x *Executor) launch(t *txn.Task, gen uint64, address string) {
+	p, err := x.start(t, gen, address)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if err != nil {
 		dir := filepath.Join(x.cfg.Dir, t.UID.String())
-		p = &proc{uid: t.UID, assigned: t.Assigned, gen: pl.Gen, dir: dir, exited: &ExitStatus{Code: -1, Error: err.Error()}, at: time.Now().UnixNano()}
+		p = &proc{uid: t.UID, assigned: t.Assigned, gen: gen, dir: dir, address: address, task: t,
+			grace: x.graceOf(t), exited: &ExitStatus{Code: -1, Error: err.Error()}, at: time.Now().UnixNano()}
 		x.procs[t.UID] = p
 		x.emit(p)
 		return
@@ -258,25 +280,88 @@ func (x *Executor) Start(t *txn.Task, pl agents.Placement) {
 	x.procs[t.UID] = p
 }
 
-func (x *Executor) start(t *txn.Task, pl agents.Placement) (*proc, error) {
+// Restart runs the process of a placement whose process ended (its restart
+// policy says so): the same directory, output appended. It returns false
+// if uid is not a placement of this executor's, or its process still runs.
+func (x *Executor) Restart(uid uuid.UUID) bool {
+	x.mu.Lock()
+	p, ok := x.procs[uid]
+	if !ok || p.exited == nil || p.task == nil || p.gen == 0 {
+		x.mu.Unlock()
+		return false
+	}
+	x.dropExits(uid)
+	t, gen, address := p.task, p.gen, p.address
+	x.mu.Unlock()
+	x.launch(t, gen, address)
+	return true
+}
+
+// Address is the address a placement's process was given (kept in its
+// directory, so an adopted process keeps its own).
+func (x *Executor) Address(uid uuid.UUID, assigned int64) string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if p, ok := x.procs[uid]; ok && p.assigned == assigned {
+		return p.address
+	}
+	return ""
+}
+
+// Addresses are the addresses of every process this executor knows.
+func (x *Executor) Addresses() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []string
+	for _, p := range x.procs {
+		if p.address != "" {
+			out = append(out, p.address)
+		}
+	}
+	return out
+}
+
+func (x *Executor) graceOf(t *txn.Task) time.Duration {
+	if t.Spec.GetGracePeriodMillis() > 0 {
+		return time.Duration(t.GraceMillis()) * time.Millisecond
+	}
+	return x.cfg.Grace
+}
+
+// env is the environment a task's processes (and its exec probes) get.
+func (x *Executor) env(t *txn.Task, address string) []string {
+	env := append(append([]string{}, x.cfg.Env...), "OMEGA_TASK_UID="+t.UID.String(), "OMEGA_TASK_NAME="+t.Name())
+	if address != "" {
+		env = append(env, "OMEGA_TASK_IP="+address)
+	}
+	for k, v := range t.Command().GetEnv() {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func (x *Executor) start(t *txn.Task, gen uint64, address string) (*proc, error) {
 	cmdSpec := t.Command()
 	if cmdSpec.GetPath() == "" {
 		return nil, errors.New("the task has no command")
 	}
 	dir := filepath.Join(x.cfg.Dir, t.UID.String())
-	os.Remove(filepath.Join(dir, fileExit)) // an earlier placement's
-	if err := os.MkdirAll(filepath.Join(dir, dirWork), 0o755); err != nil {
+	os.Remove(filepath.Join(dir, fileExit)) // an earlier run's
+	work := filepath.Join(dir, dirWork)
+	if wd := cmdSpec.GetWorkingDir(); wd != "" {
+		work = filepath.Join(work, filepath.Clean("/"+wd)) // validated relative; cleaned again here
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
-	if err := writeJSON(dir, fileTask, taskFile{UID: t.UID.String(), Assigned: t.Assigned, Path: cmdSpec.GetPath(), Args: cmdSpec.GetArgs()}); err != nil {
+	grace := x.graceOf(t)
+	if err := writeJSON(dir, fileTask, taskFile{UID: t.UID.String(), Assigned: t.Assigned, Path: cmdSpec.GetPath(), Args: cmdSpec.GetArgs(),
+		Address: address, GraceMS: grace.Milliseconds()}); err != nil {
 		return nil, err
 	}
-	argv := append(append(append([]string{}, x.cfg.Shim[1:]...), dir, "--", cmdSpec.GetPath()), cmdSpec.GetArgs()...)
+	argv := append(append(append([]string{}, x.cfg.Shim[1:]...), "--workdir", work, dir, "--", cmdSpec.GetPath()), cmdSpec.GetArgs()...)
 	cmd := exec.Command(x.cfg.Shim[0], argv...)
-	cmd.Env = append(append([]string{}, x.cfg.Env...), "OMEGA_TASK_UID="+t.UID.String(), "OMEGA_TASK_NAME="+t.Name())
-	for k, v := range cmdSpec.GetEnv() {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = x.env(t, address)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // its own session: it outlives the agent
 	rd, wr, err := os.Pipe()
 	if err != nil {
@@ -292,7 +377,7 @@ func (x *Executor) start(t *txn.Task, pl agents.Placement) (*proc, error) {
 	// Wait for the shim to say the task runs (or could not start), or to
 	// end: a Stop that follows at once then meets a shim that forwards it.
 	rd.Read(make([]byte, 1))
-	p := &proc{uid: t.UID, assigned: t.Assigned, gen: pl.Gen, pid: cmd.Process.Pid, dir: dir}
+	p := &proc{uid: t.UID, assigned: t.Assigned, gen: gen, pid: cmd.Process.Pid, dir: dir, address: address, grace: grace, task: t, env: cmd.Env}
 	if err := os.WriteFile(filepath.Join(dir, filePID), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
 		cmd.Process.Kill()
 		return nil, err
@@ -307,7 +392,7 @@ func (x *Executor) start(t *txn.Task, pl agents.Placement) (*proc, error) {
 }
 
 // Stop ends a placement the cell ended: SIGTERM to the task's session,
-// SIGKILL after the grace period; nothing more is reported about it.
+// SIGKILL after its grace period; nothing more is reported about it.
 func (x *Executor) Stop(uid uuid.UUID, _ agents.Placement) {
 	x.mu.Lock()
 	p, ok := x.procs[uid]
@@ -319,14 +404,31 @@ func (x *Executor) Stop(uid uuid.UUID, _ agents.Placement) {
 	running := p.exited == nil
 	p.stopped = true
 	x.mu.Unlock()
-	if !running || p.pid == 0 {
-		return
+	if running && p.pid != 0 {
+		x.terminate(p)
 	}
+}
+
+// Kill stops a placement's process (it failed its health checks) with its
+// grace period; unlike Stop, its end is reported as an exit.
+func (x *Executor) Kill(uid uuid.UUID) {
+	x.mu.Lock()
+	p, ok := x.procs[uid]
+	running := ok && p.exited == nil && p.pid != 0
+	x.mu.Unlock()
+	if running {
+		x.terminate(p)
+	}
+}
+
+// terminate sends SIGTERM to p's session, and SIGKILL once its grace
+// period is over if anything of it is left.
+func (x *Executor) terminate(p *proc) {
 	syscall.Kill(-p.pid, syscall.SIGTERM)
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
-		deadline := time.Now().Add(x.cfg.Grace)
+		deadline := time.Now().Add(p.grace)
 		for time.Now().Before(deadline) {
 			if err := syscall.Kill(-p.pid, 0); errors.Is(err, syscall.ESRCH) {
 				return // nothing of the session left

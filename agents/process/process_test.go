@@ -21,7 +21,8 @@ import (
 // a task as `omega task-shim` would.
 func TestMain(m *testing.M) {
 	if os.Getenv("OMEGA_TEST_SHIM") == "1" {
-		os.Exit(RunShim(os.Args[1], os.Args[3:]))
+		// --workdir W DIR -- PATH ARGS...
+		os.Exit(RunShim(os.Args[3], os.Args[2], os.Args[5:]))
 	}
 	os.Exit(m.Run())
 }

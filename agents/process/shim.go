@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 )
 
 // The files of a task's directory.
@@ -40,6 +42,11 @@ type ExitStatus struct {
 
 // Success reports a clean exit.
 func (s ExitStatus) Success() bool { return s.Code == 0 && s.Signal == "" && s.Error == "" }
+
+// Proto is the status in the cell's form.
+func (s ExitStatus) Proto() *omegav1.ExitStatus {
+	return &omegav1.ExitStatus{Code: int32(s.Code), Signal: s.Signal, Error: s.Error}
+}
 
 func (s ExitStatus) String() string {
 	switch {
@@ -69,7 +76,7 @@ func writeJSON(dir, name string, v any) error {
 // output to DIR/stdout and DIR/stderr, forwards SIGTERM and SIGINT to it,
 // and when it ends writes DIR/exit.json and exits. It is the session
 // leader its agent started it as, so killing the session kills both.
-func RunShim(dir string, argv []string) int {
+func RunShim(dir, workdir string, argv []string) int {
 	if len(argv) == 0 {
 		fmt.Fprintln(os.Stderr, "task-shim: no command")
 		return 2
@@ -78,7 +85,10 @@ func RunShim(dir string, argv []string) int {
 	// forwarded, not the death of the shim without an exit status.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	status := run(dir, argv, sigs)
+	if workdir == "" {
+		workdir = filepath.Join(dir, dirWork)
+	}
+	status := run(dir, workdir, argv, sigs)
 	if err := writeJSON(dir, fileExit, status); err != nil {
 		fmt.Fprintln(os.Stderr, "task-shim:", err)
 		return 1
@@ -99,7 +109,7 @@ func ready() {
 
 var readyOnce sync.Once
 
-func run(dir string, argv []string, sigs chan os.Signal) ExitStatus {
+func run(dir, workdir string, argv []string, sigs chan os.Signal) ExitStatus {
 	defer ready() // also when it could not start
 
 	out, err := os.OpenFile(filepath.Join(dir, fileStdout), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -113,7 +123,7 @@ func run(dir string, argv []string, sigs chan os.Signal) ExitStatus {
 	}
 	defer errf.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = filepath.Join(dir, dirWork)
+	cmd.Dir = workdir
 	cmd.Stdout, cmd.Stderr = out, errf
 	cmd.Env = os.Environ() // the agent set the task's environment on the shim
 	if err := cmd.Start(); err != nil {

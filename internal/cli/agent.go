@@ -8,6 +8,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,8 +31,8 @@ import (
 )
 
 type agentFlags struct {
-	server, join, gossip, name, data, memory string
-	cpu                                      float64
+	server, join, gossip, name, data, memory, taskCIDR string
+	cpu                                                float64
 }
 
 func newAgentCmd() *cobra.Command {
@@ -79,6 +80,7 @@ task, cgroups.`,
 	fl.StringVar(&f.data, "data", "", "the agent's directory (created if missing)")
 	fl.Float64Var(&f.cpu, "cpu", 0, "cores (0: the host's)")
 	fl.StringVar(&f.memory, "memory", "", "memory, e.g. 8Gi (empty: the host's)")
+	fl.StringVar(&f.taskCIDR, "task-cidr", "", "the range the tasks' own IP addresses come from, passed as OMEGA_TASK_IP (empty: a /24 of 127.0.0.0/8 picked by the machine's uid)")
 	return cmd
 }
 
@@ -119,10 +121,13 @@ func hostMemory() int64 {
 	return 0
 }
 
-// agentCore connects the tracker to the executor: a placement starts a
-// process, its end in the cell stops it; started ones are reported RUNNING.
+// agentCore connects the tracker to the executor and the supervisor: a
+// placement starts a process with an address of its own, its end in the
+// cell stops it; the supervisor decides restarts and health.
 type agentCore struct {
 	exec     *process.Executor
+	sup      *agents.Supervisor
+	pool     *agents.AddressPool
 	log      *slog.Logger
 	started  []uuid.UUID // to report RUNNING
 	relisted bool        // a re-list since the last sweep
@@ -135,18 +140,48 @@ func (a *agentCore) Relisted(*txn.State) {
 func (a *agentCore) MachineChanged(*txn.Machine) {}
 func (a *agentCore) MachineDeleted(uuid.UUID)    {}
 func (a *agentCore) Placed(t *txn.Task, p agents.Placement) {
-	a.exec.Start(t, p)
+	addr := a.sup.Address(t.UID)
+	if addr == "" {
+		addr = a.exec.Address(t.UID, t.Assigned) // adopted: it keeps its own
+	}
+	if addr == "" {
+		if ip, ok := a.pool.Take(); ok {
+			addr = ip.String()
+		} else {
+			a.log.Warn("the task range is used up: the task runs without an address of its own", "task", t.Name(), "range", a.pool.Prefix())
+		}
+	}
+	a.exec.Run(t, p, addr)
+	a.sup.Begin(t, addr, time.Now().UnixNano())
 	if t.State == omegav1.TaskState_TASK_STATE_ASSIGNED {
 		a.started = append(a.started, t.UID)
 	}
-	a.log.Info("started", "task", t.Name(), "uid", t.UID)
+	a.log.Info("started", "task", t.Name(), "uid", t.UID, "address", addr)
 }
-func (a *agentCore) Unplaced(u uuid.UUID, p agents.Placement) { a.exec.Stop(u, p) }
+func (a *agentCore) Unplaced(u uuid.UUID, p agents.Placement) {
+	a.exec.Stop(u, p)
+	a.end(u)
+}
+
+// end forgets a task's supervision and lets its address go.
+func (a *agentCore) end(u uuid.UUID) {
+	if ip, err := netip.ParseAddr(a.sup.Address(u)); err == nil {
+		a.pool.Release(ip)
+	}
+	a.sup.End(u)
+}
 
 // report is what a status report stands for.
 type report struct {
 	uid  uuid.UUID
 	exit *agents.Exit // nil: RUNNING
+}
+
+// probeResult is a health probe's answer.
+type probeResult struct {
+	uid uuid.UUID
+	err error
+	at  int64
 }
 
 func runAgent(ctx context.Context, f agentFlags) error {
@@ -164,6 +199,16 @@ func runAgent(ctx context.Context, f agentFlags) error {
 		if mem, err = objfile.Quantity(f.memory, 1); err != nil {
 			return fmt.Errorf("--memory: %w", err)
 		}
+	}
+	prefix := agents.DefaultTaskPrefix(uid)
+	if f.taskCIDR != "" {
+		if prefix, err = netip.ParsePrefix(f.taskCIDR); err != nil {
+			return fmt.Errorf("--task-cidr %q: %w", f.taskCIDR, err)
+		}
+	}
+	pool, err := agents.NewAddressPool(prefix)
+	if err != nil {
+		return fmt.Errorf("--task-cidr: %w", err)
 	}
 	c, tr, err := dialCell(ctx, f.server, "agent/"+f.name)
 	if err != nil {
@@ -212,7 +257,7 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	}); err != nil {
 		return fmt.Errorf("register machine %s: %w", f.name, err)
 	}
-	logger.Info("registered", "uid", uid, "cpu_millis", cpu, "memory_bytes", mem, "gossip", addr)
+	logger.Info("registered", "uid", uid, "cpu_millis", cpu, "memory_bytes", mem, "gossip", addr, "task_range", prefix)
 
 	self, err := os.Executable()
 	if err != nil {
@@ -222,7 +267,13 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	if err != nil {
 		return err
 	}
-	core := &agentCore{exec: exec, log: logger}
+	for _, a := range exec.Addresses() { // adopted tasks keep theirs
+		if ip, err := netip.ParseAddr(a); err == nil {
+			pool.Reserve(ip)
+		}
+	}
+	sup := agents.NewSupervisor()
+	core := &agentCore{exec: exec, sup: sup, pool: pool, log: logger}
 	trk, err := agents.NewTracker(c, agents.TrackerConfig{Machines: func(u uuid.UUID) bool { return u == uid }}, core)
 	if err != nil {
 		return err
@@ -231,18 +282,34 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	if err := trk.List(ctx); err != nil {
 		return err
 	}
+	sweep := func() {
+		exec.Sweep() // processes the cell no longer places on this machine
+		for _, u := range sup.Tasks(nil) {
+			if _, ok := trk.Task(u); !ok {
+				core.end(u)
+			}
+		}
+	}
 	core.relisted = false
-	exec.Sweep() // adopted processes the cell no longer places on this machine
+	sweep()
 	rep := agents.NewReporter[report](c)
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	var exits []agents.Exit
+	probes := make(chan probeResult, 64)
+	var (
+		exits    []agents.Exit
+		actions  []agents.Action
+		dirty    []uuid.UUID
+		answered []probeResult
+	)
 	for {
 		select {
 		case <-ctx.Done():
 			logger.Info("stopped", "running", exec.Running())
 			return nil
 		case <-exec.Ready():
+		case r := <-probes:
+			answered = append(answered, r)
 		case <-tick.C:
 		}
 		if err := trk.Poll(ctx); err != nil {
@@ -250,11 +317,52 @@ func runAgent(ctx context.Context, f agentFlags) error {
 		}
 		if core.relisted { // placements the re-list no longer told of end here
 			core.relisted = false
-			exec.Sweep()
+			sweep()
 		}
 		if !serverAlive(ml) { // the server restarted: it knows no member until we join again
 			if _, err := ml.Join([]string{f.join}); err != nil {
 				logger.Warn("rejoin the membership", "err", err)
+			}
+		}
+		now := time.Now().UnixNano()
+		// Health answers: a task that just became unhealthy is stopped,
+		// and its end goes through the restart policy as a failure.
+	answers:
+		for {
+			select {
+			case r := <-probes:
+				answered = append(answered, r)
+			default:
+				break answers
+			}
+		}
+		for _, r := range answered {
+			if sup.Probed(r.uid, r.err == nil, r.at) {
+				logger.Warn("unhealthy: stopping", "uid", r.uid, "why", r.err)
+				exec.Kill(r.uid)
+			}
+		}
+		answered = answered[:0]
+		// Restarts and probes due.
+		actions = sup.Due(now, actions[:0])
+		for _, a := range actions {
+			switch a.Kind {
+			case agents.ActRestart:
+				if exec.Restart(a.Task) {
+					sup.Restarted(a.Task, now)
+					logger.Info("restarted", "uid", a.Task)
+				}
+			case agents.ActProbe:
+				hc := sup.Check(a.Task)
+				go func(u uuid.UUID) { // live code: the probe's I/O
+					pctx, cancel := context.WithTimeout(ctx, agents.ProbeTimeout(hc))
+					defer cancel()
+					err := exec.Probe(pctx, u, hc)
+					select {
+					case probes <- probeResult{uid: u, err: err, at: time.Now().UnixNano()}:
+					case <-ctx.Done():
+					}
+				}(a.Task)
 			}
 		}
 		rep.Reset()
@@ -262,17 +370,36 @@ func runAgent(ctx context.Context, f agentFlags) error {
 		ending := map[uuid.UUID]bool{}
 		for i := range exits {
 			e := &exits[i]
-			if p, ok := trk.Current(e.Task, e.Gen); ok {
-				rep.Add(txn.SetStatus(e.Task, e.State, p.Version, e.Message), report{uid: e.Task, exit: e})
-				ending[e.Task] = true
+			p, ok := trk.Current(e.Task, e.Gen)
+			if !ok {
+				continue
 			}
+			v, ok := sup.Exited(e.Task, e.Status, e.At)
+			if !ok {
+				continue // told twice; already waiting to restart
+			}
+			if !v.Final {
+				logger.Info("exited: restarting", "uid", e.Task, "how", e.Message, "in", time.Duration(v.RestartAt-now).Round(time.Millisecond))
+				continue // the run report (its last exit) goes out below
+			}
+			e.State = v.State
+			rep.Add(txn.SetStatus(e.Task, e.State, p.Version, e.Message).WithRun(sup.Report(e.Task)), report{uid: e.Task, exit: e})
+			ending[e.Task] = true
 		}
 		for _, u := range core.started {
 			if p, ok := trk.Task(u); ok && !ending[u] {
-				rep.Add(txn.SetStatus(u, omegav1.TaskState_TASK_STATE_RUNNING, p.Version, "started"), report{uid: u})
+				rep.Add(txn.SetStatus(u, omegav1.TaskState_TASK_STATE_RUNNING, p.Version, "started").WithRun(sup.Report(u)), report{uid: u})
+				ending[u] = true
 			}
 		}
 		core.started = core.started[:0]
+		dirty = sup.Dirty(dirty[:0])
+		for _, u := range dirty {
+			if p, ok := trk.Task(u); ok && !ending[u] {
+				r := sup.Report(u)
+				rep.Add(txn.SetStatus(u, omegav1.TaskState_TASK_STATE_RUNNING, p.Version, runMessage(r)).WithRun(r), report{uid: u})
+			}
+		}
 		res, err := rep.Commit(ctx, trk.Revision(), time.Now().UnixNano())
 		if err != nil {
 			logger.Warn("status report", "err", err)
@@ -280,7 +407,7 @@ func runAgent(ctx context.Context, f agentFlags) error {
 				if r.exit != nil {
 					exec.Unsent(*r.exit)
 				} else {
-					core.started = append(core.started, r.uid)
+					sup.Unreported(r.uid)
 				}
 			}
 			continue
@@ -295,10 +422,27 @@ func runAgent(ctx context.Context, f agentFlags) error {
 			if r.exit != nil {
 				exec.Unsent(*r.exit) // its version moved (our own RUNNING, say): again after the next poll
 			} else {
-				core.started = append(core.started, r.uid) // RUNNING again, if still placed
+				sup.Unreported(r.uid) // RUNNING again, if still placed
 			}
 		}
 	}
+}
+
+// runMessage is the message of a RUNNING report that updates the run.
+func runMessage(r *omegav1.TaskRun) string {
+	switch {
+	case r.GetHealth() == omegav1.HealthState_HEALTH_STATE_UNHEALTHY:
+		return "unhealthy: stopping"
+	case r.GetLastExit() != nil && r.GetRestarts() == 0:
+		return "exited (" + exitText(r.GetLastExit()) + "): restarting"
+	case r.GetRestarts() > 0:
+		return fmt.Sprintf("restarted %d times, last exit: %s", r.GetRestarts(), exitText(r.GetLastExit()))
+	}
+	return "running"
+}
+
+func exitText(e *omegav1.ExitStatus) string {
+	return process.ExitStatus{Code: int(e.GetCode()), Signal: e.GetSignal(), Error: e.GetError()}.String()
 }
 
 func joinMembership(f agentFlags, uid uuid.UUID, logger *slog.Logger) (*memberlist.Memberlist, error) {
@@ -339,22 +483,25 @@ func (d metaDelegate) LocalState(bool) []byte          { return nil }
 func (d metaDelegate) MergeRemoteState([]byte, bool)   {}
 
 func newTaskShimCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "task-shim DIR -- PATH [ARGS...]",
+	var workdir string
+	cmd := &cobra.Command{
+		Use:    "task-shim [--workdir DIR] TASKDIR -- PATH [ARGS...]",
 		Short:  "Supervise one task's process for its agent (started by omega agent)",
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			if dash != 1 {
-				return errors.New("usage: task-shim DIR -- PATH [ARGS...]")
+				return errors.New("usage: task-shim [--workdir DIR] TASKDIR -- PATH [ARGS...]")
 			}
-			if code := process.RunShim(args[0], args[1:]); code != 0 {
+			if code := process.RunShim(args[0], workdir, args[1:]); code != 0 {
 				os.Exit(code)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&workdir, "workdir", "", "the task's working directory (default TASKDIR/work)")
+	return cmd
 }
 
 // serverAlive reports whether the server is a live member of the agent's
