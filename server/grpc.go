@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	grpcstatus "google.golang.org/grpc/status"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
@@ -130,6 +132,12 @@ func (s *Service) Commit(ctx context.Context, p *omegav1.Transaction) (*omegav1.
 	if err != nil {
 		s.Metrics.commit(nil, txn.Result{}, err, time.Since(start).Seconds())
 		return nil, status(err)
+	}
+	if id, ok := IdentityFrom(ctx); ok {
+		if err := Authorize(id, tx); err != nil {
+			s.Metrics.commit(nil, txn.Result{}, err, time.Since(start).Seconds())
+			return nil, grpcstatus.Error(codes.PermissionDenied, err.Error())
+		}
 	}
 	res, err := s.st.Commit(ctx, tx)
 	s.Metrics.commit(tx, res, err, time.Since(start).Seconds())

@@ -98,6 +98,10 @@ func (t *Task) RestartPolicy() omegav1.RestartPolicy { return t.Spec.GetRestartP
 // HealthCheck is the task's health check (nil: none).
 func (t *Task) HealthCheck() *omegav1.HealthCheck { return t.Spec.GetHealthCheck() }
 
+// GracePeriodMillis is the spec's grace period as written (0: the agent's
+// default).
+func (t *Task) GracePeriodMillis() int64 { return t.Spec.GetGracePeriodMillis() }
+
 // GraceMillis is how long the task has between SIGTERM and SIGKILL.
 func (t *Task) GraceMillis() int64 {
 	if g := t.Spec.GetGracePeriodMillis(); g > 0 {

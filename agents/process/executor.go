@@ -322,8 +322,8 @@ func (x *Executor) Addresses() []string {
 }
 
 func (x *Executor) graceOf(t *txn.Task) time.Duration {
-	if t.Spec.GetGracePeriodMillis() > 0 {
-		return time.Duration(t.GraceMillis()) * time.Millisecond
+	if g := t.GracePeriodMillis(); g > 0 {
+		return time.Duration(g) * time.Millisecond
 	}
 	return x.cfg.Grace
 }

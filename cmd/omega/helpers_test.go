@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"google.golang.org/grpc"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -155,7 +156,22 @@ func startServerAt(t testing.TB, data, listen string, extra ...string) *serverPr
 
 func newRemoteClient(t testing.TB, addr, component string) (*client.Client, *remote.Transport) {
 	t.Helper()
-	tr, err := remote.Dial(addr)
+	return newRemoteClientWith(t, addr, component, "")
+}
+
+// newRemoteClientWith is newRemoteClient presenting the token in tokenFile
+// (none if empty).
+func newRemoteClientWith(t testing.TB, addr, component, tokenFile string) (*client.Client, *remote.Transport) {
+	t.Helper()
+	var opts []grpc.DialOption
+	if tokenFile != "" {
+		tok, err := remote.ReadToken(tokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, remote.WithToken(tok))
+	}
+	tr, err := remote.Dial(addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

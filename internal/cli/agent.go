@@ -31,8 +31,9 @@ import (
 )
 
 type agentFlags struct {
-	server, join, gossip, name, data, memory, taskCIDR string
-	cpu                                                float64
+	cell                                       cellFlags
+	join, gossip, name, data, memory, taskCIDR string
+	cpu                                        float64
 }
 
 func newAgentCmd() *cobra.Command {
@@ -56,7 +57,7 @@ task, cgroups.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
-			case f.server == "":
+			case f.cell.server == "":
 				return errors.New("--server: required")
 			case f.join == "":
 				return errors.New("--join: required: the server's gossip address")
@@ -73,7 +74,7 @@ task, cgroups.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.server, "server", "127.0.0.1:7070", "the cell's server")
+	f.cell.register(fl)
 	fl.StringVar(&f.join, "join", "", "the server's gossip address")
 	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "this agent's gossip address (port 0: one chosen the first time, kept in --data for restarts)")
 	fl.StringVar(&f.name, "name", "", "the machine's name")
@@ -210,7 +211,7 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	if err != nil {
 		return fmt.Errorf("--task-cidr: %w", err)
 	}
-	c, tr, err := dialCell(ctx, f.server, "agent/"+f.name)
+	c, tr, err := dialCell(ctx, &f.cell, "agent/"+f.name)
 	if err != nil {
 		return err
 	}

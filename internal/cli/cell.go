@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"sort"
@@ -33,21 +32,9 @@ import (
 
 // The user's commands against a running cell: submit and get.
 
-func dialCell(ctx context.Context, server, component string) (*client.Client, *remote.Transport, error) {
-	tr, err := remote.Dial(server)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := client.New(ctx, tr, client.Config{Component: component, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
-	if err != nil {
-		tr.Close()
-		return nil, nil, fmt.Errorf("the cell at %s: %w", server, err)
-	}
-	return c, tr, nil
-}
-
 func newSubmitCmd() *cobra.Command {
-	var file, server string
+	var file string
+	var cf cellFlags
 	var replace bool
 	cmd := &cobra.Command{
 		Use:   "submit -f FILE [--server ADDR] [--replace]",
@@ -83,7 +70,7 @@ in the file names its line, column and field.`,
 				return err
 			}
 			ctx := cmd.Context()
-			c, tr, err := dialCell(ctx, server, "submitter")
+			c, tr, err := dialCell(ctx, &cf, "submitter")
 			if err != nil {
 				return err
 			}
@@ -97,7 +84,7 @@ in the file names its line, column and field.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the job file, YAML or JSON (- for stdin)")
-	cmd.Flags().StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	cf.register(cmd.Flags())
 	cmd.Flags().BoolVar(&replace, "replace", false, "kill a live job of the same name and submit this one in its place")
 	return cmd
 }
@@ -209,7 +196,8 @@ func taskSpecOf(js *omegav1.JobSpec) *omegav1.TaskSpec {
 }
 
 func newGetCmd() *cobra.Command {
-	var server, selector, output string
+	var selector, output string
+	var cf cellFlags
 	cmd := &cobra.Command{
 		Use:   "get machines|jobs|tasks [NAME] [-l SELECTOR] [-o table|wide|json|yaml]",
 		Short: "List a cell's machines, jobs or tasks",
@@ -237,7 +225,7 @@ non-zero.`,
 				return fmt.Errorf("-l: %w", err)
 			}
 			ctx := cmd.Context()
-			tr, err := remote.Dial(server)
+			tr, err := cf.dial()
 			if err != nil {
 				return err
 			}
@@ -254,7 +242,7 @@ non-zero.`,
 			return printListing(cmd.OutOrStdout(), l, kind, output)
 		},
 	}
-	cmd.Flags().StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	cf.register(cmd.Flags())
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json or yaml")
 	return cmd
@@ -438,7 +426,7 @@ func killOps(v client.View, j *txn.Job, why string, now time.Time) []txn.Op {
 }
 
 func newKillCmd() *cobra.Command {
-	var server string
+	var cf cellFlags
 	cmd := &cobra.Command{
 		Use:   "kill JOB [--server ADDR]",
 		Short: "Kill a live job: the job KILLED, its tasks KILLED and stopped by their agents",
@@ -449,7 +437,7 @@ the processes (SIGTERM, then SIGKILL after the grace period).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, tr, err := dialCell(ctx, server, "submitter")
+			c, tr, err := dialCell(ctx, &cf, "submitter")
 			if err != nil {
 				return err
 			}
@@ -488,12 +476,13 @@ the processes (SIGTERM, then SIGKILL after the grace period).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	cf.register(cmd.Flags())
 	return cmd
 }
 
 func newWatchCmd() *cobra.Command {
-	var server, selector string
+	var selector string
+	var cf cellFlags
 	cmd := &cobra.Command{
 		Use:   "watch [-l SELECTOR] [--server ADDR]",
 		Short: "Print the cell's changes as they commit",
@@ -508,7 +497,7 @@ restart.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			tr, err := remote.Dial(server)
+			tr, err := cf.dial()
 			if err != nil {
 				return err
 			}
@@ -540,7 +529,7 @@ restart.`,
 			}
 		},
 	}
-	cmd.Flags().StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	cf.register(cmd.Flags())
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector")
 	return cmd
 }

@@ -15,13 +15,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omega-cell/omega/client"
-	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/schedulers/live"
 )
 
 func newSchedulerCmd() *cobra.Command {
-	var kind, name, server string
+	var kind, name string
+	var cf cellFlags
 	var params []string
 	var tJob, tTask time.Duration
 	cmd := &cobra.Command{
@@ -42,7 +42,7 @@ cell: several instances of a kind sharing its jobs through the membership.`,
 				return fmt.Errorf("--kind: required, one of %s", strings.Join(schedulers.Kinds(), ", "))
 			case name == "":
 				return errors.New("--name: required: the instance's name, unique among the kind's instances")
-			case server == "":
+			case cf.server == "":
 				return errors.New("--server: required: the address of `omega server`")
 			case tJob < 0 || tTask < 0:
 				return fmt.Errorf("--t-job %v, --t-task %v: want 0 or more", tJob, tTask)
@@ -61,14 +61,14 @@ cell: several instances of a kind sharing its jobs through the membership.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			tr, err := remote.Dial(server)
+			tr, err := cf.dial()
 			if err != nil {
 				return err
 			}
 			defer tr.Close()
 			c, err := client.New(ctx, tr, client.Config{Component: name, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
 			if err != nil {
-				return fmt.Errorf("join the cell at %s: %w", server, err)
+				return fmt.Errorf("join the cell at %s: %w", cf.server, err)
 			}
 			rc := schedulers.DefaultRunnerConfig()
 			rc.TJob, rc.TTask = tJob, tTask
@@ -80,7 +80,7 @@ cell: several instances of a kind sharing its jobs through the membership.`,
 			if err := in.Add(r); err != nil {
 				return err
 			}
-			slog.Info("scheduling", "kind", kind, "name", name, "server", server, "revision", c.View().Revision())
+			slog.Info("scheduling", "kind", kind, "name", name, "server", cf.server, "revision", c.View().Revision())
 			err = (&live.Driver{Runner: r, Intake: in, Clock: client.RealClock{}}).Run(ctx)
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				slog.Info("stopped", "name", name, "jobs", len(r.Records()))
@@ -92,7 +92,7 @@ cell: several instances of a kind sharing its jobs through the membership.`,
 	f := cmd.Flags()
 	f.StringVar(&kind, "kind", "", "the scheduler kind")
 	f.StringVar(&name, "name", "", "this instance's name (its component name in the cell)")
-	f.StringVar(&server, "server", "127.0.0.1:7070", "the cell's server")
+	cf.register(f)
 	f.StringArrayVar(&params, "param", nil, "a parameter of the kind, name=value (repeatable), e.g. policy=global-cap for mapreduce")
 	f.DurationVar(&tJob, "t-job", 0, "modelled decision time per job")
 	f.DurationVar(&tTask, "t-task", 0, "modelled decision time per task")

@@ -33,6 +33,9 @@ type serverFlags struct {
 	grace              time.Duration
 	drain              time.Duration
 	retention, expire  time.Duration
+	tokens             string
+	tlsCert, tlsKey    string
+	tlsCA              string
 }
 
 func newServerCmd() *cobra.Command {
@@ -52,7 +55,16 @@ closes, and the server exits 0.
 The addresses it listens on go to stderr as "listening" lines (useful with
 port 0). With --gossip, the server is a member of the cell's gossip membership:
 a machine whose agent the membership declares dead goes DOWN and its tasks LOST,
-and comes back UP when its agent does. Still to come: tokens, TLS.`,
+and comes back UP when its agent does.
+
+--tokens FILE names every component's token and role, one per line as
+TOKEN,ROLE,NAME (admin, submitter, scheduler NAME, agent NAME): a call without
+a known token is refused, each role commits only its kinds of operation (an
+agent cannot claim, a scheduler cannot report a task's status, only admins and
+submitters create and kill jobs), and each transaction's component is set from
+its token. Without --tokens the cell is open, and the server says so. With
+--tls-cert and --tls-key the API is served over TLS; with --tls-ca too, clients
+must present a certificate that CA signed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.data == "" {
@@ -79,11 +91,42 @@ and comes back UP when its agent does. Still to come: tokens, TLS.`,
 	cmd.Flags().DurationVar(&f.grace, "agent-grace", 30*time.Second, "with --gossip: how long after the start a machine UP may go without its agent joining before it goes DOWN")
 	cmd.Flags().DurationVar(&f.retention, "retention", 15*time.Minute, "how long finished tasks and jobs stay in the cell")
 	cmd.Flags().DurationVar(&f.expire, "expire-every", 10*time.Second, "how often the store deletes what its retention window let go")
+	cmd.Flags().StringVar(&f.tokens, "tokens", "", "the token file: TOKEN,ROLE[,NAME] per line (empty: an open cell)")
+	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
+	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "with --tls-cert: its key")
+	cmd.Flags().StringVar(&f.tlsCA, "tls-ca", "", "with --tls-cert: require client certificates signed by this CA")
 	return cmd
 }
 
 func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	gopts := server.ServerOptions()
+	if f.tokens != "" {
+		toks, err := server.LoadTokens(f.tokens)
+		if err != nil {
+			return fmt.Errorf("--tokens: %w", err)
+		}
+		gopts = append(gopts, toks.ServerOptions()...)
+		log.Info("access by token", "tokens", toks.Len(), "file", f.tokens)
+	} else {
+		log.Warn("THE CELL IS OPEN: no --tokens, so any client that reaches --listen may do anything, as any component")
+	}
+	switch {
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case f.tlsCA != "" && f.tlsCert == "":
+		return errors.New("--tls-ca needs --tls-cert and --tls-key")
+	case f.tlsCert != "":
+		creds, err := server.TLS(f.tlsCert, f.tlsKey, f.tlsCA)
+		if err != nil {
+			return err
+		}
+		gopts = append(gopts, creds)
+	default:
+		if f.tokens != "" {
+			log.Warn("tokens travel in plaintext: serve with --tls-cert and --tls-key beyond one host")
+		}
+	}
 	opts := store.DefaultOptions(f.data)
 	opts.Logger = log
 	opts.Retention = f.retention
@@ -106,7 +149,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc := server.New(st)
 	svc.Metrics = server.NewMetrics(reg, st)
-	g := grpc.NewServer(server.ServerOptions()...)
+	g := grpc.NewServer(gopts...)
 	svc.Register(g)
 
 	var web *http.Server

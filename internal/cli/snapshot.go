@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -35,7 +34,7 @@ so it also carries a cell from one omega version to another.`,
 }
 
 func newSnapshotSaveCmd() *cobra.Command {
-	var srv string
+	var cf cellFlags
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "save FILE [--server ADDR]",
@@ -58,7 +57,7 @@ counts; a listing that takes long says so on stderr.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			st, err := listCell(ctx, srv, cmd.ErrOrStderr())
+			st, err := listCell(ctx, &cf, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -71,7 +70,7 @@ counts; a listing that takes long says so on stderr.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&srv, "server", "127.0.0.1:7070", "the cell's server")
+	cf.register(cmd.Flags())
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long the listing may take")
 	return cmd
 }
@@ -79,8 +78,8 @@ counts; a listing that takes long says so on stderr.`,
 // listCell lists the whole cell from the server at addr through the
 // client's gRPC transport (chunk by chunk, checked as a client's copy is:
 // txn.SnapshotReader), saying on stderr when it takes long.
-func listCell(ctx context.Context, addr string, stderr io.Writer) (*txn.State, error) {
-	tr, err := remote.Dial(addr)
+func listCell(ctx context.Context, cf *cellFlags, stderr io.Writer) (*txn.State, error) {
+	tr, err := cf.dial()
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +90,7 @@ func listCell(ctx context.Context, addr string, stderr io.Writer) (*txn.State, e
 		case <-done:
 			said <- false
 		case <-time.After(time.Second):
-			fmt.Fprintf(stderr, "snapshot: listing the cell at %s…\n", addr)
+			fmt.Fprintf(stderr, "snapshot: listing the cell at %s…\n", cf.server)
 			<-done
 			said <- true
 		}
@@ -102,7 +101,7 @@ func listCell(ctx context.Context, addr string, stderr io.Writer) (*txn.State, e
 		fmt.Fprintf(stderr, "snapshot: listed in %.1f s\n", time.Since(start).Seconds())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot of the cell at %s: %w", addr, err)
+		return nil, fmt.Errorf("snapshot of the cell at %s: %w", cf.server, err)
 	}
 	return st, nil
 }
