@@ -189,6 +189,7 @@ type proc struct {
 	out    *strings.Builder
 	mu     sync.Mutex
 	exited chan error
+	wrote  chan struct{} // a line was logged
 }
 
 func (p *proc) log() string {
@@ -216,7 +217,7 @@ func startProc(t testing.TB, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: exec.Command(bin, args...), out: &strings.Builder{}, exited: make(chan error, 1)}
+	p := &proc{cmd: exec.Command(bin, args...), out: &strings.Builder{}, exited: make(chan error, 1), wrote: make(chan struct{}, 1)}
 	pipe, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -230,6 +231,10 @@ func startProc(t testing.TB, args ...string) *proc {
 			p.mu.Lock()
 			p.out.WriteString(sc.Text() + "\n")
 			p.mu.Unlock()
+			select {
+			case p.wrote <- struct{}{}:
+			default:
+			}
 		}
 		p.exited <- p.cmd.Wait()
 	}()

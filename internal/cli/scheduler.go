@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -20,7 +21,7 @@ import (
 )
 
 func newSchedulerCmd() *cobra.Command {
-	var kind, name string
+	var kind, name, join, gossip string
 	var cf cellFlags
 	var params []string
 	var tJob, tTask time.Duration
@@ -34,7 +35,14 @@ library, retrying conflicts, until SIGTERM or an interrupt (then it exits 0).
 
 --t-job and --t-task model the decision time as in the simulation; 0 (the
 default) commits as soon as a decision is made. Still to come with the live
-cell: several instances of a kind sharing its jobs through the membership.`,
+
+With --join (the server's --gossip address) the instance joins the cell's gossip
+membership, and the instances of a kind share its jobs: each takes the jobs the
+rendezvous hash of the job id over the live instances' names gives it, and when
+an instance dies (or leaves) the others take its jobs over. Until the membership
+has converged, two instances may both work on a job: the store's optimistic
+concurrency keeps that safe (one claim of a task commits, the other conflicts).
+Without --join an instance takes every job of its kind.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -80,8 +88,45 @@ cell: several instances of a kind sharing its jobs through the membership.`,
 			if err := in.Add(r); err != nil {
 				return err
 			}
+			var members chan []string
+			if join != "" {
+				changes := make(memberChanges, 1)
+				ml, err := startGossip("scheduler/"+kind+"/"+name, gossip, join, schedulerMeta(kind, name), changes)
+				if err != nil {
+					return err
+				}
+				defer ml.Shutdown()
+				defer ml.Leave(time.Second) // the others take this one's jobs at once
+				members = make(chan []string, 1)
+				changes.poke()
+				go func() { // live code: memberlist's events to the driver
+					var last []string
+					for {
+						select {
+						case <-ctx.Done():
+							return
+						case <-changes:
+						}
+						names := instancesOf(ml, kind)
+						if !slices.Contains(names, name) {
+							names = append(names, name) // memberlist lists itself; this is belt and braces
+							slices.Sort(names)
+						}
+						if slices.Equal(names, last) {
+							continue
+						}
+						last = names
+						slog.Info("instances", "kind", kind, "members", names)
+						select { // the newest replaces one not taken yet
+						case <-members:
+						default:
+						}
+						members <- names
+					}
+				}()
+			}
 			slog.Info("scheduling", "kind", kind, "name", name, "server", cf.server, "revision", c.View().Revision())
-			err = (&live.Driver{Runner: r, Intake: in, Clock: client.RealClock{}}).Run(ctx)
+			err = (&live.Driver{Runner: r, Intake: in, Clock: client.RealClock{}, Members: members}).Run(ctx)
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				slog.Info("stopped", "name", name, "jobs", len(r.Records()))
 				return nil
@@ -93,6 +138,8 @@ cell: several instances of a kind sharing its jobs through the membership.`,
 	f.StringVar(&kind, "kind", "", "the scheduler kind")
 	f.StringVar(&name, "name", "", "this instance's name (its component name in the cell)")
 	cf.register(f)
+	f.StringVar(&join, "join", "", "the cell's gossip address (the server's --gossip): share the kind's jobs with its other instances")
+	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "with --join: this instance's gossip address")
 	f.StringArrayVar(&params, "param", nil, "a parameter of the kind, name=value (repeatable), e.g. policy=global-cap for mapreduce")
 	f.DurationVar(&tJob, "t-job", 0, "modelled decision time per job")
 	f.DurationVar(&tTask, "t-task", 0, "modelled decision time per task")

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/omega-cell/omega/client"
@@ -29,6 +30,50 @@ type Driver struct {
 	// queued, so that it notices its context promptly on a quiet cell.
 	// Default 1s.
 	Idle time.Duration
+	// Members, if set, delivers the instances of the runner's kind as the
+	// cell's membership lists them — every live instance, this one
+	// included, by name — whenever they change: the intake routes the
+	// kind's jobs among them (Intake.SetMembers), so the jobs of an
+	// instance that died move to the others. Nil: this instance is alone
+	// (it takes every job of its kind).
+	Members <-chan []string
+
+	pending atomic.Pointer[[]string] // members taken by a wait's watcher, not applied yet
+}
+
+// members applies the newest members the membership delivered, if any,
+// to the jobs of the cell as of rev, the revision the intake has taken in
+// (the client's own view syncs to it first: it follows the cell apart
+// from the informer).
+func (d *Driver) members(ctx context.Context, rev uint64) error {
+	var names []string
+	if p := d.pending.Swap(nil); p != nil {
+		names = *p
+	}
+	for drained := false; !drained && d.Members != nil; {
+		select {
+		case n, ok := <-d.Members:
+			if ok {
+				names = n
+			} else {
+				drained = true
+			}
+		default:
+			drained = true
+		}
+	}
+	if names == nil {
+		return nil
+	}
+	kind := d.Runner.Scheduler().Kind()
+	if err := d.Runner.Client().SyncTo(ctx, rev); err != nil {
+		d.pending.Store(&names)
+		return fmt.Errorf("%s: %w", d.Runner.Name(), err)
+	}
+	if _, err := d.Intake.SetMembers(kind, names, d.Runner.Client().View().State, d.Clock.Now()); err != nil {
+		return fmt.Errorf("%s: %w", d.Runner.Name(), err)
+	}
+	return nil
 }
 
 // intakeFeed is the intake as the driver's informer's handler: a fresh
@@ -73,6 +118,9 @@ func (d *Driver) Run(ctx context.Context) error {
 		if err := inf.Poll(ctx); err != nil {
 			return fmt.Errorf("%s: %w", d.Runner.Name(), err)
 		}
+		if err := d.members(ctx, inf.Revision()); err != nil {
+			return err
+		}
 		a, ok, err := d.Runner.Begin(ctx, d.Clock.Now())
 		if err != nil {
 			return fmt.Errorf("%s: %w", d.Runner.Name(), err)
@@ -93,11 +141,25 @@ func (d *Driver) Run(ctx context.Context) error {
 			wait = min(wait, max(next.Sub(d.Clock.Now()), 0))
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
+		if d.Members != nil {
+			// A change of the members wakes the wait too.
+			go func() {
+				select {
+				case names, ok := <-d.Members:
+					if ok {
+						d.pending.Store(&names)
+					}
+					cancel()
+				case <-wctx.Done():
+				}
+			}()
+		}
 		err = inf.Wait(wctx)
+		woken := wctx.Err() != nil && ctx.Err() == nil // the wait's time is up, or the members changed
 		cancel()
 		switch {
 		case err == nil:
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		case woken && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
 		default:
 			return fmt.Errorf("%s: %w", d.Runner.Name(), err)
 		}

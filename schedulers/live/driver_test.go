@@ -196,3 +196,94 @@ func TestLiveSchedulers(t *testing.T) {
 		}
 	}
 }
+
+// TestDriverMembers: an instance told it shares its kind with another
+// places only the jobs the rendezvous hash gives it; told the other is
+// gone, it takes that one's jobs over and places them too.
+func TestDriverMembers(t *testing.T) {
+	st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
+	ctx := context.Background()
+	ids := testkit.NewIDs(2, 1)
+	ops := []txn.Op{txn.CreateMachine(testkit.Machine(ids.Next(), "m0", testkit.Res(64000, 64<<30)))}
+	var jobs []uuid.UUID
+	ours := 0
+	for i := range 12 {
+		j := ids.Next()
+		jobs = append(jobs, j)
+		if []string{"batch-a", "batch-b"}[schedulers.Pick(j, []string{"batch-a", "batch-b"})] == "batch-a" {
+			ours++
+		}
+		p := testkit.Job(j, fmt.Sprintf("j%d", i), "batch")
+		p.Spec.Replicas = 1
+		ops = append(ops, txn.CreateJob(p), txn.CreateTask(testkit.Task(ids.Next(), j, fmt.Sprintf("j%d-0", i), testkit.Res(100, 1<<20))))
+	}
+	if ours == 0 || ours == len(jobs) {
+		t.Fatalf("the fixture's jobs all hash to one instance (%d of %d)", ours, len(jobs))
+	}
+	c, err := client.New(ctx, inproc.New(st), client.Config{Component: "batch-a", Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(1, 2))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Cell().Close)
+	cfg := schedulers.DefaultRunnerConfig()
+	cfg.TJob, cfg.TTask = 0, 0
+	r, err := schedulers.NewRunner(schedulers.NewBatch(), c, rand.New(rand.NewPCG(3, 4)), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := schedulers.NewIntake()
+	in.Add(r)
+	members := make(chan []string, 1)
+	members <- []string{"batch-a", "batch-b"}
+	d := &Driver{Runner: r, Intake: in, Clock: client.RealClock{}, Idle: 20 * time.Millisecond, Members: members}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("the driver ended with %v", err)
+		}
+	}()
+	if _, err := st.Commit(ctx, &txn.Txn{Component: "setup", Ops: ops}); err != nil {
+		t.Fatal(err)
+	}
+	placedJobs := func() (n int) {
+		pending := map[uuid.UUID]bool{}
+		st.Snapshot().RangePendingJobs(func(j uuid.UUID, k int) bool { pending[j] = k > 0; return true })
+		for _, j := range jobs {
+			if !pending[j] {
+				n++
+			}
+		}
+		return n
+	}
+	say := func() string {
+		n := 0
+		for _, j := range jobs {
+			if _, ok := in.Owner(j); ok {
+				n++
+			}
+		}
+		return fmt.Sprintf("%d of %d jobs placed, %d its own, %d owned", placedJobs(), len(jobs), ours, n)
+	}
+	waitStore(t, st, "its own jobs placed", func() bool { return placedJobs() == ours }, say)
+	members <- []string{"batch-a"}
+	waitStore(t, st, "every job placed, the other's taken over", func() bool { return placedJobs() == len(jobs) }, say)
+}
+
+// waitStore waits on st's watch, with a deadline, until cond holds.
+func waitStore(t *testing.T, st *store.Store, what string, cond func() bool, describe func() string) {
+	t.Helper()
+	w, err := st.Watch(st.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for !cond() {
+		if _, err := w.Next(ctx, 0); err != nil {
+			t.Fatalf("%s: %v (%s)", what, err, describe())
+		}
+	}
+}
