@@ -162,6 +162,12 @@ func (t *Transport) Watch(ctx context.Context, fromRevision uint64) (transport.W
 type Filter struct {
 	Machine  uuid.UUID
 	Selector string
+	// Progress hands the reader the revisions the filter empties too, as
+	// write sets without changes (consecutive ones joined into the
+	// newest), so that the reader's revision keeps up with the cell's: a
+	// copy of the filtered part is then the cell's projection at every
+	// revision, and a client on it can sync to any revision.
+	Progress bool
 }
 
 // WatchFiltered is Watch with a filter.
@@ -184,7 +190,7 @@ func (t *Transport) WatchFiltered(ctx context.Context, fromRevision uint64, f Fi
 		return nil, fmt.Errorf("watch from revision %d: %w", fromRevision, err)
 	}
 	w := &watch{cancel: cancel, ready: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{}),
-		last: fromRevision, reopen: func(from uint64) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error) {
+		last: fromRevision, progress: f.Progress, reopen: func(from uint64) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error) {
 			r := &cellgrpc.WatchRequest{FromRevision: from, LabelSelector: req.LabelSelector, MachineUid: req.MachineUid}
 			// An attempt of its own: a server that does not answer in time
 			// ends this attempt, not the watch.
@@ -253,8 +259,9 @@ type watch struct {
 
 	// last is the revision of the last write set delivered; reopen starts
 	// the stream again after it.
-	last   uint64
-	reopen func(from uint64) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error)
+	last     uint64
+	progress bool // hand bare revisions to the reader (Filter.Progress)
+	reopen   func(from uint64) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error)
 
 	mu   sync.Mutex
 	sets []*txn.WriteSet
@@ -306,7 +313,15 @@ func (w *watch) receive(ctx context.Context, stream grpc.ServerStreamingClient[o
 		if err != nil {
 			w.err = fmt.Errorf("watch: %w", err)
 		} else if ws != nil {
-			if len(ws.Changes) > 0 { // a bare revision is the server's progress on a filtered watch
+			switch n := len(w.sets); {
+			case len(ws.Changes) > 0:
+				w.sets = append(w.sets, ws)
+			case !w.progress:
+				// A bare revision is the server's progress on a filtered
+				// watch: the reader is not told.
+			case n > 0 && len(w.sets[n-1].Changes) == 0:
+				w.sets[n-1] = ws // the newest progress is all a reader needs
+			default:
 				w.sets = append(w.sets, ws)
 			}
 			w.last = ws.Revision
