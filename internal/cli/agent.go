@@ -33,6 +33,7 @@ import (
 type agentFlags struct {
 	cell                                       cellFlags
 	join, gossip, name, data, memory, taskCIDR string
+	http, logsTokenFile                        string
 	cpu                                        float64
 }
 
@@ -53,7 +54,9 @@ the agent: a restarted agent adopts those still placed on it and reports them
 when they end, and stops those no longer placed. On SIGTERM it stops without
 leaving the membership, so a restart within the failure-detection time keeps
 its machine UP. Still to come: health checks, restart policies, an IP per
-task, cgroups.`,
+task, cgroups.
+
+` + agentLogsHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -81,6 +84,8 @@ task, cgroups.`,
 	fl.StringVar(&f.data, "data", "", "the agent's directory (created if missing)")
 	fl.Float64Var(&f.cpu, "cpu", 0, "cores (0: the host's)")
 	fl.StringVar(&f.memory, "memory", "", "memory, e.g. 8Gi (empty: the host's)")
+	fl.StringVar(&f.http, "http", "127.0.0.1:0", "the log endpoint's address (omega logs), published on the machine as its omega.io/logs annotation (empty: none)")
+	fl.StringVar(&f.logsTokenFile, "logs-token-file", "", "bearer tokens the log endpoint accepts, one a line (the server's --tokens file works: its first column); none: served to anyone who reaches it")
 	fl.StringVar(&f.taskCIDR, "task-cidr", "", "the range the tasks' own IP addresses come from, passed as OMEGA_TASK_IP (empty: a /24 of 127.0.0.0/8 picked by the machine's uid)")
 	return cmd
 }
@@ -238,19 +243,27 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	}
 	defer ml.Shutdown() // no Leave: a quick restart keeps the machine UP
 	addr := ml.LocalNode().Address()
+	logs, logsURL, err := startAgentLogs(f, ml.LocalNode().Addr.String(), logger)
+	if err != nil {
+		return err
+	}
+	if logs != nil {
+		defer logs.Close()
+	}
 	if _, err := c.Transact(ctx, func(v client.View) (*txn.Txn, error) {
 		tx := c.NewTxn(v)
 		if m, ok := v.Machine(uid); ok {
-			if m.State == omegav1.MachineState_MACHINE_STATE_UP && m.Agent == addr {
+			if m.State == omegav1.MachineState_MACHINE_STATE_UP && m.Agent == addr && m.Meta.GetAnnotations()[process.LogsAnnotation] == logsURL {
 				return nil, nil
 			}
 			p := m.Proto()
 			p.Status.State, p.Status.AgentAddress = omegav1.MachineState_MACHINE_STATE_UP, addr
+			p.Meta = withLogsAnnotation(p.Meta, logsURL)
 			tx.Ops = []txn.Op{txn.PutMachine(p, m.Version)}
 			return tx, nil
 		}
 		tx.Ops = []txn.Op{txn.CreateMachine(&omegav1.Machine{
-			Meta:   &omegav1.ObjectMeta{Uid: uid.String(), Name: f.name},
+			Meta:   withLogsAnnotation(&omegav1.ObjectMeta{Uid: uid.String(), Name: f.name}, logsURL),
 			Spec:   &omegav1.MachineSpec{Capacity: &omegav1.Resources{CpuMillis: cpu, MemoryBytes: mem}},
 			Status: &omegav1.MachineStatus{State: omegav1.MachineState_MACHINE_STATE_UP, AgentAddress: addr},
 		})}
@@ -258,7 +271,7 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	}); err != nil {
 		return fmt.Errorf("register machine %s: %w", f.name, err)
 	}
-	logger.Info("registered", "uid", uid, "cpu_millis", cpu, "memory_bytes", mem, "gossip", addr, "task_range", prefix)
+	logger.Info("registered", "uid", uid, "cpu_millis", cpu, "memory_bytes", mem, "gossip", addr, "task_range", prefix, "logs", logsURL)
 
 	self, err := os.Executable()
 	if err != nil {
