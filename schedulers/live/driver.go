@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/omega-cell/omega/client"
@@ -36,9 +35,9 @@ type Driver struct {
 	// kind's jobs among them (Intake.SetMembers), so the jobs of an
 	// instance that died move to the others. Nil: this instance is alone
 	// (it takes every job of its kind).
+	// The driver looks at it between attempts and waits: a change is
+	// applied within Idle.
 	Members <-chan []string
-
-	pending atomic.Pointer[[]string] // members taken by a wait's watcher, not applied yet
 }
 
 // members applies the newest members the membership delivered, if any,
@@ -47,9 +46,6 @@ type Driver struct {
 // from the informer).
 func (d *Driver) members(ctx context.Context, rev uint64) error {
 	var names []string
-	if p := d.pending.Swap(nil); p != nil {
-		names = *p
-	}
 	for drained := false; !drained && d.Members != nil; {
 		select {
 		case n, ok := <-d.Members:
@@ -67,7 +63,6 @@ func (d *Driver) members(ctx context.Context, rev uint64) error {
 	}
 	kind := d.Runner.Scheduler().Kind()
 	if err := d.Runner.Client().SyncTo(ctx, rev); err != nil {
-		d.pending.Store(&names)
 		return fmt.Errorf("%s: %w", d.Runner.Name(), err)
 	}
 	if _, err := d.Intake.SetMembers(kind, names, d.Runner.Client().View().State, d.Clock.Now()); err != nil {
@@ -141,25 +136,11 @@ func (d *Driver) Run(ctx context.Context) error {
 			wait = min(wait, max(next.Sub(d.Clock.Now()), 0))
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		if d.Members != nil {
-			// A change of the members wakes the wait too.
-			go func() {
-				select {
-				case names, ok := <-d.Members:
-					if ok {
-						d.pending.Store(&names)
-					}
-					cancel()
-				case <-wctx.Done():
-				}
-			}()
-		}
 		err = inf.Wait(wctx)
-		woken := wctx.Err() != nil && ctx.Err() == nil // the wait's time is up, or the members changed
 		cancel()
 		switch {
 		case err == nil:
-		case woken && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		default:
 			return fmt.Errorf("%s: %w", d.Runner.Name(), err)
 		}
