@@ -35,6 +35,8 @@ type Config struct {
 	// Env is the environment every task starts from (its command's env is
 	// added). Default: PATH only.
 	Env []string
+	// Cgroups, if set, confines each task to its request (DetectCgroups).
+	Cgroups *Cgroups
 }
 
 // taskFile is what the agent started, kept in the task's directory.
@@ -179,6 +181,9 @@ func (x *Executor) ended(p *proc) {
 	st, ok := readExit(p.dir)
 	if !ok {
 		st = ExitStatus{Code: -1, Error: "the task's supervisor ended without an exit status"}
+	}
+	if x.cfg.Cgroups != nil {
+		x.cfg.Cgroups.Remove(p.uid) // fails, harmlessly, while any of its processes is left
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -363,6 +368,14 @@ func (x *Executor) start(t *txn.Task, gen uint64, address string) (*proc, error)
 	cmd := exec.Command(x.cfg.Shim[0], argv...)
 	cmd.Env = x.env(t, address)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // its own session: it outlives the agent
+	if x.cfg.Cgroups != nil {
+		cg, err := x.cfg.Cgroups.Prepare(t.UID, t.Request.CPU, t.Request.Memory)
+		if err != nil {
+			return nil, fmt.Errorf("confine the task: %w", err)
+		}
+		defer cg.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.Fd())
+	}
 	rd, wr, err := os.Pipe()
 	if err != nil {
 		return nil, err

@@ -187,3 +187,26 @@ func TestRelistAndLeftovers(t *testing.T) {
 		t.Fatalf("an agent with a half-started task cannot start: %v", err)
 	}
 }
+
+// TestCgroups: where cgroup v2 delegates cpu and memory to this process, a
+// task runs in a cgroup of its own with its request as limits. Elsewhere
+// (cgroup v1, nothing delegated: as on the project's CI machine) it skips,
+// saying why.
+func TestCgroups(t *testing.T) {
+	cg, why := DetectCgroups()
+	if cg == nil {
+		t.Skip("no cgroup v2 confinement here: " + why)
+	}
+	x, err := New(Config{Dir: t.TempDir(), Shim: []string{os.Args[0]}, Grace: 2 * time.Second, Cgroups: cg,
+		Env: []string{"PATH=" + os.Getenv("PATH"), "OMEGA_TEST_SHIM=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := task(t, 1, "/bin/sh", "-c", "cat /proc/self/cgroup; cat /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/memory.max")
+	x.Start(tk, agents.Placement{Gen: 1})
+	exits(t, x, 1)
+	out, _ := os.ReadFile(filepath.Join(x.cfg.Dir, tk.UID.String(), fileStdout))
+	if !strings.Contains(string(out), "tasks/"+tk.UID.String()) || !strings.Contains(string(out), strconv.FormatInt(1<<20, 10)) {
+		t.Fatalf("the task's cgroup and memory.max:\n%s", out)
+	}
+}

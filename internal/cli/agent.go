@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -53,8 +54,21 @@ and stderr; the agent reports RUNNING, then SUCCEEDED or FAILED. Tasks outlive
 the agent: a restarted agent adopts those still placed on it and reports them
 when they end, and stops those no longer placed. On SIGTERM it stops without
 leaving the membership, so a restart within the failure-detection time keeps
-its machine UP. Still to come: health checks, restart policies, an IP per
-task, cgroups.
+its machine UP.
+
+Each task gets an IP address of its own from --task-cidr, passed as
+OMEGA_TASK_IP (on one host, the default /24 of 127.0.0.0/8 lets copies of a
+server share a well-known port), and its command's environment and working
+directory. The agent probes its health check (exec, or HTTP at its address),
+stops a task that fails it, and restarts tasks by their restart policy (never,
+on-failure, always) with a backoff from the task's restart delay doubling to 5
+minutes; restarts, the last exit and the health go into the task's status. A
+task the cell stops gets SIGTERM, then SIGKILL after its grace period. Where
+cgroup v2 has the cpu and memory controllers delegated, each task is confined
+to its request; where not, the agent says so once at start.
+
+The agent keeps a copy of its own part of the cell only (its machine and the
+tasks placed on it), watched with the server's machine filter.
 
 ` + agentLogsHelp,
 		Args: cobra.NoArgs,
@@ -216,11 +230,19 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	if err != nil {
 		return fmt.Errorf("--task-cidr: %w", err)
 	}
-	c, tr, err := dialCell(ctx, &f.cell, "agent/"+f.name)
+	// The agent keeps a copy of its own machine's part of the cell only
+	// (its machine and the tasks placed on it), listed and watched with the
+	// server's machine filter: its memory and its traffic do not grow with
+	// the cell.
+	tr, err := f.cell.dial()
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
+	c, err := client.New(ctx, tr.ForMachine(uid), client.Config{Component: "agent/" + f.name, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
+	if err != nil {
+		return fmt.Errorf("the cell at %s: %w", f.cell.server, err)
+	}
 
 	// A quick restart must come back at the same gossip address, or the
 	// membership sees a new member and declares the old one dead: with
@@ -277,7 +299,13 @@ func runAgent(ctx context.Context, f agentFlags) error {
 	if err != nil {
 		return err
 	}
-	exec, err := process.New(process.Config{Dir: filepath.Join(f.data, "tasks"), Shim: []string{self, "task-shim"}})
+	cg, why := process.DetectCgroups()
+	if cg == nil {
+		logger.Warn("tasks are not confined to their requests (cgroup v2 with the cpu and memory controllers delegated is needed)", "why", why)
+	} else {
+		logger.Info("tasks are confined to their requests by cgroup v2")
+	}
+	exec, err := process.New(process.Config{Dir: filepath.Join(f.data, "tasks"), Shim: []string{self, "task-shim"}, Cgroups: cg})
 	if err != nil {
 		return err
 	}
