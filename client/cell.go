@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/omega-cell/omega/client/transport"
 
 	"github.com/omega-cell/omega/txn"
 )
@@ -26,6 +27,9 @@ type Cell struct {
 	state  *txn.State
 	watch  Watch
 	relist int // times the cell re-listed after falling behind
+	// partial: the watch sends partial changes, completed against the copy
+	// before they are applied.
+	partial bool
 }
 
 // NewCell lists the cell through tr and starts watching it.
@@ -50,7 +54,11 @@ const maxListTries = 10
 // list takes a snapshot and watches from its revision (ListAndWatch),
 // counting each retry as a re-list.
 func (c *Cell) list(ctx context.Context) error {
-	st, w, retries, err := ListAndWatch(ctx, c.tr)
+	watch := c.tr.Watch
+	if pw, ok := c.tr.(transport.PartialWatcher); ok {
+		watch, c.partial = pw.WatchPartial, true // the copy completes them
+	}
+	st, w, retries, err := listAndWatch(ctx, c.tr, watch)
 	c.relist += retries
 	if err != nil {
 		return err
@@ -70,12 +78,16 @@ func (c *Cell) list(ctx context.Context) error {
 // a fresh snapshot, at most maxListTries times, and says how many retries
 // it took. The watch is the caller's to close.
 func ListAndWatch(ctx context.Context, tr Transport) (*txn.State, Watch, int, error) {
+	return listAndWatch(ctx, tr, tr.Watch)
+}
+
+func listAndWatch(ctx context.Context, tr Transport, watch func(context.Context, uint64) (Watch, error)) (*txn.State, Watch, int, error) {
 	for try := 1; ; try++ {
 		st, err := tr.Snapshot(ctx)
 		if err != nil {
 			return nil, nil, try - 1, fmt.Errorf("list cell: %w", err)
 		}
-		w, err := tr.Watch(ctx, st.Revision())
+		w, err := watch(ctx, st.Revision())
 		if errors.Is(err, ErrCompacted) && try < maxListTries {
 			continue
 		}
@@ -162,6 +174,11 @@ func (c *Cell) apply(sets []*txn.WriteSet) error {
 	for _, ws := range sets {
 		if ws.Revision <= c.state.Revision() {
 			continue
+		}
+		if c.partial {
+			if err := ws.Complete(c.state); err != nil {
+				return fmt.Errorf("watched revision does not fit the copy at %d: %w", c.state.Revision(), err)
+			}
 		}
 		st, err := c.state.ApplyChecked(ws)
 		if err != nil {

@@ -54,8 +54,9 @@ type Service struct {
 
 	// encoded keeps the last revisions as encoded for the wire, so that a
 	// revision is encoded once however many watchers send it.
-	encMu   sync.Mutex
-	encoded [256]*encodedRev
+	encMu          sync.Mutex
+	encoded        [256]*encodedRev
+	encodedPartial [256]*encodedRev // the same with partial changes (WatchRequest.partial_changes)
 }
 
 type encodedRev struct {
@@ -65,8 +66,12 @@ type encodedRev struct {
 
 // encodeOne encodes ws's pieces for the wire.
 func encodeOne(stream grpc.ServerStream, ws *txn.WriteSet, chunk int) ([]*grpc.PreparedMsg, error) {
+	return encodeWith(stream, ws.Chunks, chunk)
+}
+
+func encodeWith(stream grpc.ServerStream, chunks func(int, func(*omegav1.RevisionChanges) error) error, chunk int) ([]*grpc.PreparedMsg, error) {
 	var msgs []*grpc.PreparedMsg
-	err := ws.Chunks(chunk, func(p *omegav1.RevisionChanges) error {
+	err := chunks(chunk, func(p *omegav1.RevisionChanges) error {
 		pm := &grpc.PreparedMsg{}
 		if err := pm.Encode(stream, p); err != nil {
 			return err
@@ -80,15 +85,19 @@ func encodeOne(stream grpc.ServerStream, ws *txn.WriteSet, chunk int) ([]*grpc.P
 // encode returns ws's pieces encoded for the wire (Chunks, marshalled), from
 // the cache when another watcher encoded them already. Encoding needs a
 // stream for its codec; the bytes do not depend on which.
-func (s *Service) encode(stream grpc.ServerStream, ws *txn.WriteSet) ([]*grpc.PreparedMsg, error) {
-	slot := &s.encoded[ws.Revision%uint64(len(s.encoded))]
+func (s *Service) encode(stream grpc.ServerStream, ws *txn.WriteSet, partial bool) ([]*grpc.PreparedMsg, error) {
+	cache, chunks := &s.encoded, ws.Chunks
+	if partial {
+		cache, chunks = &s.encodedPartial, ws.PartialChunks
+	}
+	slot := &cache[ws.Revision%uint64(len(cache))]
 	s.encMu.Lock()
 	e := *slot
 	s.encMu.Unlock()
 	if e != nil && e.rev == ws.Revision {
 		return e.msgs, nil
 	}
-	msgs, err := encodeOne(stream, ws, s.ChunkBytes)
+	msgs, err := encodeWith(stream, chunks, s.ChunkBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +206,7 @@ func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingS
 		for _, ws := range sets {
 			var msgs []*grpc.PreparedMsg
 			if f.none() {
-				msgs, err = s.encode(stream, ws) // shared by every unfiltered watcher
+				msgs, err = s.encode(stream, ws, req.GetPartialChanges()) // shared by every unfiltered watcher
 			} else {
 				// A revision the filter empties still goes out, bare, as
 				// progress: a client resumes from it after a restart.

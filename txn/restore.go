@@ -75,32 +75,39 @@ func restoreTask(p *omegav1.Task, version uint64) (*Task, error) {
 	}
 	_, t.CreateRev, t.Created = restoreMeta(p.GetMeta())
 	t.Version = version
-	st := p.GetStatus()
+	if err := restoreTaskStatus(t, p.GetStatus()); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// restoreTaskStatus sets t's status fields from st, checked.
+func restoreTaskStatus(t *Task, st *omegav1.TaskStatus) (err error) {
 	t.State = st.GetState()
 	if _, ok := omegav1.TaskState_name[int32(t.State)]; !ok || t.State == omegav1.TaskState_TASK_STATE_UNSPECIFIED {
-		return nil, fmt.Errorf("%w: task %s state %d", ErrInvalid, t.UID, t.State)
+		return fmt.Errorf("%w: task %s state %d", ErrInvalid, t.UID, t.State)
 	}
 	if st.GetMachineUid() != "" {
 		if t.State == omegav1.TaskState_TASK_STATE_PENDING {
-			return nil, fmt.Errorf("%w: task %s is PENDING on machine %s", ErrInvalid, t.UID, st.GetMachineUid())
+			return fmt.Errorf("%w: task %s is PENDING on machine %s", ErrInvalid, t.UID, st.GetMachineUid())
 		}
 		if t.Machine, err = ParseUID(st.GetMachineUid(), "task machine"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	t.Claimed = ResourcesFromProto(st.GetClaimed())
 	if err := t.Claimed.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: task %s claimed: %v", ErrInvalid, t.UID, err)
+		return fmt.Errorf("%w: task %s claimed: %v", ErrInvalid, t.UID, err)
 	}
 	t.Scheduler = st.GetScheduler()
 	t.Assigned, t.Started, t.Finished = st.GetAssignUnixNanos(), st.GetStartUnixNanos(), st.GetFinishUnixNanos()
 	t.Evictions = st.GetEvictions()
 	t.Message = st.GetMessage()
 	if err := validateRun(st.GetRun()); err != nil {
-		return nil, fmt.Errorf("%w: task %s run: %v", ErrInvalid, t.UID, err)
+		return fmt.Errorf("%w: task %s run: %v", ErrInvalid, t.UID, err)
 	}
 	t.Report = st.GetRun()
-	return t, nil
+	return nil
 }
 
 // Finish derives allocations and returns the state. It fails if a placed

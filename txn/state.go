@@ -117,6 +117,10 @@ type Change struct {
 	// allocation, task count and sequence number), so nothing is stored.
 	Created bool
 	Derived bool
+	// Partial: a watched change that carried the object's uid, version and
+	// status only (omegav1.Change.partial); WriteSet.Complete fills the
+	// rest from the previous version before it is applied.
+	Partial bool
 
 	baseVersion uint64 // during evaluation: the version before the transaction
 }

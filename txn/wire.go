@@ -371,10 +371,13 @@ func (ws *WriteSet) Proto() *omegav1.RevisionChanges {
 // each — never needs one message above the wire's limit. A WriteSetReader
 // joins them. It stops at send's first error.
 func (ws *WriteSet) Chunks(maxBytes int, send func(*omegav1.RevisionChanges) error) error {
+	return chunks(ws.Proto(), maxBytes, send)
+}
+
+func chunks(all *omegav1.RevisionChanges, maxBytes int, send func(*omegav1.RevisionChanges) error) error {
 	if maxBytes <= 0 {
 		maxBytes = DefaultSnapshotChunkBytes
 	}
-	all := ws.Proto()
 	header := sizeVarint(1, all.Revision) + sizeVarint(3, uint64(all.UnixNanos)) + protowire.SizeTag(4) + 1
 	part := &omegav1.RevisionChanges{Revision: all.Revision, UnixNanos: all.UnixNanos}
 	size := header
@@ -424,10 +427,15 @@ func (r *WriteSetReader) Add(p *omegav1.RevisionChanges) (*WriteSet, error) {
 func WriteSetFromProto(p *omegav1.RevisionChanges) (*WriteSet, error) {
 	ws := &WriteSet{Revision: p.GetRevision(), UnixNanos: p.GetUnixNanos(), Changes: make([]Change, len(p.GetChanges()))}
 	for i, w := range p.GetChanges() {
-		c := Change{Deleted: w.GetDeleted(), Created: w.GetCreated()}
+		c := Change{Deleted: w.GetDeleted(), Created: w.GetCreated(), Partial: w.GetPartial()}
 		var err error
 		switch obj := w.GetObject().(type) {
 		case *omegav1.Change_Task:
+			if c.Partial {
+				c.Kind = omegav1.ObjectKind_OBJECT_KIND_TASK
+				c.Task, err = taskFromPartial(obj.Task)
+				break
+			}
 			c.Kind = omegav1.ObjectKind_OBJECT_KIND_TASK
 			c.Task, err = taskFromWire(obj.Task)
 		case *omegav1.Change_Job:
@@ -435,6 +443,10 @@ func WriteSetFromProto(p *omegav1.RevisionChanges) (*WriteSet, error) {
 			c.Job, err = jobFromWire(obj.Job)
 		case *omegav1.Change_Machine:
 			c.Kind = omegav1.ObjectKind_OBJECT_KIND_MACHINE
+			if c.Partial {
+				c.Machine, err = machineFromPartial(obj.Machine)
+				break
+			}
 			c.Machine, err = machineFromWire(obj.Machine, true)
 		default:
 			err = fmt.Errorf("%w: a change with no object", ErrInvalid)

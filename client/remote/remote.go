@@ -152,6 +152,12 @@ func (t *Transport) Watch(ctx context.Context, fromRevision uint64) (transport.W
 	return t.WatchFiltered(ctx, fromRevision, Filter{})
 }
 
+// WatchPartial is Watch with partial changes (transport.PartialWatcher):
+// what a client's copy of the whole cell watches with.
+func (t *Transport) WatchPartial(ctx context.Context, fromRevision uint64) (transport.Watch, error) {
+	return t.WatchFiltered(ctx, fromRevision, Filter{Partial: true})
+}
+
 // Filter narrows a watch, evaluated by the server: Machine keeps that
 // machine and the tasks placed on it (and every eviction, so that a task
 // leaving it is seen leaving); Selector (Kubernetes syntax) keeps the
@@ -168,6 +174,10 @@ type Filter struct {
 	// copy of the filtered part is then the cell's projection at every
 	// revision, and a client on it can sync to any revision.
 	Progress bool
+	// Partial asks for partial changes (omegav1.Change.partial), for a
+	// reader that holds the whole cell and completes them against it
+	// (txn.WriteSet.Complete). The server ignores it on a filtered watch.
+	Partial bool
 }
 
 // WatchFiltered is Watch with a filter.
@@ -179,7 +189,7 @@ type Filter struct {
 // the restart. If that revision is no longer retained, the watch fails
 // with ErrCompacted and the reader lists again.
 func (t *Transport) WatchFiltered(ctx context.Context, fromRevision uint64, f Filter) (transport.Watch, error) {
-	req := &cellgrpc.WatchRequest{FromRevision: fromRevision, LabelSelector: f.Selector}
+	req := &cellgrpc.WatchRequest{FromRevision: fromRevision, LabelSelector: f.Selector, PartialChanges: f.Partial}
 	if f.Machine != uuid.Nil {
 		req.MachineUid = f.Machine.String()
 	}
@@ -191,7 +201,7 @@ func (t *Transport) WatchFiltered(ctx context.Context, fromRevision uint64, f Fi
 	}
 	w := &watch{cancel: cancel, ready: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{}),
 		last: fromRevision, progress: f.Progress, reopen: func(from uint64) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error) {
-			r := &cellgrpc.WatchRequest{FromRevision: from, LabelSelector: req.LabelSelector, MachineUid: req.MachineUid}
+			r := &cellgrpc.WatchRequest{FromRevision: from, LabelSelector: req.LabelSelector, MachineUid: req.MachineUid, PartialChanges: req.PartialChanges}
 			// An attempt of its own: a server that does not answer in time
 			// ends this attempt, not the watch.
 			actx, acancel := context.WithCancel(sctx)

@@ -49,6 +49,16 @@ type Watch interface {
 	Close()
 }
 
+// PartialWatcher is implemented by transports that can watch with partial
+// changes (txn.Change.Partial: a task's or a derived machine change's uid,
+// version and status, the rest being the previous version's). Only a
+// reader that holds the whole cell can use them — a client's Cell, which
+// completes each write set against its copy (txn.WriteSet.Complete) — so
+// a Watch never sends them.
+type PartialWatcher interface {
+	WatchPartial(ctx context.Context, fromRevision uint64) (Watch, error)
+}
+
 // ErrCompacted is what a Watch returns (wrapped) when it fell behind the
 // store's retained history: re-list with Snapshot and watch again. It is
 // txn.ErrCompacted.

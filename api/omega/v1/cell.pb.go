@@ -1215,7 +1215,7 @@ func (x *ExecProbe) GetArgs() []string {
 type HttpProbe struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Port  int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
-	// Default "/".
+	// Default "/"; a path without its leading "/" gets one.
 	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

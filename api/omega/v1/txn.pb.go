@@ -1294,7 +1294,14 @@ type Change struct {
 	Deleted bool            `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// The object is new at this revision (a PENDING task that is created,
 	// not one evicted back to PENDING).
-	Created       bool `protobuf:"varint,5,opt,name=created,proto3" json:"created,omitempty"`
+	Created bool `protobuf:"varint,5,opt,name=created,proto3" json:"created,omitempty"`
+	// The object carries its meta's uid and version and its status only: its
+	// meta's other fields and its spec are its previous version's, which the
+	// watcher holds. Sent only to a watch that asked for it
+	// (WatchRequest.partial_changes), for a task that changed (a task's meta
+	// and spec never change after it is created) and for a machine whose
+	// change the store derived (its allocation, task count, sequence).
+	Partial       bool `protobuf:"varint,6,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1373,6 +1380,13 @@ func (x *Change) GetDeleted() bool {
 func (x *Change) GetCreated() bool {
 	if x != nil {
 		return x.Created
+	}
+	return false
+}
+
+func (x *Change) GetPartial() bool {
+	if x != nil {
+		return x.Partial
 	}
 	return false
 }
@@ -1698,13 +1712,14 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\tcommitted\x18\x04 \x01(\x05R\tcommitted\x12\x1c\n" +
 	"\tconflicts\x18\x05 \x01(\x05R\tconflicts\x12+\n" +
 	"\x11claims_conflicted\x18\x06 \x01(\x05R\x10claimsConflicted\x12\x1a\n" +
-	"\brejected\x18\a \x01(\x05R\brejected\"\xbe\x01\n" +
+	"\brejected\x18\a \x01(\x05R\brejected\"\xd8\x01\n" +
 	"\x06Change\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x02 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
 	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12\x18\n" +
 	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x18\n" +
-	"\acreated\x18\x05 \x01(\bR\acreatedB\b\n" +
+	"\acreated\x18\x05 \x01(\bR\acreated\x12\x18\n" +
+	"\apartial\x18\x06 \x01(\bR\apartialB\b\n" +
 	"\x06object\"\x8c\x01\n" +
 	"\x0fRevisionChanges\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12*\n" +

@@ -67,8 +67,14 @@ type WatchRequest struct {
 	FromRevision  uint64                 `protobuf:"varint,1,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
 	MachineUid    string                 `protobuf:"bytes,2,opt,name=machine_uid,json=machineUid,proto3" json:"machine_uid,omitempty"`
 	LabelSelector string                 `protobuf:"bytes,3,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Ask for partial changes (Change.partial): a watcher that keeps a copy
+	// of the whole cell receives a task's or a machine's change as its uid,
+	// version and status only when its meta and spec did not change. Only
+	// for unfiltered watches (a filtered watcher may not hold the previous
+	// version): with a filter it is ignored.
+	PartialChanges bool `protobuf:"varint,4,opt,name=partial_changes,json=partialChanges,proto3" json:"partial_changes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WatchRequest) Reset() {
@@ -120,6 +126,13 @@ func (x *WatchRequest) GetLabelSelector() string {
 		return x.LabelSelector
 	}
 	return ""
+}
+
+func (x *WatchRequest) GetPartialChanges() bool {
+	if x != nil {
+		return x.PartialChanges
+	}
+	return false
 }
 
 type GetRequest struct {
@@ -362,12 +375,13 @@ var File_omega_v1_service_proto protoreflect.FileDescriptor
 const file_omega_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"\x11\n" +
-	"\x0fSnapshotRequest\"{\n" +
+	"\x0fSnapshotRequest\"\xa4\x01\n" +
 	"\fWatchRequest\x12#\n" +
 	"\rfrom_revision\x18\x01 \x01(\x04R\ffromRevision\x12\x1f\n" +
 	"\vmachine_uid\x18\x02 \x01(\tR\n" +
 	"machineUid\x12%\n" +
-	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\"\\\n" +
+	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\x12'\n" +
+	"\x0fpartial_changes\x18\x04 \x01(\bR\x0epartialChanges\"\\\n" +
 	"\n" +
 	"GetRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12\x10\n" +
