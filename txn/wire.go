@@ -400,6 +400,13 @@ func chunks(all *omegav1.RevisionChanges, maxBytes int, send func(*omegav1.Revis
 type WriteSetReader struct {
 	parts []*omegav1.Change
 	head  *omegav1.RevisionChanges // the first piece of the revision being joined
+
+	// AddBytes's: the changes of the revision being joined, decoded.
+	raw        []Change
+	rawStarted bool
+	rawRev     uint64
+	rawNanos   int64
+	in         *interned
 }
 
 // Add takes the next piece; it returns the write set when the piece is its

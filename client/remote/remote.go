@@ -219,7 +219,7 @@ func (t *Transport) WatchFiltered(ctx context.Context, fromRevision uint64, f Fi
 // Timeout), for the server's header: the watch started, or the status says
 // why not.
 func (t *Transport) open(ctx, sctx context.Context, cancel context.CancelFunc, req *cellgrpc.WatchRequest) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error) {
-	stream, err := t.c.Watch(sctx, req)
+	stream, err := t.c.Watch(sctx, req, grpc.ForceCodecV2(rawCodec{}))
 	if err != nil {
 		return nil, wireError(err)
 	}
@@ -243,7 +243,7 @@ func (t *Transport) open(ctx, sctx context.Context, cancel context.CancelFunc, r
 	}
 	if err == nil && len(md.Get(watchHeader)) == 0 {
 		// Ended without a header: the status says why.
-		_, err = stream.Recv()
+		err = stream.RecvMsg(&rawMsg{})
 		if err == nil {
 			err = errors.New("watch: the server sent changes before its header")
 		}
@@ -290,10 +290,11 @@ func (w *watch) receive(ctx context.Context, stream grpc.ServerStreamingClient[o
 				return
 			}
 		}
-		p, err := stream.Recv()
+		var m rawMsg
+		err := stream.RecvMsg(&m)
 		var ws *txn.WriteSet
 		if err == nil {
-			ws, err = r.Add(p)
+			ws, err = r.AddBytes(m.b)
 		} else {
 			err = wireError(err)
 		}
