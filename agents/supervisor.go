@@ -92,7 +92,10 @@ func (s *Supervisor) Begin(t *txn.Task, address string, now int64) {
 	}
 	sv.backoff = sv.delay
 	if r := t.Run(); r != nil {
-		sv.run.Restarts, sv.run.LastExit = r.GetRestarts(), r.GetLastExit()
+		// Adopted by an agent that restarted: the same process, so the
+		// count, the last exit and the health last seen stand until the
+		// next probe.
+		sv.run.Restarts, sv.run.LastExit, sv.run.Health = r.GetRestarts(), r.GetLastExit(), r.GetHealth()
 	}
 	sv.run.Address = address
 	sv.dirty = !proto.Equal(&sv.run, t.Run())

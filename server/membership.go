@@ -68,6 +68,27 @@ func StartMembership(st *store.Store, bind string, grace time.Duration, logger *
 	}
 	m.done.Add(1)
 	go m.follow(grace)
+	// After a restart, the agents' members still hold the server's name and
+	// address as alive (a quick restart is not a death to them), so they
+	// would not join again, and the new server would learn of them only by
+	// a random push-pull, tens of seconds later — after its grace period
+	// put their machines DOWN. It joins them itself, at the gossip
+	// addresses their machines recorded.
+	var addrs []string
+	st.Snapshot().RangeMachines(func(mc *txn.Machine) bool {
+		if mc.Agent != "" && mc.State != omegav1.MachineState_MACHINE_STATE_DOWN {
+			addrs = append(addrs, mc.Agent)
+		}
+		return true
+	})
+	if len(addrs) > 0 {
+		// Not waited for by Close: a dead agent's address can hold a join
+		// for memberlist's TCP timeout, and nothing here touches the store.
+		go func() { // live code: TCP to each, bounded by memberlist's timeouts
+			n, err := m.ml.Join(addrs)
+			logger.Info("membership: joined the agents of the machines UP", "reached", n, "of", len(addrs), "err", err)
+		}()
+	}
 	return m, nil
 }
 

@@ -145,7 +145,7 @@ func TestAdoptAfterRestart(t *testing.T) {
 	}
 	syscall.Kill(-keptPID, syscall.SIGTERM)
 	got := exits(t, second, 1)
-	if got[0].Task != kept.UID || got[0].Gen != 7 || got[0].State != omegav1.TaskState_TASK_STATE_FAILED || !strings.Contains(got[0].Message, "killed by") {
+	if got[0].Task != kept.UID || got[0].Gen != 7 || got[0].State != omegav1.TaskState_TASK_STATE_FAILED || got[0].Message != "signal: terminated" {
 		t.Fatalf("the adopted task's end: %+v", got[0])
 	}
 }

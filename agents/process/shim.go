@@ -53,7 +53,7 @@ func (s ExitStatus) String() string {
 	case s.Error != "":
 		return "could not start: " + s.Error
 	case s.Signal != "":
-		return "killed by " + s.Signal
+		return "signal: " + s.Signal // as Go's exec says it: "signal: killed", "signal: terminated"
 	}
 	return "exit status " + strconv.Itoa(s.Code)
 }

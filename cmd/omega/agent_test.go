@@ -183,6 +183,6 @@ func TestAgentRestartAdoptsItsTasks(t *testing.T) {
 	syscall.Kill(-shim, syscall.SIGTERM)
 	waitFor(t, c, 60*time.Second, "the killed task FAILED with how it ended", func(v client.View) bool {
 		tk, _ := v.Task(task.UID)
-		return tk.State == omegav1.TaskState_TASK_STATE_FAILED && strings.Contains(tk.Message, "killed by")
+		return tk.State == omegav1.TaskState_TASK_STATE_FAILED && tk.Message == "signal: terminated"
 	})
 }

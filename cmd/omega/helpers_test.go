@@ -238,13 +238,10 @@ func startProc(t testing.TB, args ...string) *proc {
 		}
 		p.exited <- p.cmd.Wait()
 	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.exited
-	})
 	if args[0] == "agent" {
 		// Its tasks run in sessions of their own and outlive it: end them
-		// with the test, however it ends.
+		// with the test, however it ends — after the agent (cleanups run
+		// last first), which could otherwise start one again.
 		for i := range args {
 			if args[i] == "--data" && i+1 < len(args) {
 				dir := args[i+1]
@@ -252,6 +249,10 @@ func startProc(t testing.TB, args ...string) *proc {
 			}
 		}
 	}
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
 	return p
 }
 
