@@ -61,34 +61,26 @@ type Service struct {
 
 type encodedRev struct {
 	rev  uint64
-	msgs []*grpc.PreparedMsg
+	msgs []*rawMsg
 }
 
-// encodeOne encodes ws's pieces for the wire.
-func encodeOne(stream grpc.ServerStream, ws *txn.WriteSet, chunk int) ([]*grpc.PreparedMsg, error) {
-	return encodeWith(stream, ws.Chunks, chunk)
-}
-
-func encodeWith(stream grpc.ServerStream, chunks func(int, func(*omegav1.RevisionChanges) error) error, chunk int) ([]*grpc.PreparedMsg, error) {
-	var msgs []*grpc.PreparedMsg
-	err := chunks(chunk, func(p *omegav1.RevisionChanges) error {
-		pm := &grpc.PreparedMsg{}
-		if err := pm.Encode(stream, p); err != nil {
-			return err
-		}
-		msgs = append(msgs, pm)
+// encodeOne encodes ws's pieces for the wire (partial: with partial
+// changes), by the hand encoder: the bytes Chunks' messages marshal to.
+func encodeOne(ws *txn.WriteSet, partial bool, chunk int) ([]*rawMsg, error) {
+	var msgs []*rawMsg
+	err := ws.AppendChunks(partial, chunk, func(b []byte) error {
+		msgs = append(msgs, &rawMsg{b: b})
 		return nil
 	})
 	return msgs, err
 }
 
-// encode returns ws's pieces encoded for the wire (Chunks, marshalled), from
-// the cache when another watcher encoded them already. Encoding needs a
-// stream for its codec; the bytes do not depend on which.
-func (s *Service) encode(stream grpc.ServerStream, ws *txn.WriteSet, partial bool) ([]*grpc.PreparedMsg, error) {
-	cache, chunks := &s.encoded, ws.Chunks
+// encode returns ws's pieces encoded for the wire, from the cache when
+// another watcher encoded them already.
+func (s *Service) encode(ws *txn.WriteSet, partial bool) ([]*rawMsg, error) {
+	cache := &s.encoded
 	if partial {
-		cache, chunks = &s.encodedPartial, ws.PartialChunks
+		cache = &s.encodedPartial
 	}
 	slot := &cache[ws.Revision%uint64(len(cache))]
 	s.encMu.Lock()
@@ -97,7 +89,7 @@ func (s *Service) encode(stream grpc.ServerStream, ws *txn.WriteSet, partial boo
 	if e != nil && e.rev == ws.Revision {
 		return e.msgs, nil
 	}
-	msgs, err := encodeWith(stream, chunks, s.ChunkBytes)
+	msgs, err := encodeOne(ws, partial, s.ChunkBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +115,9 @@ func (s *Service) Register(g *grpc.Server) { cellgrpc.RegisterCellServer(g, s) }
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		// Watches send revisions already encoded (rawMsg): gRPC's proto
+		// codec, which hands a rawMsg's bytes over as they are.
+		grpc.ForceServerCodecV2(rawCodec{}),
 		// Clients ping every 20 s (client/remote.KeepaliveTime) to learn of a
 		// dead server; allow it, and ping idle clients the same way.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -204,13 +199,13 @@ func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingS
 			return status(err)
 		}
 		for _, ws := range sets {
-			var msgs []*grpc.PreparedMsg
+			var msgs []*rawMsg
 			if f.none() {
-				msgs, err = s.encode(stream, ws, req.GetPartialChanges()) // shared by every unfiltered watcher
+				msgs, err = s.encode(ws, req.GetPartialChanges()) // shared by every unfiltered watcher
 			} else {
 				// A revision the filter empties still goes out, bare, as
 				// progress: a client resumes from it after a restart.
-				msgs, err = encodeOne(stream, f.changes(ws), s.ChunkBytes)
+				msgs, err = encodeOne(f.changes(ws), false, s.ChunkBytes)
 			}
 			if err != nil {
 				return status(err)

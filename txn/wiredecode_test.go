@@ -137,3 +137,50 @@ func FuzzAddBytes(f *testing.F) {
 		sameWriteSets(t, a, b)
 	})
 }
+
+// TestAppendChunksMatchesProto: the server's hand encoder writes the pieces
+// Chunks and PartialChunks build, byte for byte as proto.Unmarshal reads
+// them, on a randomized history and at several piece sizes.
+func TestAppendChunksMatchesProto(t *testing.T) {
+	st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
+	d := storekit.NewDriver(t, st, 11)
+	for range 400 {
+		d.Step()
+	}
+	w, err := st.Watch(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, _, err := w.Poll(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ws := range sets {
+		for _, partial := range []bool{false, true} {
+			for _, max := range []int{200, 1 << 20} {
+				var want []*omegav1.RevisionChanges
+				chunks := ws.Chunks
+				if partial {
+					chunks = ws.PartialChunks
+				}
+				chunks(max, func(p *omegav1.RevisionChanges) error { want = append(want, p); return nil })
+				var got [][]byte
+				if err := ws.AppendChunks(partial, max, func(b []byte) error { got = append(got, b); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("revision %d (partial %v, %d bytes): %d pieces, want %d", ws.Revision, partial, max, len(got), len(want))
+				}
+				for i := range got {
+					p := &omegav1.RevisionChanges{}
+					if err := proto.Unmarshal(got[i], p); err != nil {
+						t.Fatalf("revision %d piece %d: %v", ws.Revision, i, err)
+					}
+					if !proto.Equal(p, want[i]) {
+						t.Fatalf("revision %d piece %d (partial %v):\n%v\nwant\n%v", ws.Revision, i, partial, p, want[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package txn
+
+import (
+	"encoding/hex"
+	"maps"
+	"slices"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// Hand-written encoders of the hottest wire forms — a task's status (the
+// store writes one on every claim, eviction and report) and a watch's
+// revision (the server sends one per revision to every watcher) — without
+// building their messages. Their tests hold them to proto.Unmarshal.
+
+// AppendTaskStatus appends t's status in the wire format of
+// omegav1.TaskStatus (what t.StatusProto() marshals to, field for field),
+// without building the message: a status record is written on every claim,
+// eviction and report, so this is the hottest encoding in the store.
+// TestStatusCodecMatchesProto (the store's) holds it to proto.Unmarshal.
+func AppendTaskStatus(b []byte, t *Task) []byte {
+	if t.State != 0 {
+		b = protowire.AppendTag(b, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(t.State))
+	}
+	if t.Machine != uuid.Nil {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendVarint(b, 36)
+		b = appendUUID(b, t.Machine)
+	}
+	if !t.Claimed.IsZero() {
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(resourcesWireSize(t.Claimed)))
+		b = appendResources(b, t.Claimed)
+	}
+	b = appendString(b, 4, t.Scheduler)
+	b = appendInt(b, 5, t.Assigned)
+	b = appendInt(b, 6, t.Started)
+	b = appendInt(b, 7, t.Finished)
+	b = appendInt(b, 8, int64(t.Evictions))
+	b = appendString(b, 9, t.Message)
+	if r := t.Run(); r != nil { // live agents' reports only: rare enough for proto
+		b = protowire.AppendTag(b, 10, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(proto.Size(r)))
+		b, _ = proto.MarshalOptions{Deterministic: true}.MarshalAppend(b, r)
+	}
+	return b
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+// appendInt encodes an int64 (or int32) field as proto3 does: omitted when
+// zero, negative values as ten-byte varints.
+func appendInt(b []byte, num protowire.Number, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(v))
+}
+
+func resourcesWireSize(r Resources) int {
+	n := 0
+	if r.CPU != 0 {
+		n += protowire.SizeTag(1) + protowire.SizeVarint(uint64(r.CPU))
+	}
+	if r.Memory != 0 {
+		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(r.Memory))
+	}
+	for k, v := range r.Ext {
+		e := extEntrySize(k, v)
+		n += protowire.SizeTag(3) + protowire.SizeBytes(e)
+	}
+	return n
+}
+
+func extEntrySize(k string, v int64) int {
+	n := protowire.SizeTag(1) + protowire.SizeBytes(len(k))
+	if v != 0 {
+		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(v))
+	}
+	return n
+}
+
+func appendResources(b []byte, r Resources) []byte {
+	b = appendInt(b, 1, r.CPU)
+	b = appendInt(b, 2, r.Memory)
+	if len(r.Ext) == 0 {
+		return b
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Ext)) { // deterministic bytes
+		v := r.Ext[k]
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(extEntrySize(k, v)))
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, k)
+		b = appendInt(b, 2, v)
+	}
+	return b
+}
+
+// appendUUID appends u in its canonical 36-character form.
+func appendUUID(b []byte, u uuid.UUID) []byte {
+	var buf [36]byte
+	hex.Encode(buf[0:8], u[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], u[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], u[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], u[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:], u[10:])
+	return append(b, buf[:]...)
+}
+
+// AppendChunks encodes ws as Chunks (partial: PartialChunks) would send
+// it — the same pieces, each marshalled — handing send each piece's bytes
+// (a fresh slice: send may keep it). Whole objects are marshalled with
+// proto; partial changes are written field by field.
+func (ws *WriteSet) AppendChunks(partial bool, maxBytes int, send func([]byte) error) error {
+	if maxBytes <= 0 {
+		maxBytes = DefaultSnapshotChunkBytes
+	}
+	head := func() []byte {
+		var b []byte
+		if ws.Revision != 0 {
+			b = protowire.AppendTag(b, 1, protowire.VarintType)
+			b = protowire.AppendVarint(b, ws.Revision)
+		}
+		if ws.UnixNanos != 0 {
+			b = protowire.AppendTag(b, 3, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(ws.UnixNanos))
+		}
+		return b
+	}
+	header := len(head()) + protowire.SizeTag(4) + 1
+	part, size, n := head(), header, 0
+	var scratch []byte
+	for i := range ws.Changes {
+		c := &ws.Changes[i]
+		if c.Deleted && c.Created {
+			continue // created and deleted by the same transaction: nobody saw it
+		}
+		var err error
+		if scratch, err = appendChange(scratch[:0], c, partial); err != nil {
+			return err
+		}
+		k := protowire.SizeTag(2) + protowire.SizeBytes(len(scratch))
+		if n > 0 && size+k > maxBytes {
+			part = protowire.AppendTag(part, 4, protowire.VarintType)
+			part = protowire.AppendVarint(part, 1)
+			if err := send(part); err != nil {
+				return err
+			}
+			part, size, n = head(), header, 0
+		}
+		part = protowire.AppendTag(part, 2, protowire.BytesType)
+		part = protowire.AppendBytes(part, scratch)
+		size += k
+		n++
+	}
+	return send(part)
+}
+
+// appendChange encodes one omegav1.Change as WriteSet.Proto (partial:
+// PartialProto) builds it.
+func appendChange(b []byte, c *Change, partial bool) ([]byte, error) {
+	var err error
+	isPartial := false
+	switch {
+	case partial && c.Task != nil && !c.Created && !c.Deleted:
+		isPartial = true
+		t := c.Task
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = appendLen(b, func(b []byte) []byte {
+			b = protowire.AppendTag(b, 1, protowire.BytesType)
+			b = appendLen(b, func(b []byte) []byte { return appendMetaIdentity(b, t.UID, t.Version) })
+			b = protowire.AppendTag(b, 3, protowire.BytesType)
+			return appendLen(b, func(b []byte) []byte { return AppendTaskStatus(b, t) })
+		})
+	case partial && c.Machine != nil && c.Derived && !c.Created && !c.Deleted:
+		isPartial = true
+		m := c.Machine
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = appendLen(b, func(b []byte) []byte {
+			b = protowire.AppendTag(b, 1, protowire.BytesType)
+			b = appendLen(b, func(b []byte) []byte { return appendMetaIdentity(b, m.UID, m.Version) })
+			b = protowire.AppendTag(b, 3, protowire.BytesType)
+			return appendLen(b, func(b []byte) []byte {
+				b = appendInt(b, 1, int64(m.State))
+				b = protowire.AppendTag(b, 2, protowire.BytesType) // allocated: always set, as Proto sets it
+				b = appendLen(b, func(b []byte) []byte { return appendResources(b, m.Allocated) })
+				b = appendString(b, 3, m.Agent)
+				b = appendInt(b, 4, int64(m.Tasks))
+				b = appendUint(b, 5, m.Seq)
+				return appendUint(b, 6, m.LastClaim)
+			})
+		})
+	default:
+		var num protowire.Number
+		var obj proto.Message
+		switch {
+		case c.Task != nil:
+			num, obj = 1, c.Task.Proto()
+		case c.Job != nil:
+			num, obj = 2, c.Job.Proto()
+		case c.Machine != nil:
+			num, obj = 3, c.Machine.Proto()
+		}
+		if obj != nil {
+			b = protowire.AppendTag(b, num, protowire.BytesType)
+			b = protowire.AppendVarint(b, uint64(proto.Size(obj)))
+			if b, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(b, obj); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if c.Deleted {
+		b = protowire.AppendTag(b, 4, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	if c.Created {
+		b = protowire.AppendTag(b, 5, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	if isPartial {
+		b = protowire.AppendTag(b, 6, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	return b, nil
+}
+
+// appendLen appends what f writes, as a length-delimited value: written
+// in place after a reserved one-byte length, moved if it needs more.
+func appendLen(b []byte, f func([]byte) []byte) []byte {
+	at := len(b)
+	b = append(b, 0)
+	b = f(b)
+	n := len(b) - at - 1
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
+	}
+	var lenBuf [binaryMaxVarint]byte
+	l := protowire.AppendVarint(lenBuf[:0], uint64(n))
+	b = append(b, l[1:]...) // grow by the extra length bytes
+	copy(b[at+len(l):], b[at+1:at+1+n])
+	copy(b[at:], l)
+	return b
+}
+
+const binaryMaxVarint = 10
+
+func appendMetaIdentity(b []byte, uid uuid.UUID, version uint64) []byte {
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendVarint(b, 36)
+	b = appendUUID(b, uid)
+	return appendUint(b, 3, version)
+}
+
+func appendUint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
