@@ -235,8 +235,10 @@ func newTask(p *omegav1.Task) (*Task, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: task %s resources: %v", ErrInvalid, uid, err)
 	}
-	if err := ValidateLifecycle("task "+uid.String(), spec.GetRestartPolicy(), spec.GetHealthCheck(), spec.GetGracePeriodMillis(), spec.GetRestartDelayMillis(), spec.GetCommand()); err != nil {
-		return nil, err
+	if hasLifecycle(spec.GetRestartPolicy(), spec.GetHealthCheck(), spec.GetGracePeriodMillis(), spec.GetRestartDelayMillis(), spec.GetCommand()) {
+		if err := ValidateLifecycle("task "+uid.String(), spec.GetRestartPolicy(), spec.GetHealthCheck(), spec.GetGracePeriodMillis(), spec.GetRestartDelayMillis(), spec.GetCommand()); err != nil {
+			return nil, err
+		}
 	}
 	return &Task{UID: uid, Job: job, Meta: p.GetMeta(), Spec: spec, Request: req, State: omegav1.TaskState_TASK_STATE_PENDING}, nil
 }

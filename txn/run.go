@@ -59,6 +59,12 @@ func ValidateLifecycle(what string, policy omegav1.RestartPolicy, hc *omegav1.He
 	return nil
 }
 
+// hasLifecycle reports whether any lifecycle field is set (most tasks, and
+// every simulated one, leave them all out: nothing to check).
+func hasLifecycle(policy omegav1.RestartPolicy, hc *omegav1.HealthCheck, graceMillis, restartDelayMillis int64, cmd *omegav1.Command) bool {
+	return policy != 0 || hc != nil || graceMillis != 0 || restartDelayMillis != 0 || cmd.GetWorkingDir() != ""
+}
+
 // validateRun checks an agent's report on running a task.
 func validateRun(r *omegav1.TaskRun) error {
 	if r == nil {

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -150,37 +151,53 @@ func decodeChange(b []byte, in *interned) (Change, error) {
 	return c, nil
 }
 
-// fields walks a message's fields, calling f with each field's number,
-// type and the bytes of its value (a varint's decoded in v).
-func fields(b []byte, what string, f func(num protowire.Number, typ protowire.Type, v uint64, val []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+// field is one field of a message: its number, wire type and value (a
+// varint's in v, a length-delimited one's bytes in val).
+type field struct {
+	num protowire.Number
+	typ protowire.Type
+	v   uint64
+	val []byte
+}
+
+// fieldIter walks a message's fields, skipping those of other wire types
+// (nothing the schema has). It lives on its caller's stack: the decoders
+// below are on every watched revision's path.
+type fieldIter struct {
+	b    []byte
+	what string
+	err  error
+}
+
+func (it *fieldIter) next(f *field) bool {
+	for len(it.b) > 0 {
+		num, typ, n := protowire.ConsumeTag(it.b)
 		if n < 0 {
-			return wireErr(what, n)
+			it.err = wireErr(it.what, n)
+			return false
 		}
-		b = b[n:]
-		var v uint64
-		var val []byte
+		it.b = it.b[n:]
+		skip := false
 		switch typ {
 		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(b)
+			f.v, n = protowire.ConsumeVarint(it.b)
 		case protowire.BytesType:
-			val, n = protowire.ConsumeBytes(b)
+			f.val, n = protowire.ConsumeBytes(it.b)
 		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			typ = -1 // nothing the schema has: skipped
+			n = protowire.ConsumeFieldValue(num, typ, it.b)
+			skip = true
 		}
 		if n < 0 {
-			return wireErr(what, n)
+			it.err = wireErr(it.what, n)
+			return false
 		}
-		b = b[n:]
-		if typ >= 0 {
-			if err := f(num, typ, v, val); err != nil {
-				return err
-			}
+		it.b = it.b[n:]
+		if !skip {
+			f.num, f.typ = num, typ
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 func wireString(val []byte, what string) (string, error) {
@@ -190,26 +207,42 @@ func wireString(val []byte, what string) (string, error) {
 	return string(val), nil
 }
 
+// wireUIDBytes parses a uid field's bytes (a non-nil uuid) without making
+// a string of them.
+func wireUIDBytes(val []byte, what string) (uuid.UUID, error) {
+	u, err := uuid.ParseBytes(val)
+	if err != nil || len(val) != 36 {
+		return ParseUID(string(val), what) // its error
+	}
+	if u == uuid.Nil {
+		return uuid.Nil, fmt.Errorf("%w: %s is the nil uuid", ErrInvalid, what)
+	}
+	return u, nil
+}
+
 // decodeMetaIdentity reads an ObjectMeta's uid and version.
 func decodeMetaIdentity(b []byte, what string) (uuid.UUID, uint64, error) {
 	var uid uuid.UUID
 	var version uint64
 	var err error
-	ferr := fields(b, what+" meta", func(num protowire.Number, typ protowire.Type, v uint64, val []byte) error {
+	it := fieldIter{b: b, what: "meta"}
+	var f field
+	for err == nil && it.next(&f) {
 		switch {
-		case num == 1 && typ == protowire.BytesType:
-			uid, err = ParseUID(string(val), what+" uid")
-			return err
-		case num == 3 && typ == protowire.VarintType:
-			version = v
+		case f.num == 1 && f.typ == protowire.BytesType:
+			uid, err = wireUIDBytes(f.val, what)
+		case f.num == 3 && f.typ == protowire.VarintType:
+			version = f.v
 		}
-		return nil
-	})
-	if ferr != nil {
-		return uuid.Nil, 0, ferr
+	}
+	if err == nil {
+		err = it.err
+	}
+	if err != nil {
+		return uuid.Nil, 0, err
 	}
 	if uid == uuid.Nil {
-		return uuid.Nil, 0, fmt.Errorf("%w: %s has no uid", ErrInvalid, what)
+		return uuid.Nil, 0, fmt.Errorf("%w: %s: no uid", ErrInvalid, what)
 	}
 	return uid, version, nil
 }
@@ -218,27 +251,33 @@ func decodeMetaIdentity(b []byte, what string) (uuid.UUID, uint64, error) {
 // (zero extended amounts dropped).
 func decodeResources(b []byte) (Resources, error) {
 	var r Resources
-	err := fields(b, "resources", func(num protowire.Number, typ protowire.Type, v uint64, val []byte) error {
+	it := fieldIter{b: b, what: "resources"}
+	var f field
+	for it.next(&f) {
 		switch {
-		case num == 1 && typ == protowire.VarintType:
-			r.CPU = int64(v)
-		case num == 2 && typ == protowire.VarintType:
-			r.Memory = int64(v)
-		case num == 3 && typ == protowire.BytesType:
+		case f.num == 1 && f.typ == protowire.VarintType:
+			r.CPU = int64(f.v)
+		case f.num == 2 && f.typ == protowire.VarintType:
+			r.Memory = int64(f.v)
+		case f.num == 3 && f.typ == protowire.BytesType:
 			var key string
 			var amount int64
-			err := fields(val, "extended resource", func(num protowire.Number, typ protowire.Type, v uint64, val []byte) error {
-				var err error
+			var err error
+			e := fieldIter{b: f.val, what: "extended resource"}
+			var g field
+			for err == nil && e.next(&g) {
 				switch {
-				case num == 1 && typ == protowire.BytesType:
-					key, err = wireString(val, "an extended resource's name")
-				case num == 2 && typ == protowire.VarintType:
-					amount = int64(v)
+				case g.num == 1 && g.typ == protowire.BytesType:
+					key, err = wireString(g.val, "an extended resource's name")
+				case g.num == 2 && g.typ == protowire.VarintType:
+					amount = int64(g.v)
 				}
-				return err
-			})
+			}
+			if err == nil {
+				err = e.err
+			}
 			if err != nil {
-				return err
+				return r, err
 			}
 			if amount != 0 {
 				if r.Ext == nil {
@@ -249,29 +288,35 @@ func decodeResources(b []byte) (Resources, error) {
 				delete(r.Ext, key) // a later entry of the same key wins, as in a map
 			}
 		}
-		return nil
-	})
-	return r, err
+	}
+	return r, it.err
+}
+
+// objectParts returns a Task's or a Machine's meta (1) and status (3)
+// bytes.
+func objectParts(b []byte, what string) (meta, status []byte, err error) {
+	it := fieldIter{b: b, what: what}
+	var f field
+	for it.next(&f) {
+		switch {
+		case f.num == 1 && f.typ == protowire.BytesType:
+			meta = f.val
+		case f.num == 3 && f.typ == protowire.BytesType:
+			status = f.val
+		}
+	}
+	return meta, status, it.err
 }
 
 // decodePartialTask reads a task's partial change: meta (uid, version)
 // and status, checked as restoreTaskStatus checks them.
 func decodePartialTask(b []byte) (*Task, error) {
-	t := &Task{}
-	var meta, status []byte
-	err := fields(b, "task", func(num protowire.Number, typ protowire.Type, _ uint64, val []byte) error {
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			meta = val
-		case num == 3 && typ == protowire.BytesType:
-			status = val
-		}
-		return nil
-	})
+	meta, status, err := objectParts(b, "task")
 	if err != nil {
 		return nil, err
 	}
-	if t.UID, t.Version, err = decodeMetaIdentity(meta, "task"); err != nil {
+	t := &Task{}
+	if t.UID, t.Version, err = decodeMetaIdentity(meta, "task uid"); err != nil {
 		return nil, err
 	}
 	if err := decodeTaskStatus(t, status); err != nil {
@@ -284,45 +329,47 @@ func decodePartialTask(b []byte) (*Task, error) {
 // restoreTaskStatus checks it.
 func decodeTaskStatus(t *Task, status []byte) error {
 	var err error
-	var machine string
-	var run []byte
-	err = fields(status, "task status", func(num protowire.Number, typ protowire.Type, v uint64, val []byte) error {
-		var err error
+	var machine, run []byte
+	it := fieldIter{b: status, what: "task status"}
+	var f field
+	for err == nil && it.next(&f) {
 		switch {
-		case num == 1 && typ == protowire.VarintType:
-			t.State = omegav1.TaskState(int32(v))
-		case num == 2 && typ == protowire.BytesType:
-			machine = string(val)
-		case num == 3 && typ == protowire.BytesType:
-			t.Claimed, err = decodeResources(val)
-		case num == 4 && typ == protowire.BytesType:
-			t.Scheduler, err = wireString(val, "task scheduler")
-		case num == 5 && typ == protowire.VarintType:
-			t.Assigned = int64(v)
-		case num == 6 && typ == protowire.VarintType:
-			t.Started = int64(v)
-		case num == 7 && typ == protowire.VarintType:
-			t.Finished = int64(v)
-		case num == 8 && typ == protowire.VarintType:
-			t.Evictions = int32(v)
-		case num == 9 && typ == protowire.BytesType:
-			t.Message, err = wireString(val, "task message")
-		case num == 10 && typ == protowire.BytesType:
-			run = val
+		case f.num == 1 && f.typ == protowire.VarintType:
+			t.State = omegav1.TaskState(int32(f.v))
+		case f.num == 2 && f.typ == protowire.BytesType:
+			machine = f.val
+		case f.num == 3 && f.typ == protowire.BytesType:
+			t.Claimed, err = decodeResources(f.val)
+		case f.num == 4 && f.typ == protowire.BytesType:
+			t.Scheduler, err = internedString(f.val, "task scheduler")
+		case f.num == 5 && f.typ == protowire.VarintType:
+			t.Assigned = int64(f.v)
+		case f.num == 6 && f.typ == protowire.VarintType:
+			t.Started = int64(f.v)
+		case f.num == 7 && f.typ == protowire.VarintType:
+			t.Finished = int64(f.v)
+		case f.num == 8 && f.typ == protowire.VarintType:
+			t.Evictions = int32(f.v)
+		case f.num == 9 && f.typ == protowire.BytesType:
+			t.Message, err = wireString(f.val, "task message")
+		case f.num == 10 && f.typ == protowire.BytesType:
+			run = f.val
 		}
-		return err
-	})
+	}
+	if err == nil {
+		err = it.err
+	}
 	if err != nil {
 		return fmt.Errorf("task %s: %w", t.UID, err)
 	}
 	if _, ok := omegav1.TaskState_name[int32(t.State)]; !ok || t.State == omegav1.TaskState_TASK_STATE_UNSPECIFIED {
 		return fmt.Errorf("%w: task %s state %d", ErrInvalid, t.UID, t.State)
 	}
-	if machine != "" {
+	if len(machine) > 0 {
 		if t.State == omegav1.TaskState_TASK_STATE_PENDING {
-			return fmt.Errorf("%w: task %s is PENDING on machine %s", ErrInvalid, t.UID, short(machine))
+			return fmt.Errorf("%w: task %s is PENDING on machine %s", ErrInvalid, t.UID, short(string(machine)))
 		}
-		if t.Machine, err = ParseUID(machine, "task machine"); err != nil {
+		if t.Machine, err = wireUIDBytes(machine, "task machine"); err != nil {
 			return err
 		}
 	}
@@ -342,44 +389,68 @@ func decodeTaskStatus(t *Task, status []byte) error {
 	return nil
 }
 
+// internedString is wireString for the strings a cell holds few distinct
+// values of (scheduler names): one string each, shared.
+func internedString(val []byte, what string) (string, error) {
+	if len(val) == 0 {
+		return "", nil
+	}
+	internMu.Lock()
+	s, ok := internStrings[string(val)]
+	internMu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := wireString(val, what)
+	if err != nil || len(val) > 64 {
+		return s, err
+	}
+	internMu.Lock()
+	if len(internStrings) >= internCap {
+		clear(internStrings)
+	}
+	internStrings[s] = s
+	internMu.Unlock()
+	return s, nil
+}
+
+var (
+	internMu      sync.Mutex
+	internStrings = map[string]string{}
+)
+
 // decodePartialMachine reads a machine's partial change: meta (uid,
 // version) and status, derived fields included.
 func decodePartialMachine(b []byte) (*Machine, error) {
-	m := &Machine{}
-	var meta, status []byte
-	err := fields(b, "machine", func(num protowire.Number, typ protowire.Type, _ uint64, val []byte) error {
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			meta = val
-		case num == 3 && typ == protowire.BytesType:
-			status = val
-		}
-		return nil
-	})
+	meta, status, err := objectParts(b, "machine")
 	if err != nil {
 		return nil, err
 	}
-	if m.UID, m.Version, err = decodeMetaIdentity(meta, "machine"); err != nil {
+	m := &Machine{}
+	if m.UID, m.Version, err = decodeMetaIdentity(meta, "machine uid"); err != nil {
 		return nil, err
 	}
-	err = fields(status, "machine status", func(num protowire.Number, typ protowire.Type, v uint64, val []byte) error {
-		var err error
+	it := fieldIter{b: status, what: "machine status"}
+	var f field
+	for err == nil && it.next(&f) {
 		switch {
-		case num == 1 && typ == protowire.VarintType:
-			m.State = omegav1.MachineState(int32(v))
-		case num == 2 && typ == protowire.BytesType:
-			m.Allocated, err = decodeResources(val)
-		case num == 3 && typ == protowire.BytesType:
-			m.Agent, err = wireString(val, "machine agent address")
-		case num == 4 && typ == protowire.VarintType:
-			m.Tasks = int32(v)
-		case num == 5 && typ == protowire.VarintType:
-			m.Seq = v
-		case num == 6 && typ == protowire.VarintType:
-			m.LastClaim = v
+		case f.num == 1 && f.typ == protowire.VarintType:
+			m.State = omegav1.MachineState(int32(f.v))
+		case f.num == 2 && f.typ == protowire.BytesType:
+			m.Allocated, err = decodeResources(f.val)
+		case f.num == 3 && f.typ == protowire.BytesType:
+			m.Agent, err = wireString(f.val, "machine agent address")
+		case f.num == 4 && f.typ == protowire.VarintType:
+			m.Tasks = int32(f.v)
+		case f.num == 5 && f.typ == protowire.VarintType:
+			m.Seq = f.v
+		case f.num == 6 && f.typ == protowire.VarintType:
+			m.LastClaim = f.v
 		}
-		return err
-	})
+	}
+	if err == nil {
+		err = it.err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", m.UID, err)
 	}
@@ -432,71 +503,87 @@ func internPut[V any](m map[string]V, k string, v V) {
 // result and the errors are the same.
 func (in *interned) decodeCreatedTask(obj []byte) (*Task, error) {
 	var meta, spec, status []byte
-	plain := true
-	err := fields(obj, "task", func(num protowire.Number, typ protowire.Type, _ uint64, val []byte) error {
+	it := fieldIter{b: obj, what: "task"}
+	var f field
+	for it.next(&f) {
 		switch {
-		case num == 1 && typ == protowire.BytesType && meta == nil:
-			meta = val
-		case num == 2 && typ == protowire.BytesType && spec == nil:
-			spec = val
-		case num == 3 && typ == protowire.BytesType && status == nil:
-			status = val
+		case f.num == 1 && f.typ == protowire.BytesType && meta == nil:
+			meta = f.val
+		case f.num == 2 && f.typ == protowire.BytesType && spec == nil:
+			spec = f.val
+		case f.num == 3 && f.typ == protowire.BytesType && status == nil:
+			status = f.val
 		default:
-			plain = false
+			return slowTask(obj)
 		}
-		return nil
-	})
-	if err != nil || !plain || meta == nil {
+	}
+	if it.err != nil || meta == nil {
 		return slowTask(obj)
 	}
 	m := &omegav1.ObjectMeta{}
-	var labels, owners []byte
-	err = fields(meta, "task meta", func(num protowire.Number, typ protowire.Type, v uint64, val []byte) error {
-		var err error
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			m.Uid, err = wireString(val, "task uid")
-		case num == 2 && typ == protowire.BytesType:
-			m.Name, err = wireString(val, "task name")
-		case num == 3 && typ == protowire.VarintType:
-			m.Version = v
-		case num == 4 && typ == protowire.BytesType:
-			labels = append(labels, protowire.AppendBytes(nil, val)...)
-		case num == 6 && typ == protowire.BytesType:
-			owners = append(owners, protowire.AppendBytes(nil, val)...)
-		case num == 7 && typ == protowire.VarintType:
-			m.CreationUnixNanos = int64(v)
-		case num == 8 && typ == protowire.VarintType:
-			m.CreateRevision = v
-		default:
-			plain = false // annotations, or a field this reader does not know
+	// The labels (4) and owner references (6) are each a run of entries,
+	// as a marshaller writes them: each run's bytes, tags included, are the
+	// key of what it decodes to.
+	var labels, owners [2]int // [start, end) in meta
+	mi := fieldIter{b: meta, what: "task meta"}
+	var err error
+	for err == nil {
+		at := len(meta) - len(mi.b)
+		if !mi.next(&f) {
+			break
 		}
-		return err
-	})
-	if err != nil || !plain {
+		end := len(meta) - len(mi.b)
+		switch {
+		case f.num == 1 && f.typ == protowire.BytesType:
+			m.Uid, err = wireString(f.val, "task uid")
+		case f.num == 2 && f.typ == protowire.BytesType:
+			m.Name, err = wireString(f.val, "task name")
+		case f.num == 3 && f.typ == protowire.VarintType:
+			m.Version = f.v
+		case f.num == 4 && f.typ == protowire.BytesType && (labels[1] == 0 || labels[1] == at):
+			if labels[1] == 0 {
+				labels[0] = at
+			}
+			labels[1] = end
+		case f.num == 6 && f.typ == protowire.BytesType && (owners[1] == 0 || owners[1] == at):
+			if owners[1] == 0 {
+				owners[0] = at
+			}
+			owners[1] = end
+		case f.num == 7 && f.typ == protowire.VarintType:
+			m.CreationUnixNanos = int64(f.v)
+		case f.num == 8 && f.typ == protowire.VarintType:
+			m.CreateRevision = f.v
+		default:
+			return slowTask(obj) // annotations, a field this reader does not know, a run broken
+		}
+	}
+	if err != nil || mi.err != nil {
 		return slowTask(obj)
 	}
-	if labels != nil {
-		l, ok := in.labels[string(labels)]
+	if labels[1] > 0 {
+		span := meta[labels[0]:labels[1]]
+		l, ok := in.labels[string(span)]
 		if !ok {
 			p := &omegav1.ObjectMeta{}
-			if err := proto.Unmarshal(tagged(4, labels), p); err != nil {
+			if err := proto.Unmarshal(span, p); err != nil {
 				return slowTask(obj)
 			}
 			l = p.Labels
-			internPut(in.labels, string(labels), l)
+			internPut(in.labels, string(span), l)
 		}
 		m.Labels = l
 	}
-	if owners != nil {
-		o, ok := in.owners[string(owners)]
+	if owners[1] > 0 {
+		span := meta[owners[0]:owners[1]]
+		o, ok := in.owners[string(span)]
 		if !ok {
 			p := &omegav1.ObjectMeta{}
-			if err := proto.Unmarshal(tagged(6, owners), p); err != nil {
+			if err := proto.Unmarshal(span, p); err != nil {
 				return slowTask(obj)
 			}
 			o = p.OwnerReferences
-			internPut(in.owners, string(owners), o)
+			internPut(in.owners, string(span), o)
 		}
 		m.OwnerReferences = o
 	}
@@ -520,22 +607,6 @@ func (in *interned) decodeCreatedTask(obj []byte) (*Task, error) {
 		return nil, err
 	}
 	return t, nil
-}
-
-// tagged re-frames the concatenated length-prefixed entries b as repeated
-// field num.
-func tagged(num protowire.Number, b []byte) []byte {
-	var out []byte
-	for len(b) > 0 {
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil
-		}
-		out = protowire.AppendTag(out, num, protowire.BytesType)
-		out = protowire.AppendBytes(out, v)
-		b = b[n:]
-	}
-	return out
 }
 
 func slowTask(obj []byte) (*Task, error) {
