@@ -45,6 +45,7 @@ func Run(t *testing.T, backend Backend) {
 		{"WatchNextWaits", testWatchNextWaits},
 		{"Compacted", testCompacted},
 		{"ConcurrentCommitters", testConcurrent},
+		{"Lifecycle", testLifecycle},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, backend) })
 	}
@@ -452,5 +453,61 @@ func testConcurrent(t *testing.T, b Backend) {
 	}
 	if err := txn.CheckInvariants(snapshot(t, tr)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testLifecycle: what the live agent needs crosses the transport whole —
+// a task's lifecycle (restart policy, health check, grace, working
+// directory) in its spec, and the agent's run report in its status —
+// through a commit, the snapshot and the watch; a claim clears the report.
+func testLifecycle(t *testing.T, b Backend) {
+	tr := b(t, options(t))
+	commit(t, tr, &txn.Txn{Ops: []txn.Op{txn.CreateMachine(machine(0, 10000, 10000))}})
+	base := snapshot(t, tr)
+	w, err := tr.Watch(context.Background(), base.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p := task(0, 100, 100)
+	p.Spec.Command.WorkingDir = "srv"
+	p.Spec.RestartPolicy, p.Spec.GracePeriodMillis, p.Spec.RestartDelayMillis = omegav1.RestartPolicy_RESTART_POLICY_ON_FAILURE, 2500, 300
+	p.Spec.HealthCheck = &omegav1.HealthCheck{Probe: &omegav1.HealthCheck_Http{Http: &omegav1.HttpProbe{Port: 8080, Path: "/healthz"}}, PeriodMillis: 500, FailureThreshold: 2}
+	spec := proto.Clone(p.Spec)
+	commit(t, tr, &txn.Txn{Ops: []txn.Op{txn.CreateTask(p), txn.Claim(uid('T', 0), uid('M', 0), txn.Resources{CPU: 100, Memory: 100}, 0)}})
+	st := snapshot(t, tr)
+	tk, _ := st.Task(uid('T', 0))
+	run := &omegav1.TaskRun{Restarts: 2, Address: "127.3.4.5", Health: omegav1.HealthState_HEALTH_STATE_HEALTHY,
+		LastExit: &omegav1.ExitStatus{Code: -1, Signal: "killed"}}
+	last := commit(t, tr, &txn.Txn{ViewRevision: st.Revision(), Ops: []txn.Op{
+		txn.SetStatus(tk.UID, omegav1.TaskState_TASK_STATE_RUNNING, tk.Version, "restarted").WithRun(run)}})
+	st = snapshot(t, tr)
+	tk, _ = st.Task(uid('T', 0))
+	if !proto.Equal(tk.Spec, spec) || !proto.Equal(tk.Run(), run) || tk.State != omegav1.TaskState_TASK_STATE_RUNNING {
+		t.Fatalf("snapshot: spec %v, run %v, state %v", tk.Spec, tk.Run(), tk.State)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	state := base
+	for state.Revision() < last.Revision {
+		sets, err := w.Next(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ws := range sets {
+			state = state.Apply(ws)
+		}
+	}
+	wt, _ := state.Task(uid('T', 0))
+	if !proto.Equal(wt.Spec, spec) || !proto.Equal(wt.Run(), run) {
+		t.Fatalf("watched: spec %v, run %v", wt.Spec, wt.Run())
+	}
+	// Evicted and claimed again: the new placement has no report.
+	commit(t, tr, &txn.Txn{ViewRevision: st.Revision(), Ops: []txn.Op{txn.ForceEvict(tk.UID, tk.Version, "drain")}})
+	st = snapshot(t, tr)
+	tk, _ = st.Task(uid('T', 0))
+	commit(t, tr, &txn.Txn{ViewRevision: st.Revision(), Ops: []txn.Op{txn.Claim(tk.UID, uid('M', 0), txn.Resources{CPU: 100, Memory: 100}, tk.Version)}})
+	if tk, _ := snapshot(t, tr).Task(uid('T', 0)); tk.Run() != nil {
+		t.Fatalf("a new claim kept the report %v", tk.Run())
 	}
 }
