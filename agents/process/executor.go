@@ -37,6 +37,52 @@ type Config struct {
 	Env []string
 	// Cgroups, if set, confines each task to its request (DetectCgroups).
 	Cgroups *Cgroups
+
+	// The system calls that tell a process apart, and signal it (nil: the
+	// real ones; tests replace them).
+	startOf func(pid int) (uint64, error)
+	bootID  func() (string, error)
+	kill    func(pid int, sig syscall.Signal) error
+}
+
+// identity tells the process a pid named when it was recorded from one
+// that has the pid now (after the process ended, or the host rebooted,
+// the kernel hands the number out again): DIR/shim.id, beside shim.pid.
+type identity struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"` // field 22 of /proc/PID/stat: clock ticks since boot
+	Boot  string `json:"boot"`  // /proc/sys/kernel/random/boot_id
+}
+
+// procStart is the start time of process pid, in clock ticks since boot
+// (field 22 of /proc/PID/stat); an error wrapping os.ErrNotExist if no
+// process has the pid.
+func procStart(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if errors.Is(err, syscall.ESRCH) {
+		err = fmt.Errorf("process %d: %w", pid, os.ErrNotExist) // it ended while read
+	}
+	if err != nil {
+		return 0, err
+	}
+	// Field 2, the command, is in parentheses and may hold anything: the
+	// fields counted from 3 follow its last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command field", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command, want 20 or more", pid, len(f))
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// bootID is the host's boot id: a random uuid the kernel draws at each
+// boot.
+func bootID() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b)), err
 }
 
 // taskFile is what the agent started, kept in the task's directory.
@@ -54,6 +100,7 @@ type proc struct {
 	assigned int64
 	gen      uint64 // the tracker's placement; 0 until Start matched an adopted process
 	pid      int    // the shim's
+	start    uint64 // its start time (procStart); 0 if unknown
 	dir      string
 	address  string        // the task's own IP ("" if none)
 	grace    time.Duration // between SIGTERM and SIGKILL
@@ -74,6 +121,7 @@ type Executor struct {
 	exits []agents.Exit
 	ready chan struct{}
 	wg    sync.WaitGroup
+	boot  string // this boot's id ("" if unknown)
 }
 
 var _ agents.Executor = (*Executor)(nil)
@@ -97,7 +145,17 @@ func New(cfg Config) (*Executor, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	if cfg.startOf == nil {
+		cfg.startOf = procStart
+	}
+	if cfg.bootID == nil {
+		cfg.bootID = bootID
+	}
+	if cfg.kill == nil {
+		cfg.kill = syscall.Kill
+	}
 	x := &Executor{cfg: cfg, procs: map[uuid.UUID]*proc{}, ready: make(chan struct{}, 1)}
+	x.boot, _ = cfg.bootID() // unknown: boot ids are not compared
 	entries, err := os.ReadDir(cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -146,10 +204,56 @@ func (x *Executor) adopt(uid uuid.UUID, dir string) error {
 		x.procs[uid] = p
 		return nil
 	}
+	// The pid may name another process by now (the host rebooted, or the
+	// supervisor ended long ago and the number went round): the identity
+	// recorded beside it tells. A pid file without one (an agent from
+	// before identities, or one that stopped between the two files) is
+	// taken as it is, and the process that has the pid now is the one
+	// watched from here on.
+	var id identity
+	if b, err := os.ReadFile(filepath.Join(dir, fileShimID)); err == nil && json.Unmarshal(b, &id) == nil && id.PID == p.pid {
+		if why := x.otherThan(id); why != "" {
+			p.exited, p.at = &ExitStatus{Code: -1, Error: why}, time.Now().UnixNano()
+			x.procs[uid] = p
+			return nil
+		}
+		p.start = id.Start
+	} else if start, err := x.cfg.startOf(p.pid); err == nil {
+		p.start = start
+	}
 	x.procs[uid] = p
 	x.wg.Add(1)
 	go x.reap(p) // not our child: watch for it to go
 	return nil
+}
+
+// otherThan says why the process that has id's pid now is not the one id
+// recorded ("" if it is, or no process has the pid: the watch on it then
+// finds it gone).
+func (x *Executor) otherThan(id identity) string {
+	if id.Boot != "" && x.boot != "" && id.Boot != x.boot {
+		return fmt.Sprintf("the task's supervisor (pid %d) ran before the host rebooted (boot %s, now %s): it ended without a trace", id.PID, id.Boot, x.boot)
+	}
+	start, err := x.cfg.startOf(id.PID)
+	if err != nil || id.Start == 0 || start == id.Start {
+		return ""
+	}
+	return fmt.Sprintf("the task's supervisor (pid %d, started at tick %d) ended without a trace: the pid is another process's now (started at tick %d)", id.PID, id.Start, start)
+}
+
+// mine reports whether p's pid still names p's process: false if no
+// process has it (gone) or another process does (reused), which a signal
+// must then never reach.
+func (x *Executor) mine(p *proc) bool {
+	start, err := x.cfg.startOf(p.pid)
+	switch {
+	case err == nil:
+		return p.start == 0 || start == p.start
+	case errors.Is(err, os.ErrNotExist):
+		return false
+	}
+	// /proc cannot tell (not mounted): as before identities.
+	return !errors.Is(x.cfg.kill(p.pid, 0), syscall.ESRCH)
 }
 
 func readExit(dir string) (ExitStatus, bool) {
@@ -164,13 +268,11 @@ func readExit(dir string) (ExitStatus, bool) {
 	return st, true
 }
 
-// reap waits for an adopted shim (not this process's child) to end.
+// reap waits for an adopted shim (not this process's child) to end: its
+// pid names no process, or another one.
 func (x *Executor) reap(p *proc) {
 	defer x.wg.Done()
-	for {
-		if err := syscall.Kill(p.pid, 0); errors.Is(err, syscall.ESRCH) {
-			break
-		}
+	for x.mine(p) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	x.ended(p)
@@ -391,8 +493,22 @@ func (x *Executor) start(t *txn.Task, gen uint64, address string) (*proc, error)
 	// end: a Stop that follows at once then meets a shim that forwards it.
 	rd.Read(make([]byte, 1))
 	p := &proc{uid: t.UID, assigned: t.Assigned, gen: gen, pid: cmd.Process.Pid, dir: dir, address: address, grace: grace, task: t, env: cmd.Env}
-	if err := os.WriteFile(filepath.Join(dir, filePID), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
-		cmd.Process.Kill()
+	// Our child, not waited for yet: the pid is its (a zombie's, if it
+	// ended) until cmd.Wait, so its start time is read safely now. The pid
+	// file comes first, its identity after: an agent that stops between
+	// the two leaves this run's pid beside an earlier run's identity (or
+	// none), which adoption then ignores (another pid), and an agent that
+	// stops before both leaves the earlier run's pid and identity, which
+	// tell that process is gone.
+	start, serr := x.cfg.startOf(p.pid)
+	err = os.WriteFile(filepath.Join(dir, filePID), []byte(strconv.Itoa(p.pid)+"\n"), 0o644)
+	if err == nil && serr == nil {
+		p.start = start
+		err = writeJSON(dir, fileShimID, identity{PID: p.pid, Start: start, Boot: x.boot})
+	}
+	if err != nil {
+		syscall.Kill(-p.pid, syscall.SIGKILL) // its session: not waited for, the pid is still its
+		cmd.Wait()
 		return nil, err
 	}
 	x.wg.Add(1)
@@ -435,21 +551,35 @@ func (x *Executor) Kill(uid uuid.UUID) {
 }
 
 // terminate sends SIGTERM to p's session, and SIGKILL once its grace
-// period is over if anything of it is left.
+// period is over if anything of it is left — never to a session whose
+// leader's pid another process has now. (With the leader gone and the
+// session's other processes left, the session is still p's: the kernel
+// hands out no pid a session or group still holds.)
 func (x *Executor) terminate(p *proc) {
-	syscall.Kill(-p.pid, syscall.SIGTERM)
+	if x.reused(p) {
+		return
+	}
+	x.cfg.kill(-p.pid, syscall.SIGTERM)
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
 		deadline := time.Now().Add(p.grace)
 		for time.Now().Before(deadline) {
-			if err := syscall.Kill(-p.pid, 0); errors.Is(err, syscall.ESRCH) {
+			if err := x.cfg.kill(-p.pid, 0); errors.Is(err, syscall.ESRCH) || x.reused(p) {
 				return // nothing of the session left
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		syscall.Kill(-p.pid, syscall.SIGKILL)
+		if !x.reused(p) {
+			x.cfg.kill(-p.pid, syscall.SIGKILL)
+		}
 	}()
+}
+
+// reused reports whether another process has p's pid now.
+func (x *Executor) reused(p *proc) bool {
+	start, err := x.cfg.startOf(p.pid)
+	return err == nil && p.start != 0 && start != p.start
 }
 
 // Sweep stops the adopted processes no placement claimed: call it after

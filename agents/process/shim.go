@@ -26,7 +26,8 @@ import (
 // The files of a task's directory.
 const (
 	fileTask   = "task.json" // what the agent started: uid, assigned time, command
-	filePID    = "shim.pid"  // the shim's pid (the session's leader)
+	filePID    = "shim.pid"  // the shim's pid (the session's leader), a number alone
+	fileShimID = "shim.id"   // who that pid was: pid, start time, boot id (identity)
 	fileExit   = "exit.json" // how the task ended, written by the shim
 	fileStdout = "stdout"
 	fileStderr = "stderr"
