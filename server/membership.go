@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -29,8 +30,10 @@ const MembershipComponent = "server/membership"
 // their machine's uid as their node's metadata. When the membership
 // declares an agent dead (or it leaves), the server commits its machine's
 // death — DOWN, its tasks LOST — as agents.MachineDownFromView writes it;
-// when the agent is back, its machine goes UP. After a server restart, a
-// machine whose agent does not join within the grace period goes DOWN.
+// when the agent is back (a join, or an update of its node), its machine
+// goes UP, and its agent address follows the node's. After a server
+// restart, a machine whose agent does not join within the grace period
+// goes DOWN.
 //
 // Live code: memberlist runs its own goroutines, and one goroutine here
 // turns its events into transactions.
@@ -38,9 +41,62 @@ type Membership struct {
 	ml     *memberlist.Memberlist
 	st     *store.Store
 	log    *slog.Logger
-	events chan memberlist.NodeEvent
+	events *nodeEvents
 	stop   chan struct{}
 	done   sync.WaitGroup
+}
+
+// nodeEvents is the membership's event delegate. memberlist calls it from
+// its own goroutines, holding its lock on the members, so it must never
+// wait: it keeps each node's latest event (a node's later event says all
+// the transactions need of its earlier ones), and wakes the follower,
+// which takes them all at once. Thousands of agents joining together
+// (after a server restart) cost a map entry each, however slowly their
+// machines' transactions commit.
+type nodeEvents struct {
+	mu     sync.Mutex
+	latest map[string]memberlist.NodeEvent // by node name
+	order  []string                        // the names in latest, first recorded first
+	wake   chan struct{}                   // of size 1: signalled when latest was empty
+}
+
+func newNodeEvents() *nodeEvents {
+	return &nodeEvents{latest: map[string]memberlist.NodeEvent{}, wake: make(chan struct{}, 1)}
+}
+
+var _ memberlist.EventDelegate = (*nodeEvents)(nil)
+
+func (e *nodeEvents) NotifyJoin(n *memberlist.Node)   { e.record(memberlist.NodeJoin, n) }
+func (e *nodeEvents) NotifyLeave(n *memberlist.Node)  { e.record(memberlist.NodeLeave, n) }
+func (e *nodeEvents) NotifyUpdate(n *memberlist.Node) { e.record(memberlist.NodeUpdate, n) }
+
+func (e *nodeEvents) record(kind memberlist.NodeEventType, n *memberlist.Node) {
+	node := *n // memberlist changes its own afterwards
+	node.Addr, node.Meta = slices.Clone(n.Addr), slices.Clone(n.Meta)
+	e.mu.Lock()
+	if _, ok := e.latest[node.Name]; !ok {
+		e.order = append(e.order, node.Name)
+	}
+	e.latest[node.Name] = memberlist.NodeEvent{Event: kind, Node: &node}
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default: // a wakeup is pending: the follower takes this one with it
+	}
+}
+
+// take returns the events recorded since the last take, one per node
+// (its latest), in the order the nodes were first recorded.
+func (e *nodeEvents) take() []memberlist.NodeEvent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]memberlist.NodeEvent, len(e.order))
+	for i, name := range e.order {
+		out[i] = e.latest[name]
+	}
+	clear(e.latest)
+	e.order = e.order[:0]
+	return out
 }
 
 // StartMembership binds the gossip membership on bind (host:port; port 0
@@ -55,13 +111,13 @@ func StartMembership(st *store.Store, bind string, grace time.Duration, logger *
 	if err != nil {
 		return nil, fmt.Errorf("gossip address %q: port: %w", bind, err)
 	}
-	m := &Membership{st: st, log: logger, events: make(chan memberlist.NodeEvent, 256), stop: make(chan struct{})}
+	m := &Membership{st: st, log: logger, events: newNodeEvents(), stop: make(chan struct{})}
 	cfg := memberlist.DefaultLANConfig()
 	cfg.Name = "omega-server"
 	cfg.BindAddr, cfg.BindPort = host, p
 	// The advertised address is the bound one (memberlist works it out, port 0
 	// included); the LAN defaults would advertise port 7946 whatever the bind.
-	cfg.Events = &memberlist.ChannelEventDelegate{Ch: m.events}
+	cfg.Events = m.events
 	cfg.Logger = log.New(io.Discard, "", 0)
 	if m.ml, err = memberlist.Create(cfg); err != nil {
 		return nil, fmt.Errorf("gossip membership on %s: %w", bind, err)
@@ -119,20 +175,36 @@ func (m *Membership) follow(grace time.Duration) {
 			return
 		case <-graceOver:
 			m.sweep()
-		case ev := <-m.events:
-			u, ok := machineOf(ev.Node)
-			if !ok {
-				continue // the server itself, or a member that is no agent
-			}
-			switch ev.Event {
-			case memberlist.NodeJoin:
-				m.up(u, ev.Node.Name, ev.Node.Address())
-			case memberlist.NodeLeave:
-				// (memberlist's event does not say whether the node left or
-				// was declared dead: its Node.State is not updated.)
-				m.down(u, fmt.Sprintf("agent %s left the membership or was declared dead", ev.Node.Name))
+		case <-m.events.wake:
+			for _, ev := range m.events.take() {
+				select {
+				case <-m.stop:
+					return
+				default:
+				}
+				m.handle(ev)
 			}
 		}
+	}
+}
+
+// handle commits what a node's latest event means for its machine.
+func (m *Membership) handle(ev memberlist.NodeEvent) {
+	u, ok := machineOf(ev.Node)
+	if !ok {
+		return // the server itself, or a member that is no agent
+	}
+	switch ev.Event {
+	case memberlist.NodeJoin, memberlist.NodeUpdate:
+		// An update comes only from a node alive (memberlist notifies one
+		// when an alive node's metadata changed, and a join when a dead or
+		// left one is alive again, at its new address if it moved): the
+		// machine is UP, at the node's address.
+		m.up(u, ev.Node.Name, ev.Node.Address())
+	case memberlist.NodeLeave:
+		// (memberlist's event does not say whether the node left or was
+		// declared dead: its Node.State is not updated.)
+		m.down(u, fmt.Sprintf("agent %s left the membership or was declared dead", ev.Node.Name))
 	}
 }
 
@@ -170,14 +242,20 @@ func (m *Membership) down(u uuid.UUID, why string) {
 	})
 }
 
+// up puts a machine DOWN back UP, and makes its agent address the
+// node's (an agent restarted on another port, say); a machine UP or
+// DRAINING keeps its state.
 func (m *Membership) up(u uuid.UUID, name, addr string) {
-	m.commit("agent "+name+" joined", func(s *txn.State) []txn.Op {
+	m.commit("agent "+name+" joined at "+addr, func(s *txn.State) []txn.Op {
 		mc, ok := s.Machine(u)
-		if !ok || mc.State != omegav1.MachineState_MACHINE_STATE_DOWN {
+		if !ok || (mc.State != omegav1.MachineState_MACHINE_STATE_DOWN && mc.Agent == addr) {
 			return nil
 		}
 		p := mc.Proto()
-		p.Status.State, p.Status.AgentAddress = omegav1.MachineState_MACHINE_STATE_UP, addr
+		if mc.State == omegav1.MachineState_MACHINE_STATE_DOWN {
+			p.Status.State = omegav1.MachineState_MACHINE_STATE_UP
+		}
+		p.Status.AgentAddress = addr
 		return []txn.Op{txn.PutMachine(p, mc.Version)}
 	})
 }
