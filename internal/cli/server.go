@@ -50,7 +50,9 @@ controller runs in it, writing each job's phase and counts from its tasks.
 
 SIGTERM (or an interrupt) drains: watch streams end (clients watch again after
 the restart), the commits in flight finish and are acknowledged, the store
-closes, and the server exits 0.
+closes, and the server exits 0. A second SIGTERM (or interrupt) during the
+drain stops it at once: the commits still in flight are not acknowledged (their
+clients cannot tell whether they committed), and the server exits 1.
 
 The addresses it listens on go to stderr as "listening" lines (useful with
 port 0). With --gossip, the server is a member of the cell's gossip membership:
@@ -78,9 +80,30 @@ must present a certificate that CA signed.`,
 					return fmt.Errorf("%s %v: want a positive duration", d.flag, d.v)
 				}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
-			defer stop()
-			return runServer(ctx, f, cmd.ErrOrStderr())
+			// The first signal drains (ctx), the second stops at once (now):
+			// signal.NotifyContext would swallow the second.
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+			defer signal.Stop(sigs)
+			now, done := make(chan struct{}), make(chan struct{})
+			defer close(done)
+			go func() {
+				for n := 1; ; n++ {
+					select {
+					case <-sigs:
+					case <-done:
+						return
+					}
+					if n > 1 {
+						close(now)
+						return
+					}
+					cancel()
+				}
+			}()
+			return runServer(ctx, now, f, cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&f.data, "data", "", "the store's directory (created if missing)")
@@ -98,7 +121,12 @@ must present a certificate that CA signed.`,
 	return cmd
 }
 
-func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
+// errDrainCut is runServer's error when a second signal cut the drain short.
+var errDrainCut = errors.New("stopped at once by a second signal: the drain was cut short, the commits in flight unacknowledged")
+
+// runServer serves until ctx is done, then drains; stopNow closed during
+// the drain stops the server at once (errDrainCut).
+func runServer(ctx context.Context, stopNow <-chan struct{}, f serverFlags, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	gopts := server.ServerOptions()
 	if f.tokens != "" {
@@ -236,25 +264,69 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		err = fmt.Errorf("serve gRPC: %w", err)
 	case <-ctx.Done():
 		log.Info("draining")
+		// Each step of the drain waits for what it waits for, or for a
+		// second signal, which cuts the drain short.
+		cut := false
+		wait := func(ch <-chan struct{}) bool {
+			if !cut {
+				select {
+				case <-ch:
+				case <-stopNow:
+					cut = true
+				}
+			}
+			return !cut
+		}
 		// First the writers in this process (job controller, expiry, the
 		// membership), so that the watches end at the last revision there
 		// will be and a client resumes from it after the restart.
 		close(expiring)
-		<-expired
-		<-controlled
-		if members != nil {
-			members.Close()
+		if wait(expired) && wait(controlled) && members != nil {
+			left, mb := make(chan struct{}), members
 			members = nil
+			go func() { mb.Close(); close(left) }()
+			wait(left)
 		}
-		svc.Drain()
-		stopped := make(chan struct{})
-		go func() { g.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(f.drain):
-			log.Warn("the commits in flight did not finish within --drain: stopping", "drain", f.drain)
+		if !cut {
+			svc.Drain()
+			stopped := make(chan struct{})
+			go func() { g.GracefulStop(); close(stopped) }()
+			timer := time.NewTimer(f.drain)
+			select {
+			case <-stopped:
+			case <-timer.C:
+				log.Warn("the commits in flight did not finish within --drain: stopping", "drain", f.drain)
+				g.Stop()
+			case <-stopNow:
+				cut = true
+			}
+			timer.Stop()
+		}
+		if cut {
+			log.Warn("a second signal: the drain is cut short, stopping at once; the commits still in flight are not acknowledged")
 			g.Stop()
+			err = errDrainCut
 		}
+	}
+	if errors.Is(err, errDrainCut) {
+		// At once: nothing more is waited for but the store's close, and
+		// that briefly (a commit stuck on the disk would hold it). The
+		// store is durable at every acknowledged commit: a store not
+		// closed is reopened as after a crash.
+		if web != nil {
+			web.Close()
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- closeStore() }()
+		select {
+		case cerr := <-closed:
+			if cerr != nil {
+				log.Error("close the store", "err", cerr)
+			}
+		case <-time.After(time.Second):
+			log.Warn("the store did not close within a second: exiting without")
+		}
+		return err
 	}
 	select {
 	case <-expiring:
