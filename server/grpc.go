@@ -50,7 +50,11 @@ type Service struct {
 	Metrics *Metrics
 
 	drainOnce sync.Once
-	draining  chan struct{}
+	draining  chan struct{} // closed once the commits in flight at the drain are done
+	final     uint64        // the store's revision then: every watch sends up to it before it ends
+	commitMu  sync.Mutex
+	closing   bool           // a drain began: new commits are refused
+	inflight  sync.WaitGroup // the commits being served
 
 	// encoded keeps the last revisions as encoded for the wire, so that a
 	// revision is encoded once however many watchers send it.
@@ -102,10 +106,81 @@ func (s *Service) encode(ws *txn.WriteSet, partial bool) ([]*rawMsg, error) {
 // New serves st.
 func New(st *store.Store) *Service { return &Service{st: st, draining: make(chan struct{})} }
 
-// Drain ends every watch stream (with ERROR_CODE_UNAVAILABLE: a client
-// watches again elsewhere or after the restart), so that a graceful stop
-// waits only for the commits in flight. Commits are still served.
-func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+// Drain ends the service's part in the cell for a restart: new commits are
+// refused as unavailable (they were not evaluated: a client tries again
+// after the restart), the commits in flight finish and are acknowledged,
+// and then every watch stream sends what was committed, up to the store's
+// last revision, and ends with ERROR_CODE_UNAVAILABLE. A client resumes
+// its watch from that revision, which the restarted store opens at, so
+// no watcher has to list the cell again. It returns once the commits in
+// flight are done.
+func (s *Service) Drain() {
+	s.drainOnce.Do(func() {
+		s.commitMu.Lock()
+		s.closing = true
+		s.commitMu.Unlock()
+		s.inflight.Wait()
+		s.final = s.st.Revision()
+		close(s.draining)
+	})
+}
+
+// begin admits a commit unless a drain began.
+func (s *Service) begin() bool {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
+
+// send sends write sets to one watcher: shared encodings for an
+// unfiltered watch, its own for a filtered one (a revision the filter
+// empties goes out bare, as progress).
+func (s *Service) send(stream grpc.ServerStream, sets []*txn.WriteSet, f filter, partial bool) error {
+	for _, ws := range sets {
+		var msgs []*rawMsg
+		var err error
+		if f.none() {
+			msgs, err = s.encode(ws, partial) // shared by every unfiltered watcher
+		} else {
+			// A revision the filter empties still goes out, bare, as
+			// progress: a client resumes from it after a restart.
+			msgs, err = encodeOne(f.changes(ws), false, s.ChunkBytes)
+		}
+		if err != nil {
+			return status(err)
+		}
+		for _, m := range msgs {
+			if err := stream.SendMsg(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sendUpTo sends what the watch holds up to revision final.
+func (s *Service) sendUpTo(stream grpc.ServerStream, w *store.Watcher, f filter, partial bool, final uint64) error {
+	for {
+		sets, _, err := w.Poll(0)
+		if err != nil || len(sets) == 0 {
+			return nil // what could not be sent is for the resumed watch to ask again
+		}
+		n := 0
+		for n < len(sets) && sets[n].Revision <= final {
+			n++
+		}
+		if err := s.send(stream, sets[:n], f, partial); err != nil {
+			return err
+		}
+		if n < len(sets) || sets[len(sets)-1].Revision >= final {
+			return nil
+		}
+	}
+}
 
 // Register adds the service to g.
 func (s *Service) Register(g *grpc.Server) { cellgrpc.RegisterCellServer(g, s) }
@@ -131,6 +206,10 @@ func status(err error) error { return grpcerr.Status(err, store.ErrFailed, store
 // Commit decodes the transaction (a malformed one is ErrInvalid, naming
 // the operation and field), commits it, and encodes the result.
 func (s *Service) Commit(ctx context.Context, p *omegav1.Transaction) (*omegav1.TransactionResult, error) {
+	if !s.begin() {
+		return nil, status(fmt.Errorf("%w: the server is shutting down", transport.ErrUnavailable))
+	}
+	defer s.inflight.Done()
 	start := time.Now()
 	tx, err := txn.TxnFromProto(p)
 	if err != nil {
@@ -190,6 +269,11 @@ func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingS
 		if err != nil {
 			select {
 			case <-s.draining:
+				// Everything up to the last revision goes out first: the
+				// client resumes from it after the restart.
+				if err := s.sendUpTo(stream, w, f, req.GetPartialChanges(), s.final); err != nil {
+					return err
+				}
 				return status(fmt.Errorf("%w: the server is shutting down", transport.ErrUnavailable))
 			default:
 			}
@@ -198,23 +282,9 @@ func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingS
 			}
 			return status(err)
 		}
-		for _, ws := range sets {
-			var msgs []*rawMsg
-			if f.none() {
-				msgs, err = s.encode(ws, req.GetPartialChanges()) // shared by every unfiltered watcher
-			} else {
-				// A revision the filter empties still goes out, bare, as
-				// progress: a client resumes from it after a restart.
-				msgs, err = encodeOne(f.changes(ws), false, s.ChunkBytes)
-			}
-			if err != nil {
-				return status(err)
-			}
-			for _, m := range msgs {
-				if err := stream.SendMsg(m); err != nil {
-					return err
-				}
-			}
+		if err := s.send(stream, sets, f, req.GetPartialChanges()); err != nil {
+			return err
 		}
+
 	}
 }

@@ -288,9 +288,15 @@ func runServer(ctx context.Context, stopNow <-chan struct{}, f serverFlags, stde
 			wait(left)
 		}
 		if !cut {
-			svc.Drain()
 			stopped := make(chan struct{})
-			go func() { g.GracefulStop(); close(stopped) }()
+			go func() {
+				// New commits are refused, those in flight finish, the
+				// watches send up to the last revision and end; then the
+				// graceful stop waits for the answers to go out.
+				svc.Drain()
+				g.GracefulStop()
+				close(stopped)
+			}()
 			timer := time.NewTimer(f.drain)
 			select {
 			case <-stopped:

@@ -1,0 +1,246 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	grpcstatus "google.golang.org/grpc/status"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/client/remote"
+	"github.com/omega-cell/omega/client/transport"
+	"github.com/omega-cell/omega/client/transport/grpcerr"
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/server"
+	"github.com/omega-cell/omega/store"
+	"github.com/omega-cell/omega/txn"
+)
+
+// drainServer is a server as `omega server` runs one (a durable store, the
+// service with its metrics, gRPC with the service's options) on addr,
+// whose Commit calls from the component "held" commit, then wait until
+// hold is closed before they answer (held says when one waits): a commit
+// in flight, for its client, as long as a test likes.
+type drainServer struct {
+	addr string
+	st   *store.Store
+	svc  *server.Service
+	g    *grpc.Server
+	reg  *prometheus.Registry
+	held chan struct{}
+	hold chan struct{}
+}
+
+func startDrainServer(t *testing.T, dir, addr string) *drainServer {
+	t.Helper()
+	o := store.DefaultOptions(dir)
+	o.Logger = slog.New(slog.DiscardHandler)
+	st, err := store.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &drainServer{addr: lis.Addr().String(), st: st, svc: server.New(st), reg: prometheus.NewRegistry(), held: make(chan struct{}, 1), hold: make(chan struct{})}
+	s.svc.Metrics = server.NewMetrics(s.reg, st)
+	hold := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if tx, ok := req.(*omegav1.Transaction); ok && info.FullMethod == cellgrpc.Cell_Commit_FullMethodName && tx.GetComponent() == "held" {
+			// Committed, its answer not sent yet: in flight for the client.
+			resp, err := handler(ctx, req)
+			s.held <- struct{}{}
+			<-s.hold
+			return resp, err
+		}
+		return handler(ctx, req)
+	}
+	s.g = grpc.NewServer(append(server.ServerOptions(), grpc.ChainUnaryInterceptor(hold))...)
+	s.svc.Register(s.g)
+	go s.g.Serve(lis)
+	t.Cleanup(s.g.Stop)
+	return s
+}
+
+// watchers is the server's omega_watchers gauge: its open watch streams.
+func (s *drainServer) watchers(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "omega_watchers" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no omega_watchers")
+	return 0
+}
+
+// until polls cond with a deadline.
+func until(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func machineTxn(component string, n uint32) *txn.Txn {
+	return &txn.Txn{Component: component, Conflict: omegav1.ConflictMode_CONFLICT_MODE_FINE, Commit: omegav1.CommitMode_COMMIT_MODE_INCREMENTAL,
+		Ops: []txn.Op{txn.CreateMachine(testkit.Machine(testkit.UID('d', n, 0), "m", testkit.Res(1000, 1<<30)))}}
+}
+
+// A watch the drain ended resumes after the restart from the last
+// revision it delivered, as `omega server`'s drain means it to ("the
+// watches end at the last revision there will be and a client resumes
+// from it after the restart"): with nothing in flight, and with a commit
+// in flight when the drain began, which the drain waits for and
+// acknowledges.
+//
+// The second failed before the drain waited for the commits in flight:
+// the watches ended while commits were still served, one acknowledged
+// after that moved the store past the revision they ended at, and a
+// reopened store retains no history (its oldest watchable revision is the
+// one it opens at), so the resumed watch was ErrCompacted and its client
+// listed the whole cell again — every watcher of the cell at once, after
+// any restart with commits in flight. Now new commits are refused, those
+// in flight finish, and every watch sends up to the last revision before
+// it ends.
+func TestWatchResumesAfterDrain(t *testing.T) {
+	for _, inFlight := range []bool{false, true} {
+		name := "nothing in flight"
+		if inFlight {
+			name = "a commit in flight"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := startDrainServer(t, dir, "127.0.0.1:0")
+			addr := s.addr
+			tr, err := remote.Dial(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { tr.Close() })
+			ctx := context.Background()
+			res, err := tr.Commit(ctx, machineTxn("tester", 1))
+			if err != nil || res.Committed != 1 {
+				t.Fatalf("commit: %+v %v", res, err)
+			}
+			w, err := tr.Watch(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(w.Close)
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if sets, err := w.Next(wctx, 0); err != nil || len(sets) != 1 || sets[0].Revision != res.Revision {
+				t.Fatalf("the watch before the drain: %d sets, %v; want the revision %d", len(sets), err, res.Revision)
+			}
+			last := res.Revision
+
+			committed := make(chan txn.Result, 1)
+			if inFlight {
+				go func() {
+					r, err := tr.Commit(ctx, machineTxn("held", 2))
+					if err != nil {
+						t.Errorf("the commit in flight: %v", err)
+					}
+					committed <- r
+				}()
+				select {
+				case <-s.held:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the commit did not reach the server within 30 s")
+				}
+			}
+
+			// The drain, as `omega server` does it: the watches end, the
+			// graceful stop waits for the commits in flight. (The graceful
+			// stop starts first here, so that no watch opened again reaches
+			// this server: with Drain first, it would find it draining and
+			// end as well.)
+			stopped := make(chan struct{})
+			go func() { s.g.GracefulStop(); close(stopped) }()
+			until(t, 30*time.Second, "the listener closed", func() bool {
+				c, err := net.Dial("tcp", addr)
+				if err == nil {
+					c.Close()
+				}
+				return err != nil
+			})
+			drained := make(chan struct{})
+			go func() { s.svc.Drain(); close(drained) }()
+			<-drained
+			// New commits are refused as unavailable (not evaluated: the
+			// client tries again after the restart).
+			if _, err := s.svc.Commit(ctx, machineTxn("late", 9).Proto()); !errors.Is(remoteErr(err), transport.ErrUnavailable) {
+				t.Fatalf("a commit after the drain: %v, want unavailable", err)
+			}
+			until(t, 30*time.Second, "the watch stream ended", func() bool { return s.watchers(t) == 0 })
+			if inFlight {
+				close(s.hold)
+				if r := <-committed; r.Committed != 1 || r.Revision != last+1 {
+					t.Fatalf("the commit in flight: %+v, want it acknowledged at %d", r, last+1)
+				}
+			}
+			select {
+			case <-stopped:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the graceful stop did not end within 30 s")
+			}
+			final := s.st.Revision()
+			if err := s.st.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			// The restart, on the same data and address: the watch resumes
+			// by itself from the last revision it delivered.
+			s2 := startDrainServer(t, dir, addr)
+			if s2.st.Revision() != final {
+				t.Fatalf("reopened at %d, stopped at %d", s2.st.Revision(), final)
+			}
+			res3, err := tr.Commit(ctx, machineTxn("tester", 3))
+			if err != nil || res3.Committed != 1 {
+				t.Fatalf("commit after the restart: %+v %v", res3, err)
+			}
+			var got []uint64
+			for len(got) == 0 || got[len(got)-1] < res3.Revision {
+				sets, err := w.Next(wctx, 0)
+				if errors.Is(err, transport.ErrCompacted) {
+					t.Fatalf("the watch that ended at revision %d when the server drained cannot resume after the restart: %v "+
+						"(the commit in flight during the drain was acknowledged at %d, after the watches ended; the reopened store "+
+						"resumes watches only from %d, the revision it opened at, so the watch's client must list the whole cell again)", last, err, last+1, final)
+				}
+				if err != nil {
+					t.Fatalf("the watch across the restart: %v", err)
+				}
+				for _, ws := range sets {
+					got = append(got, ws.Revision)
+				}
+			}
+			want := []uint64{res3.Revision}
+			if inFlight {
+				want = []uint64{last + 1, res3.Revision}
+			}
+			if len(got) != len(want) || got[0] != want[0] || got[len(got)-1] != want[len(want)-1] {
+				t.Fatalf("the watch across the restart delivered revisions %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// remoteErr reads a service error as a client would.
+func remoteErr(err error) error { return grpcerr.Error(grpcstatus.Convert(err)) }
