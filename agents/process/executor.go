@@ -379,7 +379,7 @@ func (x *Executor) launch(t *txn.Task, gen uint64, address string) {
 	if err != nil {
 		dir := filepath.Join(x.cfg.Dir, t.UID.String())
 		p = &proc{uid: t.UID, assigned: t.Assigned, gen: gen, dir: dir, address: address, task: t,
-			grace: x.graceOf(t), exited: &ExitStatus{Code: -1, Error: err.Error()}, at: time.Now().UnixNano()}
+			grace: x.graceOf(t), exited: &ExitStatus{Code: -1, Error: "could not start: " + err.Error()}, at: time.Now().UnixNano()}
 		x.procs[t.UID] = p
 		x.emit(p)
 		return

@@ -52,7 +52,7 @@ func (s ExitStatus) Proto() *omegav1.ExitStatus {
 func (s ExitStatus) String() string {
 	switch {
 	case s.Error != "":
-		return "could not start: " + s.Error
+		return s.Error // it says what happened (a start's failure says "could not start")
 	case s.Signal != "":
 		return "signal: " + s.Signal // as Go's exec says it: "signal: killed", "signal: terminated"
 	}
@@ -115,12 +115,12 @@ func run(dir, workdir string, argv []string, sigs chan os.Signal) ExitStatus {
 
 	out, err := os.OpenFile(filepath.Join(dir, fileStdout), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return ExitStatus{Code: -1, Error: err.Error()}
+		return ExitStatus{Code: -1, Error: "could not start: " + err.Error()}
 	}
 	defer out.Close()
 	errf, err := os.OpenFile(filepath.Join(dir, fileStderr), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return ExitStatus{Code: -1, Error: err.Error()}
+		return ExitStatus{Code: -1, Error: "could not start: " + err.Error()}
 	}
 	defer errf.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -128,7 +128,7 @@ func run(dir, workdir string, argv []string, sigs chan os.Signal) ExitStatus {
 	cmd.Stdout, cmd.Stderr = out, errf
 	cmd.Env = os.Environ() // the agent set the task's environment on the shim
 	if err := cmd.Start(); err != nil {
-		return ExitStatus{Code: -1, Error: err.Error()}
+		return ExitStatus{Code: -1, Error: "could not start: " + err.Error()}
 	}
 	ready()
 	go func() {
