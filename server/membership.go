@@ -103,6 +103,31 @@ func (e *nodeEvents) take() []memberlist.NodeEvent {
 // picks one) and follows its events. grace is how long machines UP at the
 // start may go without their agent joining.
 func StartMembership(st *store.Store, bind string, grace time.Duration, logger *slog.Logger) (*Membership, error) {
+	return StartMembershipWith(st, bind, "lan", grace, logger)
+}
+
+// GossipProfiles are the memberlist profiles a member may run with:
+// memberlist's own defaults for a LAN (the cell's default: failure
+// detection in a few seconds), a WAN (slower, more tolerant), and one
+// host (loopback: faster).
+var GossipProfiles = []string{"lan", "wan", "local"}
+
+// MemberlistConfig is memberlist's default configuration for a profile.
+func MemberlistConfig(profile string) (*memberlist.Config, error) {
+	switch profile {
+	case "", "lan":
+		return memberlist.DefaultLANConfig(), nil
+	case "wan":
+		return memberlist.DefaultWANConfig(), nil
+	case "local":
+		return memberlist.DefaultLocalConfig(), nil
+	}
+	return nil, fmt.Errorf("gossip profile %q: want lan, wan or local", profile)
+}
+
+// StartMembershipWith is StartMembership with memberlist's defaults for
+// profile (MemberlistConfig).
+func StartMembershipWith(st *store.Store, bind, profile string, grace time.Duration, logger *slog.Logger) (*Membership, error) {
 	host, port, err := net.SplitHostPort(bind)
 	if err != nil {
 		return nil, fmt.Errorf("gossip address %q: %w", bind, err)
@@ -112,7 +137,10 @@ func StartMembership(st *store.Store, bind string, grace time.Duration, logger *
 		return nil, fmt.Errorf("gossip address %q: port: %w", bind, err)
 	}
 	m := &Membership{st: st, log: logger, events: newNodeEvents(), stop: make(chan struct{})}
-	cfg := memberlist.DefaultLANConfig()
+	cfg, err := MemberlistConfig(profile)
+	if err != nil {
+		return nil, err
+	}
 	cfg.Name = "omega-server"
 	cfg.BindAddr, cfg.BindPort = host, p
 	// The advertised address is the bound one (memberlist works it out, port 0

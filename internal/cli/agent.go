@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -34,7 +32,7 @@ import (
 type agentFlags struct {
 	cell                                       cellFlags
 	join, gossip, name, data, memory, taskCIDR string
-	http, logsTokenFile                        string
+	http, logsTokenFile, gossipProfile         string
 	cpu                                        float64
 }
 
@@ -82,6 +80,8 @@ tasks placed on it), watched with the server's machine filter.
 				return errors.New("--name: required: the machine's name")
 			case f.data == "":
 				return errors.New("--data: required: the agent's directory")
+			case !validProfile(f.gossipProfile):
+				return fmt.Errorf("--gossip-profile %q: want lan, wan or local", f.gossipProfile)
 			case f.cpu < 0:
 				return fmt.Errorf("--cpu %v: want a number of cores", f.cpu)
 			}
@@ -93,6 +93,7 @@ tasks placed on it), watched with the server's machine filter.
 	fl := cmd.Flags()
 	f.cell.register(fl)
 	fl.StringVar(&f.join, "join", "", "the server's gossip address")
+	fl.StringVar(&f.gossipProfile, "gossip-profile", "lan", gossipProfileHelp)
 	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "this agent's gossip address (port 0: one chosen the first time, kept in --data for restarts)")
 	fl.StringVar(&f.name, "name", "", "the machine's name")
 	fl.StringVar(&f.data, "data", "", "the agent's directory (created if missing)")
@@ -488,41 +489,13 @@ func exitText(e *omegav1.ExitStatus) string {
 }
 
 func joinMembership(f agentFlags, uid uuid.UUID, logger *slog.Logger) (*memberlist.Memberlist, error) {
-	host, port, err := net.SplitHostPort(f.gossip)
+	ml, err := startGossip(f.name, f.gossip, f.join, f.gossipProfile, uid[:], nil)
 	if err != nil {
-		return nil, fmt.Errorf("--gossip %q: %w", f.gossip, err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return nil, fmt.Errorf("--gossip %q: port: %w", f.gossip, err)
-	}
-	cfg := memberlist.DefaultLANConfig()
-	cfg.Name = f.name
-	cfg.BindAddr, cfg.BindPort = host, p
-	// The advertised address is the bound one (memberlist works it out, port 0
-	// included); the LAN defaults would advertise port 7946 whatever the bind.
-	cfg.Delegate = metaDelegate(uid[:])
-	cfg.Logger = log.New(io.Discard, "", 0)
-	ml, err := memberlist.Create(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("gossip membership on %s: %w", f.gossip, err)
-	}
-	if _, err := ml.Join([]string{f.join}); err != nil {
-		ml.Shutdown()
-		return nil, fmt.Errorf("join the membership at %s: %w", f.join, err)
+		return nil, err
 	}
 	logger.Info("joined", "membership", f.join, "members", ml.NumMembers())
 	return ml, nil
 }
-
-// metaDelegate gives the agent's node its machine's uid as metadata.
-type metaDelegate []byte
-
-func (d metaDelegate) NodeMeta(limit int) []byte       { return d }
-func (d metaDelegate) NotifyMsg([]byte)                {}
-func (d metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
-func (d metaDelegate) LocalState(bool) []byte          { return nil }
-func (d metaDelegate) MergeRemoteState([]byte, bool)   {}
 
 func newTaskShimCmd() *cobra.Command {
 	var workdir string

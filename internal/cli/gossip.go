@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/omega-cell/omega/server"
 )
 
 // The cell's gossip membership (memberlist, LAN defaults) holds the
@@ -52,7 +54,7 @@ func (d gossipMeta) MergeRemoteState([]byte, bool)   {}
 // startGossip creates this process's member (named name, bound on bind,
 // port 0 allowed) and joins the membership at join. events, if set,
 // receives the membership's changes.
-func startGossip(name, bind, join string, meta []byte, events memberlist.EventDelegate) (*memberlist.Memberlist, error) {
+func startGossip(name, bind, join, profile string, meta []byte, events memberlist.EventDelegate) (*memberlist.Memberlist, error) {
 	host, port, err := net.SplitHostPort(bind)
 	if err != nil {
 		return nil, fmt.Errorf("--gossip %q: %w", bind, err)
@@ -61,7 +63,10 @@ func startGossip(name, bind, join string, meta []byte, events memberlist.EventDe
 	if err != nil {
 		return nil, fmt.Errorf("--gossip %q: port: %w", bind, err)
 	}
-	cfg := memberlist.DefaultLANConfig()
+	cfg, err := server.MemberlistConfig(profile)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-profile: %w", err)
+	}
 	cfg.Name = name
 	cfg.BindAddr, cfg.BindPort = host, p
 	// The advertised address is the bound one (memberlist works it out,
@@ -106,3 +111,8 @@ func (c memberChanges) poke() {
 func (c memberChanges) NotifyJoin(*memberlist.Node)   { c.poke() }
 func (c memberChanges) NotifyLeave(*memberlist.Node)  { c.poke() }
 func (c memberChanges) NotifyUpdate(*memberlist.Node) { c.poke() }
+
+// gossipProfileHelp is the --gossip-profile flag's help.
+const gossipProfileHelp = "memberlist's defaults to run with: lan (failure detection in a few seconds), wan (slower, more tolerant) or local (one host)"
+
+func validProfile(p string) bool { _, err := server.MemberlistConfig(p); return err == nil }

@@ -30,6 +30,7 @@ import (
 type serverFlags struct {
 	data, listen, http string
 	gossip             string
+	gossipProfile      string
 	grace              time.Duration
 	drain              time.Duration
 	retention, expire  time.Duration
@@ -72,6 +73,9 @@ must present a certificate that CA signed.`,
 			if f.data == "" {
 				return errors.New("--data: required: the directory of the store")
 			}
+			if !validProfile(f.gossipProfile) {
+				return fmt.Errorf("--gossip-profile %q: want lan, wan or local", f.gossipProfile)
+			}
 			for _, d := range []struct {
 				flag string
 				v    time.Duration
@@ -110,6 +114,7 @@ must present a certificate that CA signed.`,
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7070", "gRPC address")
 	cmd.Flags().StringVar(&f.http, "http", "127.0.0.1:7071", "HTTP address for /metrics and /healthz (empty: none)")
 	cmd.Flags().DurationVar(&f.drain, "drain", 30*time.Second, "on SIGTERM, how long the commits in flight may take before the server stops anyway")
+	cmd.Flags().StringVar(&f.gossipProfile, "gossip-profile", "lan", gossipProfileHelp)
 	cmd.Flags().StringVar(&f.gossip, "gossip", "", "gossip membership address agents join (memberlist, LAN defaults; empty: no membership)")
 	cmd.Flags().DurationVar(&f.grace, "agent-grace", 30*time.Second, "with --gossip: how long after the start a machine UP may go without its agent joining before it goes DOWN")
 	cmd.Flags().DurationVar(&f.retention, "retention", 15*time.Minute, "how long finished tasks and jobs stay in the cell")
@@ -200,7 +205,7 @@ func runServer(ctx context.Context, stopNow <-chan struct{}, f serverFlags, stde
 	}
 	var members *server.Membership
 	if f.gossip != "" {
-		if members, err = server.StartMembership(st, f.gossip, f.grace, log); err != nil {
+		if members, err = server.StartMembershipWith(st, f.gossip, f.gossipProfile, f.grace, log); err != nil {
 			lis.Close()
 			closeStore()
 			return fmt.Errorf("--gossip: %w", err)
