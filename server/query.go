@@ -56,9 +56,10 @@ func (f *filter) jobOK(j *txn.Job) bool {
 }
 
 // changes keeps what a watch filter lets through of one revision: the
-// machine's own changes and its tasks', and every eviction (a non-created
-// change back to PENDING: the task left whatever machine it was on), when
-// machine is set; the objects whose labels match.
+// machine's own changes and those of the tasks placed on it before or
+// after the revision (a task that left it — evicted, moved by an eviction
+// and a claim in one transaction, deleted — is seen leaving), when machine
+// is set; the objects whose labels match.
 func (f *filter) changes(ws *txn.WriteSet) *txn.WriteSet {
 	out := &txn.WriteSet{Revision: ws.Revision, UnixNanos: ws.UnixNanos}
 	for i := range ws.Changes {
@@ -67,8 +68,7 @@ func (f *filter) changes(ws *txn.WriteSet) *txn.WriteSet {
 		switch {
 		case c.Task != nil:
 			t := c.Task
-			evicted := !c.Created && !c.Deleted && t.State == omegav1.TaskState_TASK_STATE_PENDING
-			keep = (f.machine == uuid.Nil || t.Machine == f.machine || evicted) && f.sel.Matches(t.Labels())
+			keep = (f.machine == uuid.Nil || t.Machine == f.machine || c.PrevMachine == f.machine) && f.sel.Matches(t.Labels())
 		case c.Machine != nil:
 			keep = (f.machine == uuid.Nil || c.Machine.UID == f.machine) && f.sel.Matches(c.Machine.Meta.GetLabels())
 		case c.Job != nil:

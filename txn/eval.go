@@ -227,6 +227,7 @@ func (e *evaluator) record(c Change) {
 		c.Created = c.Created || prev.Created
 		c.Derived = c.Derived && prev.Derived
 		c.baseVersion = prev.baseVersion
+		c.PrevMachine = prev.PrevMachine // where it was before the transaction: the first change's
 		if c.Deleted && prev.Created {
 			// Created and deleted in one transaction: nothing to store, but
 			// keep the entry so later operations see it gone.
@@ -241,8 +242,16 @@ func (e *evaluator) record(c Change) {
 
 // setTask records t's new value; baseVersion is the version the task had
 // before the transaction (0 if created by it).
-func (e *evaluator) setTask(t *Task, created bool, baseVersion uint64) {
-	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Created: created, baseVersion: baseVersion})
+func (e *evaluator) setTask(t *Task, created bool, baseVersion uint64, from *Task) {
+	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Created: created, baseVersion: baseVersion, PrevMachine: placedOn(from)})
+}
+
+// placedOn is the machine t holds resources on, or the zero uid.
+func placedOn(t *Task) uuid.UUID {
+	if t == nil || !t.Placed() {
+		return uuid.Nil
+	}
+	return t.Machine
 }
 
 func (e *evaluator) setMachine(m *Machine, created, derived bool) {
@@ -329,7 +338,7 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 			return Outcome{}, fmt.Errorf("%w: task %s", ErrAlreadyExists, t.UID)
 		}
 		t.Version, t.CreateRev, t.Created = e.rev, e.rev, now
-		e.setTask(t, true, 0)
+		e.setTask(t, true, 0, nil)
 	case op.NewJob != nil:
 		j, err := newJob(op.NewJob)
 		if err != nil {
@@ -398,7 +407,7 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 	nt.Assigned = e.tx.UnixNanos
 	nt.Report = nil // a new placement: its agent reports afresh
 	nt.Version = e.rev
-	e.setTask(nt, false, baseVer)
+	e.setTask(nt, false, baseVer, t)
 	return committed, nil
 }
 
@@ -430,7 +439,7 @@ func (e *evaluator) evict(op *Op) (Outcome, error) {
 	nt.Evictions++
 	nt.Message = op.Message
 	nt.Version = e.rev
-	e.setTask(nt, false, baseVer)
+	e.setTask(nt, false, baseVer, t)
 	return committed, nil
 }
 
@@ -475,7 +484,7 @@ func (e *evaluator) setStatus(op *Op) (Outcome, error) {
 		nt.Report = op.Run
 	}
 	nt.Version = e.rev
-	e.setTask(nt, false, baseVer)
+	e.setTask(nt, false, baseVer, t)
 	return committed, nil
 }
 
@@ -549,7 +558,7 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 				return Outcome{}, err
 			}
 		}
-		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Deleted: true, baseVersion: baseVer})
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Deleted: true, baseVersion: baseVer, PrevMachine: placedOn(t)})
 	case omegav1.ObjectKind_OBJECT_KIND_JOB:
 		j, baseVer, ok := e.job(uid)
 		if !ok {

@@ -121,6 +121,11 @@ type Change struct {
 	// status only (omegav1.Change.partial); WriteSet.Complete fills the
 	// rest from the previous version before it is applied.
 	Partial bool
+	// PrevMachine is, for a task's change, the machine it was placed on
+	// before the transaction (zero if it was not placed): a machine's
+	// watch keeps the change of a task that left the machine (evicted,
+	// moved, ended, deleted). The store's own, not on the wire.
+	PrevMachine uuid.UUID
 
 	baseVersion uint64 // during evaluation: the version before the transaction
 }

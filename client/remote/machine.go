@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/txn"
@@ -81,11 +80,12 @@ func (m *MachineTransport) Snapshot(ctx context.Context) (*txn.State, error) {
 }
 
 // Watch streams the revisions after fromRevision as they touch the
-// machine. The server keeps every eviction (a task back to PENDING no
-// longer says where it was); this watch drops those of tasks that were not
-// on the machine, and hands those of its own tasks on as deletions (they
-// left its part of the cell), so the copy holds nothing else. From a
-// revision it did not list, it cannot tell: it keeps every eviction.
+// machine: the server's machine filter keeps the changes of the tasks
+// placed on it before or after each revision, and this watch hands on
+// those of tasks that left it (evicted, moved, deleted) as deletions, so
+// the copy is the machine's part of the cell. (It also drops any change of
+// a task that was never on the machine, which a server that kept every
+// eviction, before the filter knew where a task had been, sent.)
 func (m *MachineTransport) Watch(ctx context.Context, fromRevision uint64) (transport.Watch, error) {
 	w, err := m.t.WatchFiltered(ctx, fromRevision, Filter{Machine: m.machine, Progress: true})
 	if err != nil {
@@ -142,13 +142,14 @@ func (w *machineWatch) narrow(sets []*txn.WriteSet) {
 				switch {
 				case t.Machine == w.machine && !c.Deleted:
 					w.mine[t.UID] = struct{}{}
-				case c.Deleted || t.State == omegav1.TaskState_TASK_STATE_PENDING:
+				default:
 					if !was {
 						continue // another machine's
 					}
 					delete(w.mine, t.UID)
-					// Evicted: it left the machine's part of the cell, which
-					// is what a deletion says here.
+					// Deleted, evicted or moved elsewhere: it left the
+					// machine's part of the cell, which is what a deletion
+					// says here.
 					c.Deleted = true
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/testkit"
@@ -95,5 +96,65 @@ func TestMachineTransport(t *testing.T) {
 			t.Fatalf("seed %d: %d comparisons, %d tasks seen elsewhere: the test shows nothing", seed, compared, others)
 		}
 		c.Cell().Close()
+	}
+}
+
+// TestMachineTransportTaskLeaves: a task that leaves the machine in a
+// transaction that also moves or deletes it — evicted and claimed on
+// another machine, evicted and deleted, deleted while placed — leaves the
+// machine's copy, which stays the cell's projection (found by review: the
+// filter once kept only a task's current machine and every bare eviction,
+// so the copy kept the task and refused the machine's release).
+func TestMachineTransportTaskLeaves(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for name, leave := range map[string]func(tk *txn.Task, other uuid.UUID) []txn.Op{
+		"evict and claim elsewhere": func(tk *txn.Task, other uuid.UUID) []txn.Op {
+			return []txn.Op{txn.ForceEvict(tk.UID, tk.Version, "move"), txn.Claim(tk.UID, other, tk.Request, tk.Version)}
+		},
+		"evict and delete": func(tk *txn.Task, _ uuid.UUID) []txn.Op {
+			return []txn.Op{txn.ForceEvict(tk.UID, tk.Version, "gone"), txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, tk.UID, 0)}
+		},
+		"delete placed": func(tk *txn.Task, _ uuid.UUID) []txn.Op {
+			return []txn.Op{txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, tk.UID, 0)}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
+			a, b, task := testkit.UID('m', 1, 0), testkit.UID('m', 2, 0), testkit.UID('t', 1, 0)
+			res, err := st.Commit(ctx, &txn.Txn{Component: "setup", Ops: []txn.Op{
+				txn.CreateMachine(testkit.Machine(a, "a", testkit.Res(4000, 4<<30))),
+				txn.CreateMachine(testkit.Machine(b, "b", testkit.Res(4000, 4<<30))),
+				txn.CreateTask(testkit.Task(task, uuid.Nil, "t", testkit.Res(1000, 1<<20))),
+				txn.Claim(task, a, testkit.Res(1000, 1<<20), 0),
+			}})
+			if err != nil || res.Committed != 4 {
+				t.Fatalf("setup: %+v %v", res, err)
+			}
+			tr, err := remote.Dial(serve(t, st, false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			c, err := client.New(ctx, tr.ForMachine(a), client.Config{Component: "agent/a", Clock: testkit.NewClock(time.Unix(0, 0)), Rand: rand.New(rand.NewPCG(1, 1))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Cell().Close()
+			tk, _ := st.Snapshot().Task(task)
+			res, err = st.Commit(ctx, &txn.Txn{Component: "x", ViewRevision: st.Revision(), Ops: leave(tk, b)})
+			if err != nil || res.Conflicted() {
+				t.Fatalf("the task leaves: %+v %v", res, err)
+			}
+			if err := c.SyncTo(ctx, res.Revision); err != nil {
+				t.Fatalf("the machine's copy after the task left: %v", err)
+			}
+			if err := testkit.DiffStates(project(t, st.Snapshot(), a), c.View().State, testkit.Compare{IgnoreSeq: true}); err != nil {
+				t.Fatal(err)
+			}
+			if _, held := c.View().Task(task); held {
+				t.Fatal("the copy still holds the task that left")
+			}
+		})
 	}
 }

@@ -35,9 +35,9 @@ func pythonWithGRPC(t *testing.T) {
 // (examples/python-scheduler), which knows the cell only through the code
 // generated from the .proto files, joins a running cell — a server and an
 // agent — and places the example job routed to it (spec.scheduler
-// "python"): its tasks are claimed by scheduler/NAME, run by the agent and
-// end SUCCEEDED, and the job with them; SIGTERM stops the scheduler with
-// exit status 0.
+// "python"): its tasks are claimed by NAME, run by the agent and end
+// SUCCEEDED, and the job with them; SIGTERM stops the scheduler with exit
+// status 0. The cell checks tokens: each component presents its own.
 func TestPythonScheduler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary and a Python process")
@@ -47,16 +47,22 @@ func TestPythonScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startServerAt(t, t.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h")
-	c, _ := newRemoteClient(t, srv.grpc, "tester")
-	adir := t.TempDir()
-	ag := startProc(t, "agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--cpu", "2", "--memory", "2Gi")
-
-	// The server does not check tokens yet; the scheduler sends one anyway.
-	token := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
+	tokens := write("tokens", "admin-py-0123456789abcdef,admin,tester\nsubmit-py-0123456789abcdef,submitter\n"+
+		"sched-py-0123456789abcdef,scheduler,py-0\nagent-py-0123456789abcdef,agent,a1")
+	admin, submitter := write("admin", "admin-py-0123456789abcdef"), write("submitter", "submit-py-0123456789abcdef")
+	token, agentToken := write("sched", "sched-py-0123456789abcdef"), write("agent", "agent-py-0123456789abcdef")
+	srv := startServerAt(t, t.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h", "--tokens", tokens)
+	c, _ := newRemoteClientWith(t, srv.grpc, "tester", admin)
+	adir := t.TempDir()
+	ag := startProc(t, "agent", "--server", srv.grpc, "--token-file", agentToken, "--join", srv.gossip, "--name", "a1", "--data", adir, "--cpu", "2", "--memory", "2Gi")
 	out := newOutput()
 	py := exec.Command(systemPython, filepath.Join(example, "scheduler.py"), "--server", srv.grpc, "--name", "py-0", "--token-file", token)
 	py.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // no __pycache__ in the source tree
@@ -85,7 +91,7 @@ func TestPythonScheduler(t *testing.T) {
 		return up
 	})
 
-	if o, errs, err := run(t, "", "submit", "-f", filepath.Join(example, "job.yaml"), "--server", srv.grpc); err != nil || !strings.HasPrefix(o, "job/pyhello created") {
+	if o, errs, err := run(t, "", "submit", "-f", filepath.Join(example, "job.yaml"), "--server", srv.grpc, "--token-file", submitter); err != nil || !strings.HasPrefix(o, "job/pyhello created") {
 		t.Fatalf("submit: %v\n%s%s", err, o, errs)
 	}
 	var job *txn.Job
@@ -115,8 +121,8 @@ func TestPythonScheduler(t *testing.T) {
 		t.Fatalf("job %s for scheduler %q with %d tasks, want examples/python-scheduler/job.yaml's: python, 3", job.Name(), job.Scheduler(), len(tasks))
 	}
 	for _, tk := range tasks {
-		if tk.Scheduler != "scheduler/py-0" || tk.Message != "exit status 0" {
-			t.Errorf("task %s: placed by %q, %q; want scheduler/py-0, exit status 0", tk.Name(), tk.Scheduler, tk.Message)
+		if tk.Scheduler != "py-0" || tk.Message != "exit status 0" {
+			t.Errorf("task %s: placed by %q, %q; want py-0, exit status 0", tk.Name(), tk.Scheduler, tk.Message)
 		}
 		b, err := os.ReadFile(filepath.Join(adir, "tasks", tk.UID.String(), "stdout"))
 		if err != nil || !strings.Contains(string(b), "hello from "+tk.Name()) {

@@ -118,7 +118,9 @@ class Scheduler:
         self.kind = kind
         # The component name goes on every transaction: the store records it
         # on the tasks it places (status.scheduler) and counts conflicts by it.
-        self.component = "scheduler/" + name
+        # The component is the instance's name, as the Go schedulers' is:
+        # what its claims record, and what a scheduler token names.
+        self.component = name
         self.metadata = metadata  # authorization: Bearer <token>, if any
         # The local copy of the cell, at self.revision (None: not listed).
         self.revision = None
@@ -347,7 +349,7 @@ class Scheduler:
 def main():
     p = argparse.ArgumentParser(description="A batch scheduler for an omega cell, over its gRPC API.")
     p.add_argument("--server", default="127.0.0.1:7070", help="the cell's server (host:port)")
-    p.add_argument("--name", required=True, help="this instance's name: it commits as scheduler/NAME")
+    p.add_argument("--name", required=True, help="this instance's name: it commits as NAME, which its token names")
     p.add_argument("--kind", default="python", help="schedule the jobs whose spec.scheduler is KIND")
     p.add_argument("--token-file", help="send the file's token as 'authorization: Bearer <token>'")
     args = p.parse_args()

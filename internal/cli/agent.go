@@ -394,6 +394,14 @@ func runAgent(ctx context.Context, f agentFlags) error {
 				if exec.Restart(a.Task) {
 					sup.Restarted(a.Task, now)
 					logger.Info("restarted", "uid", a.Task)
+				} else if p, ok := trk.Task(a.Task); ok {
+					// Nothing of it to run again: the task ends FAILED,
+					// once, rather than be asked for every tick.
+					logger.Error("the task could not be restarted: it fails", "uid", a.Task)
+					sup.End(a.Task)
+					exec.Unsent(agents.Exit{Task: a.Task, Gen: p.Gen, At: now, State: omegav1.TaskState_TASK_STATE_FAILED, Message: "could not be restarted"})
+				} else {
+					sup.End(a.Task)
 				}
 			case agents.ActProbe:
 				hc := sup.Check(a.Task)
@@ -418,8 +426,11 @@ func runAgent(ctx context.Context, f agentFlags) error {
 				continue
 			}
 			v, ok := sup.Exited(e.Task, e.Status, e.At)
-			if !ok {
+			switch {
+			case !ok && sup.Supervised(e.Task):
 				continue // told twice; already waiting to restart
+			case !ok:
+				v = agents.Verdict{Final: true, State: e.State} // no longer supervised: as it ended
 			}
 			if !v.Final {
 				logger.Info("exited: restarting", "uid", e.Task, "how", e.Message, "in", time.Duration(v.RestartAt-now).Round(time.Millisecond))
