@@ -159,8 +159,9 @@ func (t *Transport) WatchPartial(ctx context.Context, fromRevision uint64) (tran
 }
 
 // Filter narrows a watch, evaluated by the server: Machine keeps that
-// machine and the tasks placed on it (and every eviction, so that a task
-// leaving it is seen leaving); Selector (Kubernetes syntax) keeps the
+// machine and the tasks placed on it before or after each revision (so
+// that a task leaving it, evicted, moved or deleted, is seen leaving);
+// Selector (Kubernetes syntax) keeps the
 // objects whose labels match. A revision with nothing left is not handed
 // to the reader (the server sends it bare, as progress, so that a resume
 // after a restart starts from the newest revision), so a filtered watch
