@@ -71,7 +71,7 @@ conflicts really happen. Prints a table per scheduler and what it shows.`,
 			}
 			cfg.Durability, cfg.Dir = store.DurabilitySync, dir
 			start := time.Now()
-			sum, err := runOne(cmd.Context(), cmd.ErrOrStderr(), cfg, "")
+			sum, err := runOne(cmd.Context(), cmd.ErrOrStderr(), cfg, "", nil)
 			if err != nil {
 				return fmt.Errorf("demo: %w", err)
 			}

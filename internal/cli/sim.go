@@ -9,9 +9,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -24,7 +26,7 @@ import (
 
 type simFlags struct {
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime string
-	machines, seeds                                                                                int
+	machines, seeds, jobs                                                                          int
 	days, failures, loadFactor                                                                     float64
 	mrShare                                                                                        optFloat
 	seed                                                                                           uint64
@@ -66,7 +68,10 @@ as it was.`,
 			return err
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSims(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.cfg, s.seeds, f.out, f.asJSON)
+			if f.jobs < 1 || f.jobs > 1024 {
+				return fmt.Errorf("--jobs %d: want 1 to 1024 simulations at once", f.jobs)
+			}
+			return runSims(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.cfg, s.seeds, f.jobs, f.out, f.asJSON)
 		},
 	}
 	fl := cmd.Flags()
@@ -86,6 +91,7 @@ as it was.`,
 	fl.StringVar(&f.fleetTick, "fleet-tick", "1s", fmt.Sprintf("interval of the fleet's batched status transactions, %s to %s", fmtDuration(minFleetTick), fmtDuration(maxFleetTick)))
 	fl.StringVar(&f.decisionTime, "decision-time", "model", "model (t_job + t_task x tasks, reproducible) or cpu (the scheduler's measured CPU time; results vary between runs)")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed")
+	fl.IntVar(&f.jobs, "jobs", runtime.GOMAXPROCS(0), "with --seeds: how many simulations run at once (default: one per core)")
 	fl.IntVar(&f.seeds, "seeds", 1, fmt.Sprintf("run this many seeds (seed, seed+1, ...), 1 to %d, and report medians and spread", maxSeeds))
 	fl.StringVar(&f.out, "out", "", "directory for the results (required unless --json; created only once there are results)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary (or the aggregate) as JSON on stdout")
@@ -263,21 +269,71 @@ func (o *optFloat) Set(s string) error {
 
 func (o *optFloat) Type() string { return "float" }
 
-// runSims runs the seeds and writes the results.
-func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seeds int, out string, asJSON bool) error {
-	var sums []sim.Summary
+// runSims runs the seeds and writes the results: with several, up to
+// jobs of them at once (independent simulations, each deterministic on
+// its own: their results do not depend on how many run beside them).
+func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seeds, jobs int, out string, asJSON bool) error {
+	sums := make([]sim.Summary, seeds)
+	errs := make([]error, seeds)
+	configs := make([]sim.Config, seeds)
+	dirs := make([]string, seeds)
 	for k := range seeds {
-		c := cfg
-		c.Workload.Seed = cfg.Workload.Seed + uint64(k)
-		dir := out
+		configs[k] = cfg
+		configs[k].Workload.Seed = cfg.Workload.Seed + uint64(k)
+		dirs[k] = out
 		if seeds > 1 && out != "" {
-			dir = filepath.Join(out, fmt.Sprintf("seed-%d", c.Workload.Seed))
+			dirs[k] = filepath.Join(out, fmt.Sprintf("seed-%d", configs[k].Workload.Seed))
 		}
-		sum, err := runOne(ctx, stderr, c, dir)
+	}
+	if seeds == 1 {
+		sums[0], errs[0] = runOne(ctx, stderr, configs[0], dirs[0], nil)
+	} else {
+		// One progress bar for them all: simulated hours over every seed.
+		hours := int(cfg.Workload.Days*24+0.999) * seeds
+		bar := progressbar.NewOptions(hours, progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetDescription(fmt.Sprintf("%d seeds, %d at a time: simulated hours", seeds, min(jobs, seeds))),
+			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
+		var barMu sync.Mutex
+		tick := func() { barMu.Lock(); bar.Add(1); barMu.Unlock() }
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		next := make(chan int)
+		var wg sync.WaitGroup
+		for range min(jobs, seeds) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range next {
+					sums[k], errs[k] = runOne(ctx, stderr, configs[k], dirs[k], tick)
+					if errs[k] != nil {
+						cancel() // the others stop: the run has failed
+					}
+				}
+			}()
+		}
+	feed:
+		for k := range seeds {
+			select {
+			case next <- k:
+			case <-ctx.Done():
+				break feed
+			}
+		}
+		close(next)
+		wg.Wait()
+		barMu.Lock()
+		bar.Finish()
+		barMu.Unlock()
+	}
+	for k, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("seed %d: %w", configs[k].Workload.Seed, err)
+		}
+	}
+	for k, err := range errs {
 		if err != nil {
-			return fmt.Errorf("seed %d: %w", c.Workload.Seed, err)
+			return fmt.Errorf("seed %d: %w", configs[k].Workload.Seed, err)
 		}
-		sums = append(sums, sum)
 	}
 	if seeds == 1 {
 		if asJSON {
@@ -315,11 +371,17 @@ func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seed
 	return nil
 }
 
-func runOne(ctx context.Context, stderr io.Writer, cfg sim.Config, dir string) (sim.Summary, error) {
-	hours := int(cfg.Workload.Days*24 + 0.999)
-	bar := progressbar.NewOptions(hours, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(fmt.Sprintf("seed %d: simulated hours", cfg.Workload.Seed)),
-		progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
-	cfg.Progress = func(time.Duration) { bar.Add(1) }
+// runOne runs one simulation; tick, if set, is told of each simulated
+// hour (else it draws a progress bar of its own).
+func runOne(ctx context.Context, stderr io.Writer, cfg sim.Config, dir string, tick func()) (sim.Summary, error) {
+	var bar *progressbar.ProgressBar
+	if tick == nil {
+		hours := int(cfg.Workload.Days*24 + 0.999)
+		bar = progressbar.NewOptions(hours, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(fmt.Sprintf("seed %d: simulated hours", cfg.Workload.Seed)),
+			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
+		tick = func() { bar.Add(1) }
+	}
+	cfg.Progress = func(time.Duration) { tick() }
 	start := time.Now()
 	s, err := sim.Build(ctx, cfg)
 	if err != nil {
@@ -329,7 +391,9 @@ func runOne(ctx context.Context, stderr io.Writer, cfg sim.Config, dir string) (
 	if err := s.Engine.Run(ctx); err != nil {
 		return sim.Summary{}, err
 	}
-	bar.Finish()
+	if bar != nil {
+		bar.Finish()
+	}
 	sum := s.Engine.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
 	wall := time.Since(start).Seconds()
 	sum.Host = sim.Host{WallSeconds: wall, EventsPerSec: ratio(float64(sum.Events), wall), WallSecondsPerSimDay: ratio(wall, cfg.Workload.Days), PeakRSSMb: peakRSSMb()}
