@@ -45,19 +45,23 @@ const (
 type Action struct {
 	Kind ActionKind
 	Task uuid.UUID
+	// Probe names a probe (ActProbe): its answer goes back with it, so an
+	// answer to a probe of an earlier run is told apart.
+	Probe uint64
 }
 
 type supervised struct {
 	policy    omegav1.RestartPolicy
 	check     *omegav1.HealthCheck
-	delay     int64 // first restart's delay, ns
-	backoff   int64 // the next restart's delay, ns
-	runStart  int64 // when the current process started
-	restartAt int64 // > 0: waiting to restart
-	nextProbe int64 // > 0: a probe is due then
-	probing   bool  // a probe is out
-	failures  int32 // probe failures in a row
-	unhealthy bool  // stopped for failing its checks: its end is a failure
+	delay     int64  // first restart's delay, ns
+	backoff   int64  // the next restart's delay, ns
+	runStart  int64  // when the current process started
+	restartAt int64  // > 0: waiting to restart
+	nextProbe int64  // > 0: a probe is due then
+	probing   bool   // a probe is out
+	probe     uint64 // the probe out (its number)
+	failures  int32  // probe failures in a row
+	unhealthy bool   // stopped for failing its checks: its end is a failure
 	run       omegav1.TaskRun
 	dirty     bool // run changed since the last report
 }
@@ -69,7 +73,8 @@ type supervised struct {
 // code: it reads no clock and starts no goroutine — times come in with the
 // calls, and the live side (an executor, the probes) does what it asks.
 type Supervisor struct {
-	tasks map[uuid.UUID]*supervised
+	tasks  map[uuid.UUID]*supervised
+	probes uint64 // probes handed out
 }
 
 // NewSupervisor makes an empty supervisor.
@@ -165,12 +170,13 @@ func (s *Supervisor) Restarted(uid uuid.UUID, now int64) {
 	s.startProbes(sv, now)
 }
 
-// Probed takes a probe's answer at `at`. kill is true when the task just
-// became unhealthy: its process is to be stopped (with its grace period),
-// and its end counts as a failure.
-func (s *Supervisor) Probed(uid uuid.UUID, healthy bool, at int64) (kill bool) {
+// Probed takes the answer at `at` of probe (Action.Probe). kill is true
+// when the task just became unhealthy: its process is to be stopped (with
+// its grace period), and its end counts as a failure. The answer to a
+// probe that is not the one out (an earlier run's) is dropped.
+func (s *Supervisor) Probed(uid uuid.UUID, probe uint64, healthy bool, at int64) (kill bool) {
 	sv, ok := s.tasks[uid]
-	if !ok || !sv.probing {
+	if !ok || !sv.probing || sv.probe != probe {
 		return false
 	}
 	sv.probing = false
@@ -222,7 +228,9 @@ func (s *Supervisor) Due(now int64, into []Action) []Action {
 		case sv.restartAt > 0 && sv.restartAt <= now:
 			into = append(into, Action{Kind: ActRestart, Task: u})
 		case sv.nextProbe > 0 && sv.nextProbe <= now && !sv.probing:
-			into = append(into, Action{Kind: ActProbe, Task: u})
+			s.probes++
+			sv.probe = s.probes
+			into = append(into, Action{Kind: ActProbe, Task: u, Probe: sv.probe})
 			sv.probing = true
 		}
 	}

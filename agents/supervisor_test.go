@@ -112,7 +112,7 @@ func TestSupervisorHealth(t *testing.T) {
 		if again := s.Due(now, nil); len(again) != 0 {
 			t.Fatalf("a probe out was due again: %v", again)
 		}
-		return s.Probed(u, healthy, now)
+		return s.Probed(u, due[0].Probe, healthy, now)
 	}
 	if due := s.Due(4*sec, nil); len(due) != 0 {
 		t.Fatalf("probed before the initial delay: %v", due)
@@ -149,6 +149,26 @@ func TestSupervisorHealth(t *testing.T) {
 	}
 	if probe(v.RestartAt+5*sec, true) {
 		t.Fatal("healthy after restart")
+	}
+	// An answer to an earlier probe (of the run before) is not this one's:
+	// dropped, the probe still out, its own answer taken.
+	due := s.Due(v.RestartAt+7*sec, nil)
+	if len(due) != 1 {
+		t.Fatalf("due %v", due)
+	}
+	for range 3 {
+		if s.Probed(u, due[0].Probe-1, false, v.RestartAt+7*sec) {
+			t.Fatal("a stale answer killed the task")
+		}
+	}
+	if again := s.Due(v.RestartAt+7*sec, nil); len(again) != 0 {
+		t.Fatalf("a stale answer ended the probe out: %v", again)
+	}
+	if s.Probed(u, due[0].Probe, true, v.RestartAt+7*sec) {
+		t.Fatal("its own healthy answer killed it")
+	}
+	if r := s.Report(u); r.GetHealth() != omegav1.HealthState_HEALTH_STATE_HEALTHY {
+		t.Fatalf("a stale failure changed the health: %v", r.GetHealth())
 	}
 }
 

@@ -192,8 +192,8 @@ func (t *Tokens) authenticate(ctx context.Context) (context.Context, error) {
 	if len(vals) == 0 {
 		return nil, grpcstatus.Error(codes.Unauthenticated, "no token: this cell needs one (authorization: Bearer TOKEN; omega's commands take --token-file)")
 	}
-	tok, ok := strings.CutPrefix(vals[0], "Bearer ")
-	if !ok {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(vals[0]), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
 		return nil, grpcstatus.Error(codes.Unauthenticated, "the authorization header is not \"Bearer TOKEN\"")
 	}
 	id, ok := t.lookup(strings.TrimSpace(tok))

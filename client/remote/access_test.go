@@ -206,3 +206,26 @@ func newCert(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.
 	kb, _ := x509.MarshalECPrivateKey(key)
 	writePEM(t, filepath.Join(dir, name+".key"), "EC PRIVATE KEY", kb)
 }
+
+// lowerBearer sends the token with the scheme in lower case.
+type lowerBearer string
+
+func (b lowerBearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "bearer " + string(b)}, nil
+}
+func (lowerBearer) RequireTransportSecurity() bool { return false }
+
+// TestTokenSchemeCaseInsensitive: "bearer" is the Bearer scheme (RFC 7235:
+// schemes are case-insensitive).
+func TestTokenSchemeCaseInsensitive(t *testing.T) {
+	st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
+	addr := serveWith(t, st, tokens(t).ServerOptions()...)
+	tr, err := remote.Dial(addr, grpc.WithPerRPCCredentials(lowerBearer(agentToken)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.List(context.Background(), nil); err != nil {
+		t.Fatalf("a lower-case scheme: %v", err)
+	}
+}

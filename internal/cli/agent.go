@@ -200,9 +200,10 @@ type report struct {
 
 // probeResult is a health probe's answer.
 type probeResult struct {
-	uid uuid.UUID
-	err error
-	at  int64
+	uid   uuid.UUID
+	probe uint64 // Action.Probe
+	err   error
+	at    int64
 }
 
 func runAgent(ctx context.Context, f agentFlags) error {
@@ -380,7 +381,7 @@ func runAgent(ctx context.Context, f agentFlags) error {
 			}
 		}
 		for _, r := range answered {
-			if sup.Probed(r.uid, r.err == nil, r.at) {
+			if sup.Probed(r.uid, r.probe, r.err == nil, r.at) {
 				logger.Warn("unhealthy: stopping", "uid", r.uid, "why", r.err)
 				exec.Kill(r.uid)
 			}
@@ -405,15 +406,15 @@ func runAgent(ctx context.Context, f agentFlags) error {
 				}
 			case agents.ActProbe:
 				hc := sup.Check(a.Task)
-				go func(u uuid.UUID) { // live code: the probe's I/O
+				go func(u uuid.UUID, probe uint64) { // live code: the probe's I/O
 					pctx, cancel := context.WithTimeout(ctx, agents.ProbeTimeout(hc))
 					defer cancel()
 					err := exec.Probe(pctx, u, hc)
 					select {
-					case probes <- probeResult{uid: u, err: err, at: time.Now().UnixNano()}:
+					case probes <- probeResult{uid: u, probe: probe, err: err, at: time.Now().UnixNano()}:
 					case <-ctx.Done():
 					}
-				}(a.Task)
+				}(a.Task, a.Probe)
 			}
 		}
 		rep.Reset()
