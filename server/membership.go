@@ -2,13 +2,16 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,7 +106,27 @@ func (e *nodeEvents) take() []memberlist.NodeEvent {
 // picks one) and follows its events. grace is how long machines UP at the
 // start may go without their agent joining.
 func StartMembership(st *store.Store, bind string, grace time.Duration, logger *slog.Logger) (*Membership, error) {
-	return StartMembershipWith(st, bind, "lan", grace, logger)
+	return StartMembershipWith(st, bind, "lan", nil, grace, logger)
+}
+
+// GossipKey reads a gossip key file: the key in base64 (16, 24 or 32
+// bytes: AES-128, -192 or -256), as `openssl rand -base64 32` writes one.
+// Every member of the cell needs the same key; a member without it, or
+// with another, is not let in, and its messages are not read.
+func GossipKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("gossip key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("gossip key %s: not base64: %v", path, err)
+	}
+	switch len(key) {
+	case 16, 24, 32:
+		return key, nil
+	}
+	return nil, fmt.Errorf("gossip key %s: %d bytes: want 16, 24 or 32 (openssl rand -base64 32)", path, len(key))
 }
 
 // GossipProfiles are the memberlist profiles a member may run with:
@@ -126,8 +149,9 @@ func MemberlistConfig(profile string) (*memberlist.Config, error) {
 }
 
 // StartMembershipWith is StartMembership with memberlist's defaults for
-// profile (MemberlistConfig).
-func StartMembershipWith(st *store.Store, bind, profile string, grace time.Duration, logger *slog.Logger) (*Membership, error) {
+// profile (MemberlistConfig) and, if key is set, the gossip encrypted and
+// authenticated with it (GossipKey).
+func StartMembershipWith(st *store.Store, bind, profile string, key []byte, grace time.Duration, logger *slog.Logger) (*Membership, error) {
 	host, port, err := net.SplitHostPort(bind)
 	if err != nil {
 		return nil, fmt.Errorf("gossip address %q: %w", bind, err)
@@ -141,6 +165,7 @@ func StartMembershipWith(st *store.Store, bind, profile string, grace time.Durat
 	if err != nil {
 		return nil, err
 	}
+	cfg.SecretKey = key
 	cfg.Name = "omega-server"
 	cfg.BindAddr, cfg.BindPort = host, p
 	// The advertised address is the bound one (memberlist works it out, port 0

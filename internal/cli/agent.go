@@ -26,13 +26,15 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/internal/objfile"
+	"github.com/omega-cell/omega/server"
 	"github.com/omega-cell/omega/txn"
 )
 
 type agentFlags struct {
 	cell                                       cellFlags
 	join, gossip, name, data, memory, taskCIDR string
-	http, logsTokenFile, gossipProfile         string
+	http, logsTokenFile                        string
+	gossipOpts                                 gossipFlags
 	cpu                                        float64
 }
 
@@ -80,8 +82,11 @@ tasks placed on it), watched with the server's machine filter.
 				return errors.New("--name: required: the machine's name")
 			case f.data == "":
 				return errors.New("--data: required: the agent's directory")
-			case !validProfile(f.gossipProfile):
-				return fmt.Errorf("--gossip-profile %q: want lan, wan or local", f.gossipProfile)
+			case !validProfile(f.gossipOpts.profile):
+				return fmt.Errorf("--gossip-profile %q: want lan, wan or local", f.gossipOpts.profile)
+			case f.gossipOpts.keyFile != "" && !validKey(f.gossipOpts.keyFile):
+				_, err := server.GossipKey(f.gossipOpts.keyFile)
+				return fmt.Errorf("--gossip-key-file: %w", err)
 			case f.cpu < 0:
 				return fmt.Errorf("--cpu %v: want a number of cores", f.cpu)
 			}
@@ -93,7 +98,7 @@ tasks placed on it), watched with the server's machine filter.
 	fl := cmd.Flags()
 	f.cell.register(fl)
 	fl.StringVar(&f.join, "join", "", "the server's gossip address")
-	fl.StringVar(&f.gossipProfile, "gossip-profile", "lan", gossipProfileHelp)
+	f.gossipOpts.register(fl)
 	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "this agent's gossip address (port 0: one chosen the first time, kept in --data for restarts)")
 	fl.StringVar(&f.name, "name", "", "the machine's name")
 	fl.StringVar(&f.data, "data", "", "the agent's directory (created if missing)")
@@ -501,7 +506,7 @@ func exitText(e *omegav1.ExitStatus) string {
 }
 
 func joinMembership(f agentFlags, uid uuid.UUID, logger *slog.Logger) (*memberlist.Memberlist, error) {
-	ml, err := startGossip(f.name, f.gossip, f.join, f.gossipProfile, uid[:], nil)
+	ml, err := startGossip(f.name, f.gossip, f.join, f.gossipOpts, uid[:], nil)
 	if err != nil {
 		return nil, err
 	}

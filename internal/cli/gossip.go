@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/spf13/pflag"
 
 	"github.com/omega-cell/omega/server"
 )
@@ -54,7 +55,7 @@ func (d gossipMeta) MergeRemoteState([]byte, bool)   {}
 // startGossip creates this process's member (named name, bound on bind,
 // port 0 allowed) and joins the membership at join. events, if set,
 // receives the membership's changes.
-func startGossip(name, bind, join, profile string, meta []byte, events memberlist.EventDelegate) (*memberlist.Memberlist, error) {
+func startGossip(name, bind, join string, g gossipFlags, meta []byte, events memberlist.EventDelegate) (*memberlist.Memberlist, error) {
 	host, port, err := net.SplitHostPort(bind)
 	if err != nil {
 		return nil, fmt.Errorf("--gossip %q: %w", bind, err)
@@ -63,9 +64,14 @@ func startGossip(name, bind, join, profile string, meta []byte, events memberlis
 	if err != nil {
 		return nil, fmt.Errorf("--gossip %q: port: %w", bind, err)
 	}
-	cfg, err := server.MemberlistConfig(profile)
+	cfg, err := server.MemberlistConfig(g.profile)
 	if err != nil {
 		return nil, fmt.Errorf("--gossip-profile: %w", err)
+	}
+	if g.keyFile != "" {
+		if cfg.SecretKey, err = server.GossipKey(g.keyFile); err != nil {
+			return nil, fmt.Errorf("--gossip-key-file: %w", err)
+		}
 	}
 	cfg.Name = name
 	cfg.BindAddr, cfg.BindPort = host, p
@@ -116,3 +122,16 @@ func (c memberChanges) NotifyUpdate(*memberlist.Node) { c.poke() }
 const gossipProfileHelp = "memberlist's defaults to run with: lan (failure detection in a few seconds), wan (slower, more tolerant) or local (one host)"
 
 func validProfile(p string) bool { _, err := server.MemberlistConfig(p); return err == nil }
+
+// gossipKeyHelp is the --gossip-key-file flag's help.
+const gossipKeyHelp = "a file holding the cell's gossip key in base64 (16, 24 or 32 bytes; openssl rand -base64 32): the membership is encrypted and only members with the key join it (every member needs the same)"
+
+// gossipFlags are how a member joins the cell's gossip membership.
+type gossipFlags struct{ profile, keyFile string }
+
+func (g *gossipFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&g.profile, "gossip-profile", "lan", gossipProfileHelp)
+	fs.StringVar(&g.keyFile, "gossip-key-file", "", gossipKeyHelp)
+}
+
+func validKey(path string) bool { _, err := server.GossipKey(path); return err == nil }

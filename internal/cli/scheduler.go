@@ -21,7 +21,8 @@ import (
 )
 
 func newSchedulerCmd() *cobra.Command {
-	var kind, name, join, gossip, profile string
+	var kind, name, join, gossip string
+	var gf gossipFlags
 	var cf cellFlags
 	var params []string
 	var tJob, tTask time.Duration
@@ -52,8 +53,8 @@ Without --join an instance takes every job of its kind.`,
 				return errors.New("--name: required: the instance's name, unique among the kind's instances")
 			case cf.server == "":
 				return errors.New("--server: required: the address of `omega server`")
-			case !validProfile(profile):
-				return fmt.Errorf("--gossip-profile %q: want lan, wan or local", profile)
+			case !validProfile(gf.profile):
+				return fmt.Errorf("--gossip-profile %q: want lan, wan or local", gf.profile)
 			case tJob < 0 || tTask < 0:
 				return fmt.Errorf("--t-job %v, --t-task %v: want 0 or more", tJob, tTask)
 			}
@@ -93,7 +94,7 @@ Without --join an instance takes every job of its kind.`,
 			var members chan []string
 			if join != "" {
 				changes := make(memberChanges, 1)
-				ml, err := startGossip("scheduler/"+kind+"/"+name, gossip, join, profile, schedulerMeta(kind, name), changes)
+				ml, err := startGossip("scheduler/"+kind+"/"+name, gossip, join, gf, schedulerMeta(kind, name), changes)
 				if err != nil {
 					return err
 				}
@@ -142,7 +143,7 @@ Without --join an instance takes every job of its kind.`,
 	cf.register(f)
 	f.StringVar(&join, "join", "", "the cell's gossip address (the server's --gossip): share the kind's jobs with its other instances")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "with --join: this instance's gossip address")
-	f.StringVar(&profile, "gossip-profile", "lan", gossipProfileHelp)
+	gf.register(f)
 	f.StringArrayVar(&params, "param", nil, "a parameter of the kind, name=value (repeatable), e.g. policy=global-cap for mapreduce")
 	f.DurationVar(&tJob, "t-job", 0, "modelled decision time per job")
 	f.DurationVar(&tTask, "t-task", 0, "modelled decision time per task")

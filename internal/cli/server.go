@@ -31,6 +31,7 @@ type serverFlags struct {
 	data, listen, http string
 	gossip             string
 	gossipProfile      string
+	gossipKeyFile      string
 	grace              time.Duration
 	drain              time.Duration
 	retention, expire  time.Duration
@@ -115,6 +116,7 @@ must present a certificate that CA signed.`,
 	cmd.Flags().StringVar(&f.http, "http", "127.0.0.1:7071", "HTTP address for /metrics and /healthz (empty: none)")
 	cmd.Flags().DurationVar(&f.drain, "drain", 30*time.Second, "on SIGTERM, how long the commits in flight may take before the server stops anyway")
 	cmd.Flags().StringVar(&f.gossipProfile, "gossip-profile", "lan", gossipProfileHelp)
+	cmd.Flags().StringVar(&f.gossipKeyFile, "gossip-key-file", "", gossipKeyHelp)
 	cmd.Flags().StringVar(&f.gossip, "gossip", "", "gossip membership address agents join (memberlist, LAN defaults; empty: no membership)")
 	cmd.Flags().DurationVar(&f.grace, "agent-grace", 30*time.Second, "with --gossip: how long after the start a machine UP may go without its agent joining before it goes DOWN")
 	cmd.Flags().DurationVar(&f.retention, "retention", 15*time.Minute, "how long finished tasks and jobs stay in the cell")
@@ -133,6 +135,16 @@ var errDrainCut = errors.New("stopped at once by a second signal: the drain was 
 // the drain stops the server at once (errDrainCut).
 func runServer(ctx context.Context, stopNow <-chan struct{}, f serverFlags, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	var gossipKey []byte
+	if f.gossipKeyFile != "" {
+		k, err := server.GossipKey(f.gossipKeyFile)
+		if err != nil {
+			return fmt.Errorf("--gossip-key-file: %w", err)
+		}
+		gossipKey = k
+	} else if f.gossip != "" {
+		log.Warn("the gossip membership is not encrypted: any host that reaches --gossip may join it (--gossip-key-file)")
+	}
 	gopts := server.ServerOptions()
 	if f.tokens != "" {
 		toks, err := server.LoadTokens(f.tokens)
@@ -205,7 +217,7 @@ func runServer(ctx context.Context, stopNow <-chan struct{}, f serverFlags, stde
 	}
 	var members *server.Membership
 	if f.gossip != "" {
-		if members, err = server.StartMembershipWith(st, f.gossip, f.gossipProfile, f.grace, log); err != nil {
+		if members, err = server.StartMembershipWith(st, f.gossip, f.gossipProfile, gossipKey, f.grace, log); err != nil {
 			lis.Close()
 			closeStore()
 			return fmt.Errorf("--gossip: %w", err)
