@@ -91,7 +91,7 @@ as it was.`,
 	fl.StringVar(&f.fleetTick, "fleet-tick", "1s", fmt.Sprintf("interval of the fleet's batched status transactions, %s to %s", fmtDuration(minFleetTick), fmtDuration(maxFleetTick)))
 	fl.StringVar(&f.decisionTime, "decision-time", "model", "model (t_job + t_task x tasks, reproducible) or cpu (the scheduler's measured CPU time; results vary between runs)")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed")
-	fl.IntVar(&f.jobs, "jobs", runtime.GOMAXPROCS(0), "with --seeds: how many simulations run at once (default: one per core)")
+	fl.IntVar(&f.jobs, "jobs", runtime.GOMAXPROCS(0), "with --seeds: how many simulations run at once (default: one per core; each summary's host figures, wall time and peak RSS, are then shared with the runs beside it)")
 	fl.IntVar(&f.seeds, "seeds", 1, fmt.Sprintf("run this many seeds (seed, seed+1, ...), 1 to %d, and report medians and spread", maxSeeds))
 	fl.StringVar(&f.out, "out", "", "directory for the results (required unless --json; created only once there are results)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary (or the aggregate) as JSON on stdout")
