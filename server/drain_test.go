@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,6 +37,22 @@ type drainServer struct {
 	reg  *prometheus.Registry
 	held chan struct{}
 	hold chan struct{}
+	// closed is closed when the server closes its listener; ended gets a
+	// token when a watch stream's handler returns.
+	closed chan struct{}
+	ended  chan struct{}
+}
+
+// closingListener says when it is closed.
+type closingListener struct {
+	net.Listener
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *closingListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
 }
 
 func startDrainServer(t *testing.T, dir, addr string) *drainServer {
@@ -51,7 +68,8 @@ func startDrainServer(t *testing.T, dir, addr string) *drainServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &drainServer{addr: lis.Addr().String(), st: st, svc: server.New(st), reg: prometheus.NewRegistry(), held: make(chan struct{}, 1), hold: make(chan struct{})}
+	s := &drainServer{addr: lis.Addr().String(), st: st, svc: server.New(st), reg: prometheus.NewRegistry(), held: make(chan struct{}, 1), hold: make(chan struct{}),
+		closed: make(chan struct{}), ended: make(chan struct{}, 16)}
 	s.svc.Metrics = server.NewMetrics(s.reg, st)
 	hold := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if tx, ok := req.(*omegav1.Transaction); ok && info.FullMethod == cellgrpc.Cell_Commit_FullMethodName && tx.GetComponent() == "held" {
@@ -63,38 +81,27 @@ func startDrainServer(t *testing.T, dir, addr string) *drainServer {
 		}
 		return handler(ctx, req)
 	}
-	s.g = grpc.NewServer(append(server.ServerOptions(), grpc.ChainUnaryInterceptor(hold))...)
+	ended := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		err := handler(srv, ss)
+		if info.FullMethod == cellgrpc.Cell_Watch_FullMethodName {
+			s.ended <- struct{}{}
+		}
+		return err
+	}
+	s.g = grpc.NewServer(append(server.ServerOptions(), grpc.ChainUnaryInterceptor(hold), grpc.ChainStreamInterceptor(ended))...)
 	s.svc.Register(s.g)
-	go s.g.Serve(lis)
+	go s.g.Serve(&closingListener{Listener: lis, closed: s.closed})
 	t.Cleanup(s.g.Stop)
 	return s
 }
 
-// watchers is the server's omega_watchers gauge: its open watch streams.
-func (s *drainServer) watchers(t *testing.T) float64 {
+// await waits, at most within, for ch.
+func await[T any](t *testing.T, ch <-chan T, within time.Duration, what string) {
 	t.Helper()
-	mfs, err := s.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "omega_watchers" {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatal("no omega_watchers")
-	return 0
-}
-
-// until polls cond with a deadline.
-func until(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-ch:
+	case <-time.After(within):
+		t.Fatalf("%s: not within %v", what, within)
 	}
 }
 
@@ -174,22 +181,14 @@ func TestWatchResumesAfterDrain(t *testing.T) {
 			// end as well.)
 			stopped := make(chan struct{})
 			go func() { s.g.GracefulStop(); close(stopped) }()
-			until(t, 30*time.Second, "the listener closed", func() bool {
-				c, err := net.Dial("tcp", addr)
-				if err == nil {
-					c.Close()
-				}
-				return err != nil
-			})
-			drained := make(chan struct{})
-			go func() { s.svc.Drain(); close(drained) }()
-			<-drained
+			await(t, s.closed, 30*time.Second, "the listener closed")
+			s.svc.Drain()
 			// New commits are refused as unavailable (not evaluated: the
 			// client tries again after the restart).
 			if _, err := s.svc.Commit(ctx, machineTxn("late", 9).Proto()); !errors.Is(remoteErr(err), transport.ErrUnavailable) {
 				t.Fatalf("a commit after the drain: %v, want unavailable", err)
 			}
-			until(t, 30*time.Second, "the watch stream ended", func() bool { return s.watchers(t) == 0 })
+			await(t, s.ended, 30*time.Second, "the watch stream ended")
 			if inFlight {
 				close(s.hold)
 				if r := <-committed; r.Committed != 1 || r.Revision != last+1 {

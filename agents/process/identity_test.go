@@ -36,12 +36,14 @@ func stranger(t *testing.T) int {
 		cmd.Wait()
 	})
 	syscall.Kill(pid, syscall.SIGSTOP)
-	deadline := time.Now().Add(10 * time.Second)
-	for procState(t, pid) != "T" {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d did not stop within 10 s", pid)
-		}
-		time.Sleep(time.Millisecond) // polling /proc: nothing to wait on
+	// It is our child: wait4 with WUNTRACED returns once it has stopped
+	// (and reaps nothing).
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, syscall.WUNTRACED, nil); err != nil || !ws.Stopped() {
+		t.Fatalf("process %d did not stop: %v (status %v)", pid, err, ws)
+	}
+	if st := procState(t, pid); st != "T" {
+		t.Fatalf("process %d stopped, but /proc says %q", pid, st)
 	}
 	return pid
 }

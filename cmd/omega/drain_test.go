@@ -48,15 +48,17 @@ func holdCommit(t *testing.T, addr string) grpc.ClientStream {
 	return held
 }
 
-// waitServerLog waits (polling, with a deadline) for want in the server's log.
+// waitServerLog waits, at most within, for want in the server's log: each
+// line it logs wakes the wait.
 func waitServerLog(t *testing.T, p *serverProc, want string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.After(within)
 	for !strings.Contains(p.log(), want) {
-		if time.Now().After(deadline) {
+		select {
+		case <-p.wrote:
+		case <-deadline:
 			t.Fatalf("no %q in the server's log within %v:\n%s", want, within, p.log())
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -65,6 +65,7 @@ type serverProc struct {
 	stderr             *strings.Builder
 	mu                 *sync.Mutex
 	exited             chan error
+	wrote              chan struct{} // a line was logged
 }
 
 func (p *serverProc) log() string {
@@ -112,7 +113,7 @@ func startServerAt(t testing.TB, data, listen string, extra ...string) *serverPr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &serverProc{cmd: cmd, stderr: &strings.Builder{}, mu: &sync.Mutex{}, exited: make(chan error, 1)}
+	p := &serverProc{cmd: cmd, stderr: &strings.Builder{}, mu: &sync.Mutex{}, exited: make(chan error, 1), wrote: make(chan struct{}, 1)}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-p.exited
@@ -142,6 +143,10 @@ func startServerAt(t testing.TB, data, listen string, extra ...string) *serverPr
 				}
 			}
 			p.mu.Unlock()
+			select {
+			case p.wrote <- struct{}{}:
+			default:
+			}
 		}
 		io.Copy(io.Discard, pipe)
 		p.exited <- cmd.Wait()
