@@ -393,3 +393,32 @@ func waitRunning(t testing.TB, c *client.Client, within time.Duration) *txn.Task
 	})
 	return task
 }
+
+// waitLog waits, at most within, for want in a process's log.
+func waitLog(t *testing.T, p *proc, want string, within time.Duration) {
+	t.Helper()
+	waitLogLine(t, p, within, fmt.Sprintf("%q in the log of %v", want, p.cmd.Args), func(line string) bool { return strings.Contains(line, want) })
+}
+
+// waitLogLine waits, at most within, for a line of p's log that match
+// accepts: each line logged wakes it; the process's exit fails it.
+func waitLogLine(t *testing.T, p *proc, within time.Duration, what string, match func(string) bool) {
+	t.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		for _, line := range strings.Split(p.log(), "\n") {
+			if match(line) {
+				return
+			}
+		}
+		select {
+		case <-p.wrote:
+		case err := <-p.exited:
+			p.exited <- err
+			t.Fatalf("%s: the process exited (%v):\n%s", what, err, p.log())
+		case <-deadline.C:
+			t.Fatalf("%s: not within %v:\n%s", what, within, p.log())
+		}
+	}
+}

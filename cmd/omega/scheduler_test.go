@@ -101,18 +101,3 @@ func TestSchedulersShareJobs(t *testing.T) {
 		return true
 	})
 }
-
-// waitLog waits, at most within, for a process's log to contain want.
-func waitLog(t *testing.T, p *proc, want string, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !strings.Contains(p.log(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v: no %q in its log within %v:\n%s", p.cmd.Args, want, within, p.log())
-		}
-		select {
-		case <-p.wrote:
-		case <-time.After(time.Until(deadline)):
-		}
-	}
-}
