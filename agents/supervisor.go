@@ -240,18 +240,12 @@ func (s *Supervisor) Due(now int64, into []Action) []Action {
 }
 
 func sortActions(a []Action) {
-	for i := 1; i < len(a); i++ { // insertion sort: few are due at once
-		for j := i; j > 0 && actionLess(a[j], a[j-1]); j-- {
-			a[j], a[j-1] = a[j-1], a[j]
+	slices.SortFunc(a, func(x, y Action) int {
+		if x.Kind != y.Kind {
+			return int(x.Kind) - int(y.Kind)
 		}
-	}
-}
-
-func actionLess(a, b Action) bool {
-	if a.Kind != b.Kind {
-		return a.Kind < b.Kind
-	}
-	return string(a.Task[:]) < string(b.Task[:])
+		return bytes.Compare(x.Task[:], y.Task[:])
+	})
 }
 
 // Next is the earliest time something is due; ok is false when nothing is.

@@ -26,6 +26,7 @@ import (
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/client/transport/grpcerr"
+	"github.com/omega-cell/omega/client/transport/rawgrpc"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -65,15 +66,15 @@ type Service struct {
 
 type encodedRev struct {
 	rev  uint64
-	msgs []*rawMsg
+	msgs []*rawgrpc.Msg
 }
 
 // encodeOne encodes ws's pieces for the wire (partial: with partial
 // changes), by the hand encoder: the bytes Chunks' messages marshal to.
-func encodeOne(ws *txn.WriteSet, partial bool, chunk int) ([]*rawMsg, error) {
-	var msgs []*rawMsg
+func encodeOne(ws *txn.WriteSet, partial bool, chunk int) ([]*rawgrpc.Msg, error) {
+	var msgs []*rawgrpc.Msg
 	err := ws.AppendChunks(partial, chunk, func(b []byte) error {
-		msgs = append(msgs, &rawMsg{b: b})
+		msgs = append(msgs, &rawgrpc.Msg{B: b})
 		return nil
 	})
 	return msgs, err
@@ -81,7 +82,7 @@ func encodeOne(ws *txn.WriteSet, partial bool, chunk int) ([]*rawMsg, error) {
 
 // encode returns ws's pieces encoded for the wire, from the cache when
 // another watcher encoded them already.
-func (s *Service) encode(ws *txn.WriteSet, partial bool) ([]*rawMsg, error) {
+func (s *Service) encode(ws *txn.WriteSet, partial bool) ([]*rawgrpc.Msg, error) {
 	cache := &s.encoded
 	if partial {
 		cache = &s.encodedPartial
@@ -141,7 +142,7 @@ func (s *Service) begin() bool {
 // empties goes out bare, as progress).
 func (s *Service) send(stream grpc.ServerStream, sets []*txn.WriteSet, f filter, partial bool) error {
 	for _, ws := range sets {
-		var msgs []*rawMsg
+		var msgs []*rawgrpc.Msg
 		var err error
 		if f.none() {
 			msgs, err = s.encode(ws, partial) // shared by every unfiltered watcher
@@ -190,9 +191,9 @@ func (s *Service) Register(g *grpc.Server) { cellgrpc.RegisterCellServer(g, s) }
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
-		// Watches send revisions already encoded (rawMsg): gRPC's proto
-		// codec, which hands a rawMsg's bytes over as they are.
-		grpc.ForceServerCodecV2(rawCodec{}),
+		// Watches send revisions already encoded (rawgrpc.Msg): gRPC's proto
+		// codec, which hands a rawgrpc.Msg's bytes over as they are.
+		grpc.ForceServerCodecV2(rawgrpc.Codec{}),
 		// Clients ping every 20 s (client/remote.KeepaliveTime) to learn of a
 		// dead server; allow it, and ping idle clients the same way.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),

@@ -16,7 +16,9 @@ import (
 // decoding labels, owner references, commands and capacities it has.
 
 // PartialProto is the wire form of ws with partial changes where they
-// apply (WatchRequest.partial_changes).
+// apply (WatchRequest.partial_changes), as messages: the reference the
+// server's hand encoder (AppendChunks) is held to, and the form a reader
+// of messages (WriteSetFromProto) takes.
 func (ws *WriteSet) PartialProto() *omegav1.RevisionChanges {
 	p := &omegav1.RevisionChanges{Revision: ws.Revision, UnixNanos: ws.UnixNanos, Changes: make([]*omegav1.Change, 0, len(ws.Changes))}
 	for i := range ws.Changes {

@@ -2,7 +2,6 @@ package txn
 
 import (
 	"fmt"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -122,7 +121,7 @@ func decodeChange(b []byte, in *interned) (Change, error) {
 	case 1:
 		c.Kind = omegav1.ObjectKind_OBJECT_KIND_TASK
 		if c.Partial {
-			c.Task, err = decodePartialTask(obj)
+			c.Task, err = in.decodePartialTask(obj)
 			break
 		}
 		c.Task, err = in.decodeCreatedTask(obj)
@@ -310,7 +309,7 @@ func objectParts(b []byte, what string) (meta, status []byte, err error) {
 
 // decodePartialTask reads a task's partial change: meta (uid, version)
 // and status, checked as restoreTaskStatus checks them.
-func decodePartialTask(b []byte) (*Task, error) {
+func (in *interned) decodePartialTask(b []byte) (*Task, error) {
 	meta, status, err := objectParts(b, "task")
 	if err != nil {
 		return nil, err
@@ -319,7 +318,7 @@ func decodePartialTask(b []byte) (*Task, error) {
 	if t.UID, t.Version, err = decodeMetaIdentity(meta, "task uid"); err != nil {
 		return nil, err
 	}
-	if err := decodeTaskStatus(t, status); err != nil {
+	if err := in.decodeTaskStatus(t, status); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -327,7 +326,7 @@ func decodePartialTask(b []byte) (*Task, error) {
 
 // decodeTaskStatus sets t's status from its encoding, checked as
 // restoreTaskStatus checks it.
-func decodeTaskStatus(t *Task, status []byte) error {
+func (in *interned) decodeTaskStatus(t *Task, status []byte) error {
 	var err error
 	var machine, run []byte
 	it := fieldIter{b: status, what: "task status"}
@@ -341,7 +340,7 @@ func decodeTaskStatus(t *Task, status []byte) error {
 		case f.num == 3 && f.typ == protowire.BytesType:
 			t.Claimed, err = decodeResources(f.val)
 		case f.num == 4 && f.typ == protowire.BytesType:
-			t.Scheduler, err = internedString(f.val, "task scheduler")
+			t.Scheduler, err = in.string(f.val, "task scheduler")
 		case f.num == 5 && f.typ == protowire.VarintType:
 			t.Assigned = int64(f.v)
 		case f.num == 6 && f.typ == protowire.VarintType:
@@ -389,35 +388,21 @@ func decodeTaskStatus(t *Task, status []byte) error {
 	return nil
 }
 
-// internedString is wireString for the strings a cell holds few distinct
-// values of (scheduler names): one string each, shared.
-func internedString(val []byte, what string) (string, error) {
+// string is wireString for the strings a cell holds few distinct values
+// of (scheduler names): one string each, shared by the reader's tasks.
+func (in *interned) string(val []byte, what string) (string, error) {
 	if len(val) == 0 {
 		return "", nil
 	}
-	internMu.Lock()
-	s, ok := internStrings[string(val)]
-	internMu.Unlock()
-	if ok {
+	if s, ok := in.strings[string(val)]; ok {
 		return s, nil
 	}
 	s, err := wireString(val, what)
-	if err != nil || len(val) > 64 {
-		return s, err
+	if err == nil && len(val) <= 64 {
+		internPut(in.strings, s, s)
 	}
-	internMu.Lock()
-	if len(internStrings) >= internCap {
-		clear(internStrings)
-	}
-	internStrings[s] = s
-	internMu.Unlock()
-	return s, nil
+	return s, err
 }
-
-var (
-	internMu      sync.Mutex
-	internStrings = map[string]string{}
-)
 
 // decodePartialMachine reads a machine's partial change: meta (uid,
 // version) and status, derived fields included.
@@ -468,13 +453,15 @@ func decodePartialMachine(b []byte) (*Machine, error) {
 const internCap = 4096
 
 // interned is what a reader shares between the tasks it decodes: a job's
-// tasks carry the same spec, labels and owner references, so each is
-// decoded once per watch, and the copy's tasks share them as the store's
-// own objects do in process.
+// tasks carry the same spec, labels and owner references (and a cell a few
+// scheduler names), so each is decoded once per watch, and the copy's
+// tasks share them as the store's own objects do in process. It is the
+// reader's own: no lock.
 type interned struct {
-	specs  map[string]*internedSpec
-	labels map[string]map[string]string
-	owners map[string][]*omegav1.OwnerReference
+	specs   map[string]*internedSpec
+	labels  map[string]map[string]string
+	owners  map[string][]*omegav1.OwnerReference
+	strings map[string]string
 }
 
 type internedSpec struct {
@@ -484,7 +471,7 @@ type internedSpec struct {
 
 func (r *WriteSetReader) interned() *interned {
 	if r.in == nil {
-		r.in = &interned{specs: map[string]*internedSpec{}, labels: map[string]map[string]string{}, owners: map[string][]*omegav1.OwnerReference{}}
+		r.in = &interned{specs: map[string]*internedSpec{}, labels: map[string]map[string]string{}, owners: map[string][]*omegav1.OwnerReference{}, strings: map[string]string{}}
 	}
 	return r.in
 }
@@ -603,7 +590,7 @@ func (in *interned) decodeCreatedTask(obj []byte) (*Task, error) {
 	}
 	t.Request = sp.request
 	t.Version, t.CreateRev, t.Created = m.GetVersion(), m.GetCreateRevision(), m.GetCreationUnixNanos()
-	if err := decodeTaskStatus(t, status); err != nil {
+	if err := in.decodeTaskStatus(t, status); err != nil {
 		return nil, err
 	}
 	return t, nil

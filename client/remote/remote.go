@@ -30,6 +30,7 @@ import (
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/client/transport/grpcerr"
+	"github.com/omega-cell/omega/client/transport/rawgrpc"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -220,7 +221,7 @@ func (t *Transport) WatchFiltered(ctx context.Context, fromRevision uint64, f Fi
 // Timeout), for the server's header: the watch started, or the status says
 // why not.
 func (t *Transport) open(ctx, sctx context.Context, cancel context.CancelFunc, req *cellgrpc.WatchRequest) (grpc.ServerStreamingClient[omegav1.RevisionChanges], error) {
-	stream, err := t.c.Watch(sctx, req, grpc.ForceCodecV2(rawCodec{}))
+	stream, err := t.c.Watch(sctx, req, grpc.ForceCodecV2(rawgrpc.Codec{}))
 	if err != nil {
 		return nil, wireError(err)
 	}
@@ -244,7 +245,7 @@ func (t *Transport) open(ctx, sctx context.Context, cancel context.CancelFunc, r
 	}
 	if err == nil && len(md.Get(watchHeader)) == 0 {
 		// Ended without a header: the status says why.
-		err = stream.RecvMsg(&rawMsg{})
+		err = stream.RecvMsg(&rawgrpc.Msg{})
 		if err == nil {
 			err = errors.New("watch: the server sent changes before its header")
 		}
@@ -291,11 +292,11 @@ func (w *watch) receive(ctx context.Context, stream grpc.ServerStreamingClient[o
 				return
 			}
 		}
-		var m rawMsg
+		var m rawgrpc.Msg
 		err := stream.RecvMsg(&m)
 		var ws *txn.WriteSet
 		if err == nil {
-			ws, err = r.AddBytes(m.b)
+			ws, err = r.AddBytes(m.B)
 		} else {
 			err = wireError(err)
 		}

@@ -84,11 +84,13 @@ tasks placed on it), watched with the server's machine filter.
 				return errors.New("--data: required: the agent's directory")
 			case !validProfile(f.gossipOpts.profile):
 				return fmt.Errorf("--gossip-profile %q: want lan, wan or local", f.gossipOpts.profile)
-			case f.gossipOpts.keyFile != "" && !validKey(f.gossipOpts.keyFile):
-				_, err := server.GossipKey(f.gossipOpts.keyFile)
-				return fmt.Errorf("--gossip-key-file: %w", err)
 			case f.cpu < 0:
 				return fmt.Errorf("--cpu %v: want a number of cores", f.cpu)
+			}
+			if f.gossipOpts.keyFile != "" {
+				if _, err := server.GossipKey(f.gossipOpts.keyFile); err != nil {
+					return fmt.Errorf("--gossip-key-file: %w", err)
+				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()

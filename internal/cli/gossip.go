@@ -133,5 +133,3 @@ func (g *gossipFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.profile, "gossip-profile", "lan", gossipProfileHelp)
 	fs.StringVar(&g.keyFile, "gossip-key-file", "", gossipKeyHelp)
 }
-
-func validKey(path string) bool { _, err := server.GossipKey(path); return err == nil }

@@ -29,6 +29,7 @@ var mayImport = map[string][]string{
 	"client/inproc":             {"api/omega/v1", "txn", "client/transport", "store"},
 	// The typed errors as gRPC statuses: the only client piece that links gRPC.
 	"client/transport/grpcerr": {"api/omega/v1", "txn", "client/transport"},
+	"client/transport/rawgrpc": {},
 	// The conformance suite opens stores for the backends it tests.
 	"client/transport/transporttest": {"api/omega/v1", "txn", "client/transport", "store"},
 	"client":                         {"api/omega/v1", "txn", "client/transport"},
@@ -49,9 +50,9 @@ var mayImport = map[string][]string{
 	// they link no gRPC.
 	"api/omega/v1/cellgrpc": {"api/omega/v1"},
 	// The gRPC transport: live code, linking gRPC but never the store.
-	"client/remote": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "client/transport", "client/transport/grpcerr"},
+	"client/remote": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "client/transport", "client/transport/grpcerr", "client/transport/rawgrpc"},
 	// The store served over gRPC.
-	"server": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "store", "labels", "agents", "client/transport", "client/transport/grpcerr"},
+	"server": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "store", "labels", "agents", "client/transport", "client/transport/grpcerr", "client/transport/rawgrpc"},
 }
 
 // remoteOnly are the packages a scheduler or agent binary that talks to a
@@ -80,7 +81,7 @@ func TestRemoteComponentsDoNotLinkTheStore(t *testing.T) {
 			t.Errorf("%v link %s: a remote scheduler or agent would carry the store", remoteOnly, dep)
 		}
 		if strings.HasPrefix(dep, "google.golang.org/grpc") {
-			t.Errorf("%v link %s: only the gRPC transport (client/remote, client/transport/grpcerr) may", remoteOnly, dep)
+			t.Errorf("%v link %s: only the gRPC transport (client/remote, client/transport/grpcerr, client/transport/rawgrpc) may", remoteOnly, dep)
 		}
 	}
 	args = []string{"list", "-deps", "-f", "{{.ImportPath}}"}
