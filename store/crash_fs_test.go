@@ -49,7 +49,9 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 	o := DefaultOptions("db")
 	o.FS = fs
 	o.Logger = quietLogger()
-	o.MemTableSize = 1 << 20 // small: flushes and WAL rotations happen during the run
+	o.MemTableSize = 1 << 20      // small: flushes happen during the run
+	o.CheckpointBytes = 256 << 10 // and checkpoints, log segments made and removed
+	o.LogSegmentBytes = 32 << 10
 	s, err := Open(o)
 	if err != nil {
 		fatalf("open: %v", err)
@@ -191,5 +193,10 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 	close(errs)
 	for err := range errs {
 		fatalf("%v", err)
+	}
+	// The crashes fell among checkpoints and new log segments, not only
+	// between them.
+	if c, g := s.made.checkpoints.Load(), s.made.segments.Load(); c < 2 || g < 4 {
+		fatalf("the run wrote %d checkpoints and made %d log segments: too few to test them", c, g)
 	}
 }

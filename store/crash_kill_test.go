@@ -70,7 +70,9 @@ func TestCrashChild(t *testing.T) {
 	}
 	o := DefaultOptions(dir)
 	o.Logger = quietLogger()
-	o.MemTableSize = 1 << 20 // small: flushes happen during the run too
+	o.MemTableSize = 1 << 20      // small: flushes happen during the run too
+	o.CheckpointBytes = 256 << 10 // and checkpoints, log segments made and removed
+	o.LogSegmentBytes = 32 << 10
 	o.Policy = hookPolicy{Policy: Raw(), admit: func(head *txn.State, tx *txn.Txn) {
 		_, ws, err := txn.Evaluate(head, tx, head.Revision()+1, o.Limits)
 		if err == nil && ws != nil {

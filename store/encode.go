@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -50,34 +51,79 @@ var (
 )
 
 // FormatVersion is the on-disk format this store writes and reads: the
-// records above. A store of another version is refused at open with
-// ErrFormat, naming both; stores written before the version was recorded
-// are this format, and get it recorded at their first open.
-const FormatVersion = 1
+// records above as pebble's checkpoint, without pebble's WAL, and the
+// store's own log of revisions beside them (wal.go). A store of another
+// version is refused at open with ErrFormat, naming both, except format 1
+// (the same records with pebble's WAL as the log, and stores written
+// before the version was recorded), which is migrated: pebble replays its
+// WAL when it opens, the store flushes what it replayed to pebble's tables
+// and records format 2, and pebble's WAL is not written again.
+const FormatVersion = 2
 
 // ErrFormat: the directory holds a store of another on-disk format.
 var ErrFormat = errors.New("store of another on-disk format")
 
-// checkFormat refuses a store of another format and records the format in
-// one that has none (new, or written before versions were recorded).
-func checkFormat(db *pebble.DB, dir string) error {
+// checkFormat refuses a store of another format, migrates one of format 1,
+// and records the format in a new one.
+func checkFormat(db *pebble.DB, dir string, log *slog.Logger) error {
 	v, closer, err := db.Get(versionKey)
+	got := uint32(1) // written before versions were recorded
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		var b [4]byte
-		binary.BigEndian.PutUint32(b[:], FormatVersion)
-		return db.Set(versionKey, b[:], pebble.Sync)
+		if _, cl, err := db.Get(revisionKey); errors.Is(err, pebble.ErrNotFound) {
+			got = FormatVersion // new
+		} else if err != nil {
+			return fmt.Errorf("read the revision: %w", err)
+		} else {
+			cl.Close()
+		}
 	case err != nil:
 		return fmt.Errorf("read the format version: %w", err)
+	default:
+		if len(v) != 4 {
+			closer.Close()
+			return fmt.Errorf("%w: %s: its format version record has %d bytes", ErrCorrupt, dir, len(v))
+		}
+		got = binary.BigEndian.Uint32(v)
+		closer.Close()
+		if got == FormatVersion {
+			return nil
+		}
 	}
-	defer closer.Close()
-	if len(v) != 4 {
-		return fmt.Errorf("%w: %s: its format version record has %d bytes", ErrCorrupt, dir, len(v))
+	if got != 1 && got != FormatVersion {
+		return fmt.Errorf("%w: %s holds on-disk format %d; this omega reads format %d (and migrates format 1): open it with an omega of its version (a snapshot of the cell carries it across)", ErrFormat, dir, got, FormatVersion)
 	}
-	if got := binary.BigEndian.Uint32(v); got != FormatVersion {
-		return fmt.Errorf("%w: %s holds on-disk format %d; this omega reads format %d: open it with an omega of its version (a snapshot of the cell carries it across)", ErrFormat, dir, got, FormatVersion)
+	if got == 1 {
+		log.Info("migrating the store to on-disk format 2: pebble's WAL becomes the store's own log", "dir", dir)
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], FormatVersion)
+	if err := db.Set(versionKey, b[:], pebble.NoSync); err != nil {
+		return fmt.Errorf("record the format version: %w", err)
+	}
+	// Without pebble's WAL, a write is durable once flushed; for format 1
+	// the flush also makes durable what pebble replayed from its WAL.
+	if err := db.Flush(); err != nil {
+		return fmt.Errorf("record the format version: %w", err)
 	}
 	return nil
+}
+
+// readRevision returns the revision of pebble's checkpoint (0 for a new
+// store).
+func readRevision(db *pebble.DB) (uint64, error) {
+	v, closer, err := db.Get(revisionKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read revision: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: revision record has %d bytes", ErrCorrupt, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
 }
 
 // encoder turns a write set into pebble records. It collects them first and
@@ -113,8 +159,7 @@ func EncodeWriteSet(b *pebble.Batch, ws *txn.WriteSet) error {
 var encoders = sync.Pool{New: func() any { return new(encoder) }}
 
 func (e *encoder) encode(b *pebble.Batch, ws *txn.WriteSet) error {
-	e.recs = slices.Grow(e.recs[:0], 2*len(ws.Changes))
-	e.vals = e.vals[:0]
+	e.reset(2 * len(ws.Changes))
 	for i := range ws.Changes {
 		c := &ws.Changes[i]
 		if c.Derived {
@@ -124,6 +169,27 @@ func (e *encoder) encode(b *pebble.Batch, ws *txn.WriteSet) error {
 			return fmt.Errorf("encode revision %d: %w", ws.Revision, err)
 		}
 	}
+	return e.flush(b, ws.Revision)
+}
+
+func (e *encoder) reset(n int) {
+	e.recs = slices.Grow(e.recs[:0], n)
+	e.vals = e.vals[:0]
+}
+
+// flush adds the collected records to b, sorted by key, and the revision
+// record.
+func (e *encoder) flush(b *pebble.Batch, revision uint64) error {
+	if err := e.flushRecords(b); err != nil {
+		return err
+	}
+	var rev [8]byte
+	binary.BigEndian.PutUint64(rev[:], revision)
+	return b.Set(revisionKey, rev[:], nil)
+}
+
+// flushRecords adds the collected records to b, sorted by key.
+func (e *encoder) flushRecords(b *pebble.Batch) error {
 	slices.SortFunc(e.recs, func(a, b record) int { return bytes.Compare(a.key[:], b.key[:]) })
 	for i := range e.recs {
 		r := &e.recs[i]
@@ -137,9 +203,136 @@ func (e *encoder) encode(b *pebble.Batch, ws *txn.WriteSet) error {
 			return err
 		}
 	}
-	var rev [8]byte
-	binary.BigEndian.PutUint64(rev[:], ws.Revision)
-	return b.Set(revisionKey, rev[:], nil)
+	return nil
+}
+
+// touch is one object a published revision changed (not only in fields
+// the store derives): what the next checkpoint must write.
+type touch struct {
+	kind    byte   // prefixMachine, prefixJob or prefixTask
+	created bool   // the change created it
+	seq     uint32 // its place in the list: ties sort in revision order
+	uid     uuid.UUID
+}
+
+// appendTouches appends the objects ws changes.
+func appendTouches(ts []touch, ws *txn.WriteSet) []touch {
+	for i := range ws.Changes {
+		c := &ws.Changes[i]
+		if c.Derived {
+			continue
+		}
+		t := touch{created: c.Created, seq: uint32(len(ts)), uid: c.UID()}
+		switch {
+		case c.Task != nil:
+			t.kind = prefixTask
+		case c.Job != nil:
+			t.kind = prefixJob
+		default:
+			t.kind = prefixMachine
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// encodeCheckpoint appends to b the records that bring the checkpoint at
+// revision from to cur, whose revisions after from touched the objects in
+// ts (in revision order): each object once, as it is in cur, and cur's
+// revision record. An object created and deleted since from costs nothing,
+// and a task created before from and changed since costs its status
+// record only. ts is sorted in place.
+//
+// It hands the records to apply in chunks of about chunk objects, each in
+// a new batch, the revision record in the last: a chunk that reaches
+// pebble's tables before a crash is harmless, since every key a checkpoint
+// writes, some revision after from writes too, and the open replays those
+// after from in order over it.
+func (e *encoder) encodeCheckpoint(newBatch func() *pebble.Batch, apply func(*pebble.Batch) error, chunk int, from uint64, cur *txn.State, ts []touch) error {
+	e.reset(min(len(ts), 2*chunk))
+	slices.SortFunc(ts, func(a, b touch) int {
+		if a.kind != b.kind {
+			return int(a.kind) - int(b.kind)
+		}
+		if c := bytes.Compare(a.uid[:], b.uid[:]); c != 0 {
+			return c
+		}
+		return int(a.seq) - int(b.seq)
+	})
+	objects := 0
+	for i := 0; i < len(ts); {
+		if objects == chunk {
+			b := newBatch()
+			if err := e.flushRecords(b); err != nil {
+				b.Close()
+				return err
+			}
+			if err := apply(b); err != nil {
+				return err
+			}
+			e.reset(2 * chunk)
+			objects = 0
+		}
+		objects++
+		t := ts[i]
+		// Its first touch since from says whether the checkpoint has it.
+		newSince := t.created
+		for i < len(ts) && ts[i].kind == t.kind && ts[i].uid == t.uid {
+			i++
+		}
+		var err error
+		switch t.kind {
+		case prefixTask:
+			task, ok := cur.Task(t.uid)
+			switch {
+			case !ok:
+				if !newSince {
+					e.del(prefixTask, t.uid)
+					e.del(prefixStatus, t.uid) // it may have one: a tombstone either way
+				}
+			case task.CreateRev > from:
+				// This incarnation is new since the checkpoint: its task
+				// record, and its status record if it changed since its
+				// creation (else no status record of an earlier
+				// incarnation may stay).
+				if err = e.taskRecord(task, task.CreateRev); err != nil {
+					break
+				}
+				if task.Version != task.CreateRev {
+					e.status(task)
+				} else if !newSince {
+					e.del(prefixStatus, t.uid)
+				}
+			default:
+				e.status(task)
+			}
+		case prefixJob:
+			job, ok := cur.Job(t.uid)
+			switch {
+			case ok:
+				err = e.marshal(prefixJob, t.uid, job.Proto())
+			case !newSince:
+				e.del(prefixJob, t.uid)
+			}
+		case prefixMachine:
+			m, ok := cur.Machine(t.uid)
+			switch {
+			case ok:
+				err = e.machine(m)
+			case !newSince:
+				e.del(prefixMachine, t.uid)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("checkpoint from revision %d to %d: %w", from, cur.Revision(), err)
+		}
+	}
+	b := newBatch()
+	if err := e.flush(b, cur.Revision()); err != nil {
+		b.Close()
+		return err
+	}
+	return apply(b)
 }
 
 func recKey(prefix byte, uid uuid.UUID) (k [17]byte) {
@@ -171,32 +364,14 @@ func (e *encoder) change(c *txn.Change) error {
 	switch {
 	case c.Task != nil:
 		t := c.Task
-		if c.Deleted {
-			e.del(prefixTask, t.UID)
-			if t.Version != t.CreateRev { // it changed after creation: it has a status record
-				e.del(prefixStatus, t.UID)
-			}
+		switch {
+		case c.Deleted:
+			e.delTask(t)
 			return nil
+		case c.Created:
+			return e.taskRecord(t, t.Version)
 		}
-		if c.Created {
-			// The task record: meta and spec marshalled, then the status
-			// (field 3 of omegav1.Task) appended by hand, as for status
-			// records.
-			off := len(e.vals)
-			var err error
-			if e.vals, err = e.mo.MarshalAppend(e.vals, t.SpecProto()); err != nil {
-				return err
-			}
-			e.tmp = appendTaskStatus(e.tmp[:0], t)
-			e.vals = protowire.AppendTag(e.vals, 3, protowire.BytesType)
-			e.vals = protowire.AppendBytes(e.vals, e.tmp)
-			e.set(prefixTask, t.UID, off)
-			return nil
-		}
-		off := len(e.vals)
-		e.vals = binary.BigEndian.AppendUint64(e.vals, t.Version)
-		e.vals = appendTaskStatus(e.vals, t)
-		e.set(prefixStatus, t.UID, off)
+		e.status(t)
 		return nil
 	case c.Job != nil:
 		if c.Deleted {
@@ -205,16 +380,54 @@ func (e *encoder) change(c *txn.Change) error {
 		}
 		return e.marshal(prefixJob, c.Job.UID, c.Job.Proto())
 	case c.Machine != nil:
-		m := c.Machine
 		if c.Deleted {
-			e.del(prefixMachine, m.UID)
+			e.del(prefixMachine, c.Machine.UID)
 			return nil
 		}
-		p := m.Proto()
-		p.Status = &omegav1.MachineStatus{State: m.State, AgentAddress: m.Agent}
-		return e.marshal(prefixMachine, m.UID, p)
+		return e.machine(c.Machine)
 	}
 	return fmt.Errorf("change with no object")
+}
+
+// delTask deletes t's records: its task record, and its status record if it
+// changed after its creation.
+func (e *encoder) delTask(t *txn.Task) {
+	e.del(prefixTask, t.UID)
+	if t.Version != t.CreateRev {
+		e.del(prefixStatus, t.UID)
+	}
+}
+
+// taskRecord records t's task record: meta (at version) and spec
+// marshalled, then the status (field 3 of omegav1.Task) appended by hand,
+// as for status records.
+func (e *encoder) taskRecord(t *txn.Task, version uint64) error {
+	off := len(e.vals)
+	p := t.SpecProto()
+	p.Meta.Version = version
+	var err error
+	if e.vals, err = e.mo.MarshalAppend(e.vals, p); err != nil {
+		return err
+	}
+	e.tmp = appendTaskStatus(e.tmp[:0], t)
+	e.vals = protowire.AppendTag(e.vals, 3, protowire.BytesType)
+	e.vals = protowire.AppendBytes(e.vals, e.tmp)
+	e.set(prefixTask, t.UID, off)
+	return nil
+}
+
+// status records t's status record: its version, then its status.
+func (e *encoder) status(t *txn.Task) {
+	off := len(e.vals)
+	e.vals = binary.BigEndian.AppendUint64(e.vals, t.Version)
+	e.vals = appendTaskStatus(e.vals, t)
+	e.set(prefixStatus, t.UID, off)
+}
+
+func (e *encoder) machine(m *txn.Machine) error {
+	p := m.Proto()
+	p.Status = &omegav1.MachineStatus{State: m.State, AgentAddress: m.Agent}
+	return e.marshal(prefixMachine, m.UID, p)
 }
 
 // load rebuilds the state held in db: every object, each machine's
@@ -222,20 +435,10 @@ func (e *encoder) change(c *txn.Change) error {
 // coarse sequence number set to the revision reopened at (conservative: a
 // view from before the restart conflicts on every machine in coarse mode).
 func load(db *pebble.DB) (*txn.State, error) {
-	var rev uint64
-	v, closer, err := db.Get(revisionKey)
-	switch {
-	case err == pebble.ErrNotFound:
-		return txn.NewState(), nil
-	case err != nil:
-		return nil, fmt.Errorf("read revision: %w", err)
+	rev, err := readRevision(db)
+	if err != nil || rev == 0 {
+		return txn.NewState(), err
 	}
-	if len(v) != 8 {
-		closer.Close()
-		return nil, fmt.Errorf("%w: revision record has %d bytes", ErrCorrupt, len(v))
-	}
-	rev = binary.BigEndian.Uint64(v)
-	closer.Close()
 
 	r := txn.NewRestorer(rev)
 	if err := scan(db, prefixMachine, func(uid uuid.UUID, val []byte) error {
@@ -342,4 +545,14 @@ func scan(db *pebble.DB, prefix byte, f func(uuid.UUID, []byte) error) error {
 		}
 	}
 	return it.Error()
+}
+
+// shrink lets go of buffers a big checkpoint grew.
+func (e *encoder) shrink() {
+	if cap(e.vals) > 64<<20 {
+		e.vals = nil
+	}
+	if cap(e.recs) > 1<<20 {
+		e.recs = nil
+	}
 }

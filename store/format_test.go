@@ -53,7 +53,7 @@ func TestFormatVersion(t *testing.T) {
 	rewrite(func(db *pebble.DB) { db.Set(versionKey, []byte{0, 0, 0, 9}, pebble.Sync) })
 	o.Logger = quietLogger()
 	_, err := Open(o)
-	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "format 9") || !strings.Contains(err.Error(), "reads format 1") {
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "format 9") || !strings.Contains(err.Error(), "reads format 2") {
 		t.Fatalf("open a store of format 9: %v", err)
 	}
 	if v, _ := read(); v != 9 {

@@ -77,6 +77,17 @@ type Options struct {
 	// MemTableSize is pebble's memtable size. Default 64 MiB: with pebble's
 	// 4 MiB default a commit-heavy cell stalls on memtable rotation.
 	MemTableSize uint64
+	// CheckpointBytes is how much log the store writes between two
+	// checkpoints of its state into pebble. Default 256 MiB: a checkpoint
+	// writes each object changed since the last one once, as it is now, so
+	// a longer interval writes less (an object created and deleted within
+	// it costs nothing) but leaves more log to replay at an open after a
+	// crash (a clean Close checkpoints, and the next open replays nothing).
+	// The store keeps 24 bytes a change in memory until the checkpoint.
+	CheckpointBytes int64
+	// LogSegmentBytes is the size at which the log starts a new segment
+	// file; a checkpoint removes the segments it covers. Default 64 MiB.
+	LogSegmentBytes int64
 	// CheckInvariants runs txn.CheckInvariants after every commit and fails
 	// the commit path if it breaks. A full scan: for tests only.
 	CheckInvariants bool
@@ -87,13 +98,15 @@ type Options struct {
 // DefaultOptions returns the defaults for a durable store in dir.
 func DefaultOptions(dir string) Options {
 	return Options{
-		Dir:            dir,
-		Durability:     DurabilitySync,
-		Policy:         Raw(),
-		Limits:         txn.DefaultLimits(),
-		HistoryChanges: 200_000,
-		Retention:      15 * time.Minute,
-		MemTableSize:   64 << 20,
+		Dir:             dir,
+		Durability:      DurabilitySync,
+		Policy:          Raw(),
+		Limits:          txn.DefaultLimits(),
+		HistoryChanges:  200_000,
+		Retention:       15 * time.Minute,
+		MemTableSize:    64 << 20,
+		CheckpointBytes: 256 << 20,
+		LogSegmentBytes: 64 << 20,
 	}
 }
 
@@ -113,6 +126,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Retention < 0 {
 		return fmt.Errorf("store options: Retention %v is negative", o.Retention)
+	}
+	if o.CheckpointBytes < 0 || o.LogSegmentBytes < 0 {
+		return fmt.Errorf("store options: CheckpointBytes %d and LogSegmentBytes %d must not be negative", o.CheckpointBytes, o.LogSegmentBytes)
 	}
 	if o.MemTableSize >= 4<<30 {
 		return fmt.Errorf("store options: MemTableSize %d: pebble takes less than 4 GiB", o.MemTableSize)
@@ -136,6 +152,15 @@ func (o *Options) PebbleOptions() *pebble.Options {
 	}
 	po.Logger = pebbleLogger{lg}
 	po.EnsureDefaults()
+	return po
+}
+
+// storePebbleOptions are PebbleOptions without pebble's WAL: the store's
+// own log is its write-ahead log, and pebble holds checkpoints, each made
+// durable by a flush.
+func (o *Options) storePebbleOptions() *pebble.Options {
+	po := o.PebbleOptions()
+	po.DisableWAL = true
 	return po
 }
 

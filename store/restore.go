@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -164,7 +165,7 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 	if _, err := opts.FS.Stat(dir); err == nil {
 		return fmt.Errorf("%s exists", dir)
 	}
-	db, err := pebble.Open(dir, opts.PebbleOptions())
+	db, err := pebble.Open(dir, opts.storePebbleOptions())
 	if err != nil {
 		return fmt.Errorf("create pebble in %s: %w", dir, err)
 	}
@@ -173,7 +174,11 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 			db.Close()
 		}
 	}()
-	if err := checkFormat(db, dir); err != nil { // records FormatVersion
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	if err := checkFormat(db, dir, lg); err != nil { // records FormatVersion
 		return err
 	}
 	// Each object as the commit that created it would have written it
@@ -181,17 +186,13 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 	// since has its creation record and the status record of its last
 	// change, at its version, as the store keeps it.
 	ws := &txn.WriteSet{Revision: rev}
-	flush := func(sync bool) error {
+	flush := func() error {
 		b := db.NewBatch()
 		defer b.Close()
 		if err := EncodeWriteSet(b, ws); err != nil {
 			return err
 		}
-		opt := pebble.NoSync
-		if sync {
-			opt = pebble.Sync
-		}
-		if err := db.Apply(b, opt); err != nil {
+		if err := db.Apply(b, pebble.NoSync); err != nil {
 			return err
 		}
 		ws.Changes = ws.Changes[:0]
@@ -200,7 +201,7 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 	add := func(c txn.Change) bool {
 		ws.Changes = append(ws.Changes, c)
 		if len(ws.Changes) >= restoreBatchChanges {
-			err = flush(false)
+			err = flush()
 		}
 		return err == nil
 	}
@@ -226,8 +227,13 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 	if err != nil {
 		return fmt.Errorf("write the objects: %w", err)
 	}
-	if err := flush(true); err != nil { // the last objects and the revision, synced (the WAL holds them all in order)
+	if err := flush(); err != nil { // the last objects and the revision
 		return fmt.Errorf("write the objects: %w", err)
+	}
+	// Without pebble's WAL (the store's own log starts at the first open),
+	// the flush makes it all durable.
+	if err := db.Flush(); err != nil {
+		return fmt.Errorf("flush the objects: %w", err)
 	}
 	got, err := load(db)
 	if err != nil {

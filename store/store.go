@@ -3,22 +3,27 @@
 // fit checks), made durable in pebble, with a global revision and a watch.
 //
 // A commit is validate → append → apply: txn.Evaluate decides the
-// transaction against the newest state, the store assigns the next revision,
-// the write set is encoded into a pebble batch and handed to the single
-// writer, which gives every ready batch to pebble in revision order as one
-// batch (pebble's WAL keeps that order, so a crash leaves a prefix of
-// revisions). A syncer waits for each group's fsync — concurrent committers
-// share it — and only then publishes the revisions: to Snapshot, to
-// watchers, and to the committers waiting in Commit. A revision is never
-// visible before it is durable, so a crash never takes back a revision
-// anyone has seen.
+// transaction against the newest state, the store assigns the next
+// revision, the committer encodes the write set (outside the lock, in
+// parallel with the others), and the single writer appends every ready
+// revision, in revision order, to the store's own log (wal.go) with one
+// write. A syncer makes each group durable with one fdatasync — concurrent
+// committers share it — and only then publishes the revisions: to
+// Snapshot, to watchers, and to the committers waiting in Commit. A
+// revision is never visible before it is durable, so a crash never takes
+// back a revision anyone has seen, and a crash leaves a prefix of
+// revisions.
+//
+// Pebble is not on that path. It holds a checkpoint (checkpoint.go): every
+// so many bytes of log, the checkpointer writes what changed since the last
+// checkpoint, each object once as it is now, flushes it, and drops the log
+// segments it covers. Opening replays the log after the checkpoint.
 //
 // The stages overlap: evaluation runs against the newest state, durable or
-// not, and the writer hands pebble the next group while the previous one's
-// fsync is in flight. If a
-// write fails the store stops: every unacknowledged commit fails with
-// ErrFailed and so does every later one; reopening rebuilds the durable
-// state.
+// not, and the writer appends the next group while the previous one's
+// fsync is in flight. If a write fails the store stops: every
+// unacknowledged commit fails with ErrFailed and so does every later one;
+// reopening rebuilds the durable state.
 package store
 
 import (
@@ -27,8 +32,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/omega-cell/omega/txn"
 )
@@ -55,14 +62,25 @@ type Store struct {
 	db   *pebble.DB // nil with DurabilityNone
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	rules     txn.Rules     // the policy's per-operation rules; nil for raw
-	head      *txn.State    // newest state, maybe not yet durable
-	scratch   txn.Scratch   // evaluation buffers, reused under mu
-	published *txn.State    // newest durable state
-	queue     []*pending    // evaluated, not yet durable, in revision order
-	wake      chan struct{} // signals the writer (capacity 1)
-	syncq     chan flight   // groups written, waiting for their sync, in order
+	mu           sync.Mutex
+	rules        txn.Rules     // the policy's per-operation rules; nil for raw
+	head         *txn.State    // newest state, maybe not yet durable
+	scratch      txn.Scratch   // evaluation buffers, reused under mu
+	published    *txn.State    // newest durable state
+	queue        []*pending    // evaluated, not yet durable, in revision order
+	wake         chan struct{} // signals the writer (capacity 1)
+	syncq        chan flight   // groups written, waiting for their sync, in order
+	lw           *logWriter    // the writer goroutine's
+	segments     []segment     // the log's segments, oldest first
+	logSince     int64         // log bytes published since the last checkpoint began
+	ckWake       chan struct{} // signals the checkpointer (capacity 1); closed by Close
+	ckRev        uint64        // the revision pebble holds: the checkpointer's
+	ckEnc        encoder       // the checkpointer's
+	touched      []touch       // the objects published revisions changed since the last checkpoint began
+	spareTouched []touch
+	ckWG         sync.WaitGroup
+	// made counts the checkpoints written and the log segments made.
+	made      struct{ checkpoints, segments atomic.Int64 }
 	pubCh     chan struct{} // closed and replaced on every publication
 	hist      history
 	expiry    expiryQueue
@@ -78,7 +96,7 @@ type Store struct {
 type pending struct {
 	ws    *txn.WriteSet
 	state *txn.State
-	batch *pebble.Batch
+	batch *pebble.Batch // the encoded records, until the writer has logged them
 	ready bool          // batch encoded
 	err   error         // set before done is closed
 	done  chan struct{} // closed once durable (or failed)
@@ -93,8 +111,15 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	def := DefaultOptions("")
 	if opts.HistoryChanges == 0 {
-		opts.HistoryChanges = DefaultOptions("").HistoryChanges
+		opts.HistoryChanges = def.HistoryChanges
+	}
+	if opts.CheckpointBytes == 0 {
+		opts.CheckpointBytes = def.CheckpointBytes
+	}
+	if opts.LogSegmentBytes == 0 {
+		opts.LogSegmentBytes = def.LogSegmentBytes
 	}
 	opts.Limits = opts.Limits.WithDefaults()
 	if err := opts.Validate(); err != nil {
@@ -109,24 +134,10 @@ func Open(opts Options) (*Store, error) {
 	}
 	state := txn.NewState()
 	if opts.Durability == DurabilitySync {
-		db, err := pebble.Open(opts.Dir, opts.PebbleOptions())
-		if err != nil {
-			return nil, fmt.Errorf("open pebble in %s: %w", opts.Dir, err)
+		var err error
+		if state, err = s.openDurable(); err != nil {
+			return nil, err
 		}
-		if err := checkFormat(db, opts.Dir); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("open %s: %w", opts.Dir, err)
-		}
-		state, err = load(db)
-		if err != nil {
-			db.Close()
-			return nil, fmt.Errorf("load %s: %w", opts.Dir, err)
-		}
-		s.db = db
-		s.syncq = make(chan flight, 64)
-		s.writerWG.Add(2)
-		go s.writer()
-		go s.syncer()
 	}
 	s.head, s.published = state, state
 	s.hist.base = state.Revision()
@@ -150,6 +161,16 @@ func (s *Store) close() error {
 	s.mu.Unlock()
 	s.signal()
 	s.writerWG.Wait()
+	var err error
+	if s.db != nil {
+		close(s.ckWake)
+		s.ckWG.Wait()
+		// A last checkpoint, so that the next open replays nothing.
+		if !s.failed() {
+			err = s.checkpoint()
+		}
+		err = errors.Join(err, s.lw.f.Close())
+	}
 	// Everything evaluated is published (or failed): wake the watchers
 	// blocked in Next, which now see ErrClosed once they have it all.
 	s.mu.Lock()
@@ -158,10 +179,19 @@ func (s *Store) close() error {
 	s.pubCh = make(chan struct{})
 	s.mu.Unlock()
 	if s.db != nil {
-		return s.db.Close()
+		err = errors.Join(err, s.db.Close())
 	}
-	return nil
+	return err
 }
+
+// failed reports whether the store stopped on an error (not on Close).
+func (s *Store) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failedLocked()
+}
+
+func (s *Store) failedLocked() bool { return s.err != nil && !errors.Is(s.err, ErrClosed) }
 
 // Snapshot returns the newest durable state. It is immutable and shared:
 // taking it costs a lock and a pointer copy.
@@ -274,11 +304,9 @@ func (s *Store) signal() {
 	}
 }
 
-// writer makes queued batches durable in revision order, as many ready ones
-// per sync as there are. It hands each group to pebble without waiting for
-// the sync (pebble appends it to the WAL and the memtable in the order
-// given), then goes on with the next group while the syncer waits for the
-// sync and publishes: the fsync of one group overlaps the memtable inserts
+// writer appends queued revisions to the log in revision order, as many
+// ready ones per write as there are, and hands each group to the syncer
+// without waiting for its sync: the fsync of one group overlaps the write
 // of the next.
 func (s *Store) writer() {
 	defer s.writerWG.Done()
@@ -300,68 +328,164 @@ func (s *Store) writer() {
 		}
 		group := s.queue[:n:n]
 		s.queue = s.queue[n:]
-		failed := s.err != nil && !errors.Is(s.err, ErrClosed)
+		failed := s.failedLocked()
 		s.mu.Unlock()
 
 		f := flight{group: group}
 		if failed {
 			f.err = ErrFailed
+			for _, p := range group {
+				p.batch.Close()
+			}
 		} else {
-			f.err = s.write(group)
+			f = s.write(group)
 		}
 		s.syncq <- f
 	}
 }
 
-// flight is a group handed to pebble and waiting for its sync.
+// flight is a group written to the log and waiting for its sync.
 type flight struct {
 	group []*pending
-	err   error // the write failed; nothing to wait for
+	file  vfs.File // the segment it was written to
+	// closeBefore: the segment before file, synced whole by the writer,
+	// to close once the groups written to it are published.
+	closeBefore vfs.File
+	bytes       int64
+	err         error // the write failed; nothing to wait for
 }
 
-// syncer waits, group after group in order, for each group's sync, and
-// publishes it (or fails it).
+// syncer publishes the groups in order, each once it is synced. It takes
+// every group written by the time it is free and syncs them with one
+// fdatasync: a segment before the newest was synced whole by the writer
+// when it made the next, so only the newest group's segment needs it.
 func (s *Store) syncer() {
 	defer s.writerWG.Done()
+	var batch []flight
 	for f := range s.syncq {
-		err := f.err
-		if err == nil {
-			if werr := f.group[0].batch.SyncWait(); werr != nil {
-				err = fmt.Errorf("%w: sync revisions %d..%d: %v", ErrFailed, f.group[0].ws.Revision, f.group[len(f.group)-1].ws.Revision, werr)
+		batch = append(batch[:0], f)
+	drain:
+		for len(batch) < cap(s.syncq) {
+			select {
+			case g, ok := <-s.syncq:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, g)
+			default:
+				break drain
 			}
 		}
+		good := 0 // the groups before the first failed write
+		for good < len(batch) && batch[good].err == nil {
+			good++
+		}
+		var err error
+		if good > 0 {
+			last := batch[good-1]
+			if serr := last.file.SyncData(); serr != nil {
+				err = fmt.Errorf("%w: sync revisions %d..%d: %v", ErrFailed, batch[0].group[0].ws.Revision, last.group[len(last.group)-1].ws.Revision, serr)
+				good = 0
+			}
+		}
+		if err == nil && good < len(batch) {
+			err = batch[good].err
+		}
+		var published int64
 		s.mu.Lock()
-		if err != nil {
-			s.failLocked(err)
-			for _, p := range f.group {
+		if good > 0 && s.failedLocked() {
+			good = 0 // a write before these failed: they may follow a gap
+		}
+		for i, fl := range batch {
+			if i < good {
+				for _, p := range fl.group {
+					s.publishLocked(p.ws, p.state)
+					s.touched = appendTouches(s.touched, p.ws)
+				}
+				published += fl.bytes
+				continue
+			}
+			if err != nil {
+				s.failLocked(err)
+			}
+			for _, p := range fl.group {
 				p.err = s.err
 			}
-		} else {
-			for _, p := range f.group {
-				s.publishLocked(p.ws, p.state)
+		}
+		s.logSince += published
+		checkpoint := s.logSince >= s.opts.CheckpointBytes
+		s.mu.Unlock()
+		for _, fl := range batch {
+			if fl.closeBefore != nil {
+				if cerr := fl.closeBefore.Close(); cerr != nil {
+					s.log.Warn("close a log segment", "err", cerr)
+				}
+			}
+			for _, p := range fl.group {
+				close(p.done)
 			}
 		}
-		s.mu.Unlock()
-		for _, p := range f.group {
-			p.batch.Close()
-			close(p.done)
+		if checkpoint {
+			select {
+			case s.ckWake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
 
-// write merges a group into its first batch and hands it to pebble, which
-// appends it to the WAL and the memtable; the syncer waits for the sync.
-func (s *Store) write(group []*pending) error {
-	b := group[0].batch
-	for _, p := range group[1:] {
-		if err := b.Apply(p.batch, nil); err != nil {
-			return fmt.Errorf("%w: merge batch of revision %d: %v", ErrFailed, p.ws.Revision, err)
+// write appends a group's records to the log with one write, making a new
+// segment first when the newest is full.
+func (s *Store) write(group []*pending) flight {
+	f := flight{group: group}
+	first, last := group[0].ws.Revision, group[len(group)-1].ws.Revision
+	defer func() {
+		if f.err != nil {
+			for _, p := range group {
+				if p.batch != nil {
+					p.batch.Close()
+					p.batch = nil
+				}
+			}
 		}
+	}()
+	lw := s.lw
+	if lw.size >= lw.segBytes {
+		// The segment before the newest is synced whole before the newest
+		// exists: only the newest can end in a torn record.
+		if err := lw.f.SyncData(); err != nil {
+			f.err = fmt.Errorf("%w: sync log segment before revision %d: %v", ErrFailed, first, err)
+			return f
+		}
+		old := lw.f
+		sg, err := lw.create(first)
+		if err != nil {
+			f.err = fmt.Errorf("%w: %v", ErrFailed, err)
+			return f
+		}
+		f.closeBefore = old
+		s.made.segments.Add(1)
+		s.mu.Lock()
+		s.segments = append(s.segments, sg)
+		s.mu.Unlock()
 	}
-	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
-		return fmt.Errorf("%w: write revisions %d..%d: %v", ErrFailed, group[0].ws.Revision, group[len(group)-1].ws.Revision, err)
+	buf := lw.buf[:0]
+	for _, p := range group {
+		buf = appendLogRecord(buf, p.ws.Revision, p.batch.Repr())
+		p.batch.Close()
+		p.batch = nil
 	}
-	return nil
+	f.file, f.bytes = lw.f, int64(len(buf))
+	_, err := lw.f.Write(buf)
+	lw.size += int64(len(buf))
+	if cap(buf) > 16<<20 {
+		buf = nil // a burst's buffer is not kept
+	}
+	lw.buf = buf
+	if err != nil {
+		f.err = fmt.Errorf("%w: write revisions %d..%d to the log: %v", ErrFailed, first, last, err)
+	}
+	return f
 }
 
 // failLocked stops the store: later commits fail, and so do queued ones.

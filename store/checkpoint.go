@@ -1,0 +1,154 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/omega-cell/omega/txn"
+)
+
+// openDurable opens pebble in the store's directory, migrates or refuses
+// another on-disk format, replays the log after pebble's checkpoint, starts
+// a new log, and loads the state. It starts the writer, the syncer and the
+// checkpointer.
+func (s *Store) openDurable() (*txn.State, error) {
+	opts := &s.opts
+	po := opts.storePebbleOptions()
+	db, err := pebble.Open(opts.Dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble in %s: %w", opts.Dir, err)
+	}
+	fail := func(err error) (*txn.State, error) {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", opts.Dir, err)
+	}
+	if err := checkFormat(db, opts.Dir, s.log); err != nil {
+		return fail(err)
+	}
+	rev, err := readRevision(db)
+	if err != nil {
+		return fail(err)
+	}
+	// The log goes to the filesystem itself, not to pebble's wrapping of it
+	// (whose health check refuses a write while a sync is in flight, which
+	// is the log's pipeline).
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	logDir := fs.PathJoin(opts.Dir, logDirName)
+	if err := fs.MkdirAll(logDir, 0o755); err != nil {
+		return fail(fmt.Errorf("make the log directory: %w", err))
+	}
+	if err := syncFSDir(fs, opts.Dir); err != nil { // the log directory outlives a crash
+		return fail(err)
+	}
+	last, err := replayLog(fs, logDir, rev, db)
+	if err != nil {
+		return fail(err)
+	}
+	if last != rev {
+		if err := db.Flush(); err != nil {
+			return fail(fmt.Errorf("flush revisions %d..%d replayed from the log: %w", rev+1, last, err))
+		}
+		s.log.Info("replayed the store's log", "dir", opts.Dir, "from", rev+1, "to", last)
+	}
+	lw, segs, err := startLog(fs, logDir, last+1, opts.LogSegmentBytes)
+	if err != nil {
+		return fail(err)
+	}
+	state, err := load(db)
+	if err != nil {
+		lw.f.Close()
+		db.Close()
+		return nil, fmt.Errorf("load %s: %w", opts.Dir, err)
+	}
+	s.db, s.lw, s.segments, s.ckRev = db, lw, segs, state.Revision()
+	s.syncq = make(chan flight, 64)
+	s.ckWake = make(chan struct{}, 1)
+	s.writerWG.Add(2)
+	go s.writer()
+	go s.syncer()
+	s.ckWG.Add(1)
+	go s.checkpointer()
+	return state, nil
+}
+
+// checkpointChunk is how many objects a checkpoint hands pebble in one
+// batch (about 20 MB of records): the memory a checkpoint holds at once.
+const checkpointChunk = 50_000
+
+// checkpointer writes a checkpoint each time the syncer says the log has
+// grown by CheckpointBytes since the last one began.
+func (s *Store) checkpointer() {
+	defer s.ckWG.Done()
+	for range s.ckWake {
+		if s.failed() {
+			continue
+		}
+		if err := s.checkpoint(); err != nil {
+			s.mu.Lock()
+			s.failLocked(fmt.Errorf("%w: %v", ErrFailed, err))
+			s.mu.Unlock()
+		}
+	}
+}
+
+// checkpoint brings pebble to the newest durable state: one batch of
+// what the revisions since the last checkpoint changed, each object once as
+// it is now (encodeCheckpoint), applied without pebble's WAL and flushed to
+// its tables; then the log segments wholly within it are removed. A crash
+// before the flush ends leaves the checkpoint before, and the log still
+// holds every revision after it.
+func (s *Store) checkpoint() error {
+	s.mu.Lock()
+	st, ts := s.published, s.touched
+	s.touched = s.spareTouched[:0]
+	s.spareTouched = nil
+	s.logSince = 0
+	s.mu.Unlock()
+	from := s.ckRev
+	if st.Revision() == from {
+		return nil
+	}
+	apply := func(b *pebble.Batch) error {
+		defer b.Close()
+		if err := s.db.Apply(b, pebble.NoSync); err != nil {
+			return fmt.Errorf("checkpoint at revision %d: %w", st.Revision(), err)
+		}
+		return nil
+	}
+	err := s.ckEnc.encodeCheckpoint(func() *pebble.Batch { return s.db.NewBatch() }, apply, checkpointChunk, from, st, ts)
+	s.ckEnc.shrink()
+	if err != nil {
+		return err
+	}
+	if err := s.db.Flush(); err != nil {
+		return fmt.Errorf("checkpoint at revision %d: flush: %w", st.Revision(), err)
+	}
+	s.ckRev = st.Revision()
+	s.made.checkpoints.Add(1)
+	s.mu.Lock()
+	if cap(ts) <= 1<<20 { // a big list is not kept: 24 MB
+		s.spareTouched = ts[:0]
+	}
+	// Every record of a segment is at or below the checkpoint when the
+	// next segment starts at or below the revision after it; the newest
+	// segment is never removed.
+	n := 0
+	for n+1 < len(s.segments) && s.segments[n+1].first <= st.Revision()+1 {
+		n++
+	}
+	drop := append([]segment(nil), s.segments[:n]...)
+	s.segments = append(s.segments[:0], s.segments[n:]...)
+	s.mu.Unlock()
+	fs := s.lw.fs
+	for _, sg := range drop {
+		if err := fs.Remove(fs.PathJoin(s.lw.dir, sg.name)); err != nil {
+			return fmt.Errorf("remove log segment %s after the checkpoint at revision %d: %w", sg.name, st.Revision(), err)
+		}
+	}
+	return nil
+}

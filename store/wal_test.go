@@ -1,0 +1,360 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/txn"
+)
+
+// crashedHistory commits buildHistory's varied history to a store on a
+// crashable in-memory filesystem and returns a crash clone of it holding
+// only what was synced (the store is never closed: no last checkpoint),
+// with the state the store had published.
+func crashedHistory(t *testing.T, seed uint64, mod func(*Options)) (*vfs.MemFS, *txn.State, *Store) {
+	t.Helper()
+	fs := vfs.NewCrashableMem()
+	s := openTest(t, "db", func(o *Options) {
+		o.FS = fs
+		if mod != nil {
+			mod(o)
+		}
+	})
+	buildHistory(t, s, seed)
+	st := s.Snapshot()
+	return fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}), st, s
+}
+
+func openOn(fs vfs.FS, mod func(*Options)) (*Store, error) {
+	o := DefaultOptions("db")
+	o.FS = fs
+	o.Logger = quietLogger()
+	o.CheckInvariants = true
+	if mod != nil {
+		mod(&o)
+	}
+	return Open(o)
+}
+
+// TestLogReplay: a store that crashed reopens at exactly the state it had
+// published, whether pebble's checkpoint holds none of the history (all of
+// it replayed from the log), some of it (checkpoints every few KB, log
+// segments made and removed), or all of it but the last revision
+// (a checkpoint after every sync). The history has what a checkpoint must
+// get right: tasks created and deleted between two checkpoints, tasks
+// created before one and changed after, deleted jobs and machines, and a
+// uid made again after its deletion.
+func TestLogReplay(t *testing.T) {
+	seed := testkit.Seed(t, "OMEGA_STORE_LOG_SEED")
+	for _, tc := range []struct {
+		name      string
+		ck, seg   int64
+		minCk     int64
+		minSegs   int64
+		replayAll bool
+	}{
+		{name: "log only", ck: 1 << 40, seg: 1 << 30},
+		{name: "checkpoints and segments", ck: 16 << 10, seg: 4 << 10, minCk: 3, minSegs: 5},
+		{name: "checkpoint every sync", ck: 1, seg: 1 << 10, minCk: 5, minSegs: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mod := func(o *Options) { o.CheckpointBytes, o.LogSegmentBytes = tc.ck, tc.seg }
+			clone, want, live := crashedHistory(t, seed, mod)
+			if c, g := live.made.checkpoints.Load(), live.made.segments.Load(); c < tc.minCk || g < tc.minSegs {
+				t.Fatalf("the history wrote %d checkpoints and %d new segments, want at least %d and %d", c, g, tc.minCk, tc.minSegs)
+			}
+			live.Close()
+			s, err := openOn(clone, mod)
+			if err != nil {
+				t.Fatalf("seed %d: reopen after the crash: %v", seed, err)
+			}
+			defer s.Close()
+			if d := diffStates(want, s.Snapshot(), true); d != "" {
+				t.Fatalf("seed %d: reopened state differs from the published one: %s", seed, d)
+			}
+			// The open replayed the log into pebble and started a new one:
+			// reopening again (after a clean close) changes nothing.
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := openOn(clone, mod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			if d := diffStates(want, s2.Snapshot(), true); d != "" {
+				t.Fatalf("seed %d: second reopen differs: %s", seed, d)
+			}
+		})
+	}
+}
+
+// logSegments returns the log's segment paths in fs, oldest first.
+func logSegments(t *testing.T, fs vfs.FS) []string {
+	t.Helper()
+	segs, err := listSegments(fs, fs.PathJoin("db", logDirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, sg := range segs {
+		out = append(out, fs.PathJoin("db", logDirName, sg.name))
+	}
+	return out
+}
+
+func readAll(t *testing.T, fs vfs.FS, path string) []byte {
+	t.Helper()
+	b, err := readFile(fs, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeAll(t *testing.T, fs vfs.FS, path string, b []byte) {
+	t.Helper()
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+// recordEnds returns the offsets at which the records of a segment end.
+func recordEnds(t *testing.T, b []byte) []int {
+	t.Helper()
+	var ends []int
+	for off := 0; off < len(b); {
+		_, _, n, err := parseLogRecord(b[off:])
+		if err != nil {
+			break
+		}
+		off += n
+		ends = append(ends, off)
+	}
+	return ends
+}
+
+// TestLogDamage: what the open does with a damaged log. A record torn at
+// the end of the newest segment (a write never acknowledged) ends the log
+// there; a bad byte in an older segment, a missing segment and a foreign
+// file are ErrCorrupt, naming the file (and the offset), and leave the
+// files as they were.
+func TestLogDamage(t *testing.T) {
+	seed := testkit.Seed(t, "OMEGA_STORE_LOG_SEED")
+	mod := func(o *Options) { o.CheckpointBytes, o.LogSegmentBytes = 1<<40, 4<<10 }
+	clone, want, live := crashedHistory(t, seed, mod)
+	live.Close()
+	segs := logSegments(t, clone)
+	if len(segs) < 4 {
+		t.Fatalf("%d log segments, want at least 4", len(segs))
+	}
+
+	t.Run("torn tail", func(t *testing.T) {
+		fs := clone.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
+		newest := segs[len(segs)-1]
+		b := readAll(t, fs, newest)
+		ends := recordEnds(t, b)
+		if len(ends) < 2 {
+			t.Fatalf("the newest segment has %d records", len(ends))
+		}
+		// Cut the last record in half.
+		cut := ends[len(ends)-2] + (ends[len(ends)-1]-ends[len(ends)-2])/2
+		writeAll(t, fs, newest, b[:cut])
+		s, err := openOn(fs, mod)
+		if err != nil {
+			t.Fatalf("seed %d: open with a torn tail: %v", seed, err)
+		}
+		defer s.Close()
+		if got := s.Revision(); got != want.Revision()-1 {
+			t.Fatalf("seed %d: reopened at %d after the last record was torn, want %d", seed, got, want.Revision()-1)
+		}
+	})
+	refused := func(t *testing.T, fs vfs.FS, wantIn ...string) {
+		t.Helper()
+		var s *Store
+		before := map[string][]byte{}
+		dir := fs.PathJoin("db", logDirName)
+		names, err := fs.List(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			before[fs.PathJoin(dir, n)] = readAll(t, fs, fs.PathJoin(dir, n))
+		}
+		s, err = openOn(fs, mod)
+		if err == nil {
+			s.Close()
+			t.Fatalf("seed %d: the store opened", seed)
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("seed %d: %v, want ErrCorrupt", seed, err)
+		}
+		for _, w := range wantIn {
+			if !strings.Contains(err.Error(), w) {
+				t.Fatalf("seed %d: %q does not say %q", seed, err, w)
+			}
+		}
+		for p, b := range before {
+			if got := readAll(t, fs, p); string(got) != string(b) {
+				t.Fatalf("the refused open changed %s", p)
+			}
+		}
+	}
+	t.Run("bad byte in an older segment", func(t *testing.T) {
+		fs := clone.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
+		old := segs[1]
+		b := readAll(t, fs, old)
+		ends := recordEnds(t, b)
+		at := ends[0] + logHeaderSize + 3 // inside the second record's payload
+		b[at] ^= 0x40
+		writeAll(t, fs, old, b)
+		refused(t, fs, old, fmt.Sprintf("offset %d", ends[0]), "checksum")
+	})
+	t.Run("missing segment", func(t *testing.T) {
+		fs := clone.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
+		if err := fs.Remove(segs[2]); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, fs, "missing")
+	})
+	t.Run("foreign file", func(t *testing.T) {
+		fs := clone.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
+		writeAll(t, fs, fs.PathJoin("db", logDirName, "notes.txt"), []byte("x"))
+		refused(t, fs, "notes.txt", "not a log segment")
+	})
+}
+
+// TestFormatMigration: a store of format 1 — its records in pebble, the
+// newest of them in pebble's WAL only, as that format left them — opens
+// with every object, is stamped format 2, and reopens from its checkpoint.
+func TestFormatMigration(t *testing.T) {
+	fs := vfs.NewMem()
+	o := DefaultOptions("db")
+	o.FS = fs
+	o.Logger = quietLogger()
+	db, err := pebble.Open("db", o.PebbleOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := txn.NewState()
+	for i := range 3 {
+		m := testUID(uidMachine, 0, uint32(i))
+		tx := &txn.Txn{Ops: []txn.Op{txn.CreateMachine(machineProto(m, 1000, 1<<30))}}
+		if i == 2 {
+			tk := testUID(uidTask, 0, 1)
+			tx.Ops = append(tx.Ops, txn.CreateTask(taskProto(tk, uuid.Nil, 10, 10)), txn.Claim(tk, m, res(10, 10), 0))
+		}
+		_, ws, err := txn.Evaluate(src, tx, src.Revision()+1, txn.DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = src.Apply(ws)
+		b := db.NewBatch()
+		if err := EncodeWriteSet(b, ws); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Apply(b, pebble.Sync); err != nil { // in pebble's WAL, format 1's log
+			t.Fatal(err)
+		}
+	}
+	var v [4]byte
+	binary.BigEndian.PutUint32(v[:], 1)
+	if err := db.Set(versionKey, v[:], pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		s, err := Open(o)
+		if err != nil {
+			t.Fatalf("open %d of a format 1 store: %v", round, err)
+		}
+		if d := diffStates(src, s.Snapshot(), true); d != "" {
+			t.Fatalf("open %d: state differs: %s", round, d)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err = pebble.Open("db", o.PebbleOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, c, err := db.Get(versionKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := binary.BigEndian.Uint32(b); got != FormatVersion {
+		t.Fatalf("migrated store records format %d, want %d", got, FormatVersion)
+	}
+}
+
+// TestCheckpointOverCheckpoint: a history checkpointed, then changed and
+// checkpointed again — every task and job deleted, a task made again under
+// a deleted uid, the rest left as they were — reopens from pebble alone at
+// the state published, with no record of a deleted object left behind
+// (load refuses a status record without its task).
+func TestCheckpointOverCheckpoint(t *testing.T) {
+	seed := testkit.Seed(t, "OMEGA_STORE_LOG_SEED")
+	fs := vfs.NewCrashableMem()
+	mod := func(o *Options) { o.FS, o.CheckpointBytes = fs, 1<<40 } // the checkpointer never wakes: the test checkpoints
+	s := openTest(t, "db", mod)
+	buildHistory(t, s, seed)
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Snapshot()
+	var ops []txn.Op
+	var again uuid.UUID
+	st.RangeTasks(func(tk *txn.Task) bool {
+		if again == uuid.Nil && tk.Version != tk.CreateRev {
+			again = tk.UID // it has a status record
+		}
+		ops = append(ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, tk.UID, tk.Version))
+		return true
+	})
+	if again == uuid.Nil {
+		t.Fatal("no task changed after its creation")
+	}
+	mustCommitAll(t, s, &txn.Txn{ViewRevision: st.Revision(), Ops: ops})
+	mustCommitAll(t, s, &txn.Txn{Ops: []txn.Op{txn.CreateTask(taskProto(again, uuid.Nil, 1, 1))}})
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	want := s.Snapshot()
+	clone := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	s.Close()
+	// Pebble alone: without the log, the open sees only the checkpoint.
+	if err := clone.RemoveAll(clone.PathJoin("db", logDirName)); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := openOn(clone, func(o *Options) { o.CheckpointBytes = 1 << 40 })
+	if err != nil {
+		t.Fatalf("seed %d: open the checkpoint: %v", seed, err)
+	}
+	defer s2.Close()
+	if d := diffStates(want, s2.Snapshot(), true); d != "" {
+		t.Fatalf("seed %d: the checkpoint differs from the published state: %s", seed, d)
+	}
+}
