@@ -93,6 +93,11 @@ type Options struct {
 	CheckInvariants bool
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+
+	// checkpointInline makes the syncer write each checkpoint itself, when
+	// it is due, instead of waking the checkpointer: tests that need
+	// checkpoints at known points of a history.
+	checkpointInline bool
 }
 
 // DefaultOptions returns the defaults for a durable store in dir.

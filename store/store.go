@@ -425,7 +425,14 @@ func (s *Store) syncer() {
 				close(p.done)
 			}
 		}
-		if checkpoint {
+		switch {
+		case checkpoint && s.opts.checkpointInline:
+			if err := s.checkpoint(); err != nil {
+				s.mu.Lock()
+				s.failLocked(fmt.Errorf("%w: %v", ErrFailed, err))
+				s.mu.Unlock()
+			}
+		case checkpoint:
 			select {
 			case s.ckWake <- struct{}{}:
 			default:
