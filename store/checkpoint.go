@@ -77,8 +77,8 @@ func (s *Store) openDurable() (*txn.State, error) {
 }
 
 // checkpointChunk is how many objects a checkpoint hands pebble in one
-// batch (about 20 MB of records): the memory a checkpoint holds at once.
-const checkpointChunk = 50_000
+// batch (about 4 MB of records): the memory a checkpoint holds at once.
+const checkpointChunk = 10_000
 
 // checkpointer writes a checkpoint each time the syncer says the log has
 // grown by CheckpointBytes since the last one began.

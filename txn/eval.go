@@ -20,6 +20,7 @@ type evaluator struct {
 	changes []Change
 	touched map[objKey]int // → index in changes
 	res     Result
+	metas   metaShare // the transaction's created tasks share equal metas
 }
 
 // Evaluate decides what tx does to base if committed as revision rev (which
@@ -326,7 +327,7 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 	now := e.tx.UnixNanos
 	switch {
 	case op.NewTask != nil:
-		t, err := newTask(op.NewTask)
+		t, err := newTask(op.NewTask, &e.metas)
 		if err != nil {
 			return Outcome{}, err
 		}

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/google/uuid"
 
@@ -49,13 +50,13 @@ type Task struct {
 	Spec      *omegav1.TaskSpec
 	Request   Resources // parsed from Spec.Resources
 	State     omegav1.TaskState
+	Evictions int32     // beside State: the two share a word (the struct is 208 bytes, a size class)
 	Machine   uuid.UUID // where it is (or was, once terminal) placed; zero while PENDING
 	Claimed   Resources // what the claim declared; held on Machine while not terminal
 	Scheduler string
 	Assigned  int64
 	Started   int64
 	Finished  int64
-	Evictions int32
 	Message   string
 	// Report is the agent's report on running it (shared, never written;
 	// nil in the simulation and until an agent reports). Read it as Run().
@@ -215,7 +216,7 @@ func ownerJob(m *omegav1.ObjectMeta) (uuid.UUID, error) {
 
 // NewTask builds the in-memory form of a task to be created (PENDING). It is
 // used by Evaluate and by code that rebuilds state from storage.
-func newTask(p *omegav1.Task) (*Task, error) {
+func newTask(p *omegav1.Task, ms *metaShare) (*Task, error) {
 	if p.GetMeta() == nil {
 		return nil, fmt.Errorf("%w: task has no meta", ErrInvalid)
 	}
@@ -240,7 +241,7 @@ func newTask(p *omegav1.Task) (*Task, error) {
 			return nil, err
 		}
 	}
-	return &Task{UID: uid, Job: job, Meta: p.GetMeta(), Spec: spec, Request: req, State: omegav1.TaskState_TASK_STATE_PENDING}, nil
+	return &Task{UID: uid, Job: job, Meta: ms.share(p.GetMeta()), Spec: spec, Request: req, State: omegav1.TaskState_TASK_STATE_PENDING}, nil
 }
 
 func newMachine(p *omegav1.Machine) (*Machine, error) {
@@ -297,4 +298,43 @@ func newJob(p *omegav1.Job) (*Job, error) {
 		status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_PENDING}
 	}
 	return &Job{UID: uid, Meta: p.GetMeta(), Spec: spec, Status: status}, nil
+}
+
+// metaShare lets the tasks made from one template share one stored meta:
+// a job's tasks, created in one transaction, carry equal names-less
+// metas (labels, annotations, owner references), and each would otherwise
+// keep its own message — about 190 bytes a task, and its uid string, which
+// the Task holds already. A task whose meta equals the last one's shares a
+// copy of it without the uid and the versions (which the Task holds, and
+// exportMeta takes from it); the first task of a run keeps its own.
+type metaShare struct {
+	last   *omegav1.ObjectMeta // the last meta seen
+	shared *omegav1.ObjectMeta // its stripped copy, once a second task matched it
+}
+
+func (s *metaShare) share(m *omegav1.ObjectMeta) *omegav1.ObjectMeta {
+	if s == nil || m.GetName() != "" {
+		return m
+	}
+	if l := s.last; l != nil && maps.Equal(l.Labels, m.Labels) && maps.Equal(l.Annotations, m.Annotations) && sameOwners(l.OwnerReferences, m.OwnerReferences) {
+		if s.shared == nil {
+			s.shared = &omegav1.ObjectMeta{Labels: l.Labels, Annotations: l.Annotations, OwnerReferences: l.OwnerReferences}
+		}
+		return s.shared
+	}
+	s.last, s.shared = m, nil
+	return m
+}
+
+func sameOwners(a, b []*omegav1.OwnerReference) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x != y && (x.Kind != y.Kind || x.Uid != y.Uid || x.Name != y.Name || x.Controller != y.Controller) {
+			return false
+		}
+	}
+	return true
 }

@@ -18,6 +18,7 @@ type Restorer struct {
 	machines map[uuid.UUID]*Machine
 	order    []uuid.UUID // machines in the order added, for determinism
 	tasks    []*Task
+	metas    metaShare
 }
 
 // NewRestorer starts rebuilding the state at revision rev.
@@ -59,7 +60,7 @@ func (r *Restorer) Job(p *omegav1.Job) error {
 
 // Task adds a stored task with its status, at version.
 func (r *Restorer) Task(p *omegav1.Task, version uint64) error {
-	t, err := restoreTask(p, version)
+	t, err := restoreTask(p, version, &r.metas)
 	if err != nil {
 		return err
 	}
@@ -68,8 +69,8 @@ func (r *Restorer) Task(p *omegav1.Task, version uint64) error {
 }
 
 // restoreTask rebuilds a task from its meta, spec and status, at version.
-func restoreTask(p *omegav1.Task, version uint64) (*Task, error) {
-	t, err := newTask(p)
+func restoreTask(p *omegav1.Task, version uint64, ms *metaShare) (*Task, error) {
+	t, err := newTask(p, ms)
 	if err != nil {
 		return nil, err
 	}

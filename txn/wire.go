@@ -468,7 +468,7 @@ func WriteSetFromProto(p *omegav1.RevisionChanges) (*WriteSet, error) {
 
 // taskFromWire rebuilds a task from its full wire form (Task.Proto()).
 func taskFromWire(p *omegav1.Task) (*Task, error) {
-	return restoreTask(p, p.GetMeta().GetVersion())
+	return restoreTask(p, p.GetMeta().GetVersion(), nil)
 }
 
 func jobFromWire(p *omegav1.Job) (*Job, error) {

@@ -584,7 +584,7 @@ func (in *interned) decodeCreatedTask(obj []byte) (*Task, error) {
 		internPut(in.specs, string(spec), sp)
 	}
 	// newTask's checks, with the spec's shared.
-	t, err := newTask(&omegav1.Task{Meta: m, Spec: sp.spec})
+	t, err := newTask(&omegav1.Task{Meta: m, Spec: sp.spec}, nil) // m is interned by the reader already
 	if err != nil {
 		return slowTask(obj)
 	}

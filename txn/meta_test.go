@@ -1,0 +1,61 @@
+package txn_test
+
+import (
+	"testing"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
+)
+
+// TestCreatedTasksShareMeta: the tasks one transaction creates with equal
+// metas (labels, annotations, owner references, no name) share one stored
+// meta, which carries no task's uid, while each task still reports its own
+// uid, version and owner on the wire; a task whose labels differ, or which
+// has a name, keeps its own.
+func TestCreatedTasksShareMeta(t *testing.T) {
+	c := newCell(t)
+	job := uid(900)
+	c.commit(c.tx(txn.CreateJob(jobP(job))))
+	mk := func(n uint64, labels map[string]string, name string) *omegav1.Task {
+		p := ownedTaskP(uid(n), job, res(1, 1))
+		p.Meta.Labels = labels
+		p.Meta.Name = name
+		return p
+	}
+	// Equal by content, not by pointer: as decoded from a request.
+	var ops []txn.Op
+	for i := range 5 {
+		ops = append(ops, txn.CreateTask(mk(uint64(1000+i), map[string]string{"app": "web"}, "")))
+	}
+	ops = append(ops,
+		txn.CreateTask(mk(2000, map[string]string{"app": "db"}, "")),
+		txn.CreateTask(mk(2001, map[string]string{"app": "db"}, "named")))
+	c.commit(c.tx(ops...))
+
+	first, second := c.task(uid(1000)), c.task(uid(1001))
+	if second.Meta == first.Meta {
+		t.Fatal("the first task of a run shares its own message, uid and all")
+	}
+	for i := 2; i < 5; i++ {
+		if got := c.task(uid(uint64(1000 + i))).Meta; got != second.Meta {
+			t.Fatalf("task %d does not share the meta of the tasks before it", i)
+		}
+	}
+	if second.Meta.GetUid() != "" || second.Meta.GetVersion() != 0 {
+		t.Fatalf("the shared meta carries uid %q, version %d", second.Meta.GetUid(), second.Meta.GetVersion())
+	}
+	for i := range 5 {
+		tk := c.task(uid(uint64(1000 + i)))
+		p := tk.Proto()
+		if p.Meta.GetUid() != tk.UID.String() || p.Meta.GetVersion() != tk.Version || tk.Labels()["app"] != "web" || tk.Job != job || len(tk.OwnerReferences()) != 1 {
+			t.Fatalf("task %d: wire meta %v, labels %v, job %s", i, p.Meta, tk.Labels(), tk.Job)
+		}
+	}
+	db, named := c.task(uid(2000)), c.task(uid(2001))
+	if db.Meta == second.Meta || db.Labels()["app"] != "db" {
+		t.Fatalf("a task with other labels shares: %v", db.Labels())
+	}
+	if named.Meta == db.Meta || named.Name() != "named" {
+		t.Fatalf("a named task shares a meta (name %q)", named.Name())
+	}
+}
