@@ -26,7 +26,12 @@ func (m *Machine) FailureDomain() string { return m.Spec.GetFailureDomain() }
 func (m *Machine) Attributes() map[string]string { return m.Spec.GetAttributes() }
 
 // Name is the task's name.
-func (t *Task) Name() string { return t.Meta.GetName() }
+func (t *Task) Name() string {
+	if t.name != "" {
+		return t.name
+	}
+	return t.Meta.GetName()
+}
 
 // Labels are the task's labels.
 func (t *Task) Labels() map[string]string { return t.Meta.GetLabels() }

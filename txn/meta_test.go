@@ -7,11 +7,11 @@ import (
 	"github.com/omega-cell/omega/txn"
 )
 
-// TestCreatedTasksShareMeta: the tasks one transaction creates with equal
-// metas (labels, annotations, owner references, no name) share one stored
-// meta, which carries no task's uid, while each task still reports its own
-// uid, version and owner on the wire; a task whose labels differ, or which
-// has a name, keeps its own.
+// TestCreatedTasksShareMeta: the tasks one transaction creates with metas
+// equal but for their names (labels, annotations, owner references) share
+// one stored meta, which carries no task's uid or name, while each task
+// still reports its own uid, name, version and owner on the wire; a task
+// whose labels differ starts a run of its own.
 func TestCreatedTasksShareMeta(t *testing.T) {
 	c := newCell(t)
 	job := uid(900)
@@ -29,7 +29,8 @@ func TestCreatedTasksShareMeta(t *testing.T) {
 	}
 	ops = append(ops,
 		txn.CreateTask(mk(2000, map[string]string{"app": "db"}, "")),
-		txn.CreateTask(mk(2001, map[string]string{"app": "db"}, "named")))
+		txn.CreateTask(mk(2001, map[string]string{"app": "db"}, "named")),
+		txn.CreateTask(mk(2002, map[string]string{"app": "db"}, "other")))
 	c.commit(c.tx(ops...))
 
 	first, second := c.task(uid(1000)), c.task(uid(1001))
@@ -51,11 +52,17 @@ func TestCreatedTasksShareMeta(t *testing.T) {
 			t.Fatalf("task %d: wire meta %v, labels %v, job %s", i, p.Meta, tk.Labels(), tk.Job)
 		}
 	}
-	db, named := c.task(uid(2000)), c.task(uid(2001))
+	db, named, other := c.task(uid(2000)), c.task(uid(2001)), c.task(uid(2002))
 	if db.Meta == second.Meta || db.Labels()["app"] != "db" {
 		t.Fatalf("a task with other labels shares: %v", db.Labels())
 	}
-	if named.Meta == db.Meta || named.Name() != "named" {
-		t.Fatalf("a named task shares a meta (name %q)", named.Name())
+	if named.Meta != other.Meta || named.Meta == db.Meta || named.Meta.GetName() != "" {
+		t.Fatal("named tasks alike do not share a stripped meta")
+	}
+	for _, tk := range []*txn.Task{db, named, other} {
+		want := map[*txn.Task]string{named: "named", other: "other"}[tk]
+		if tk.Name() != want || tk.Proto().Meta.GetName() != want || tk.Labels()["app"] != "db" {
+			t.Fatalf("task %s: name %q, wire name %q, labels %v; want name %q", tk.UID, tk.Name(), tk.Proto().Meta.GetName(), tk.Labels(), want)
+		}
 	}
 }

@@ -61,6 +61,10 @@ type Task struct {
 	// Report is the agent's report on running it (shared, never written;
 	// nil in the simulation and until an agent reports). Read it as Run().
 	Report *omegav1.TaskRun
+	// name is the task's name when Meta is shared with other tasks (made
+	// from one template) and so cannot hold it; else Meta has it. Read it
+	// as Name().
+	name string
 }
 
 // Placed reports whether the task holds resources on a machine.
@@ -120,6 +124,15 @@ func exportMeta(m *omegav1.ObjectMeta, uid uuid.UUID, version, createRev uint64,
 	return out
 }
 
+// exportMeta is the task's wire meta, its name in it.
+func (t *Task) exportMeta() *omegav1.ObjectMeta {
+	m := exportMeta(t.Meta, t.UID, t.Version, t.CreateRev, t.Created)
+	if t.name != "" {
+		m.Name = t.name
+	}
+	return m
+}
+
 func uidString(u uuid.UUID) string {
 	if u == uuid.Nil {
 		return ""
@@ -155,7 +168,7 @@ func (t *Task) Proto() *omegav1.Task {
 // never changes after creation (but the meta's version).
 func (t *Task) SpecProto() *omegav1.Task {
 	return &omegav1.Task{
-		Meta: exportMeta(t.Meta, t.UID, t.Version, t.CreateRev, t.Created),
+		Meta: t.exportMeta(),
 		Spec: t.Spec,
 	}
 }
@@ -241,7 +254,8 @@ func newTask(p *omegav1.Task, ms *metaShare) (*Task, error) {
 			return nil, err
 		}
 	}
-	return &Task{UID: uid, Job: job, Meta: ms.share(p.GetMeta()), Spec: spec, Request: req, State: omegav1.TaskState_TASK_STATE_PENDING}, nil
+	meta, name := ms.share(p.GetMeta())
+	return &Task{UID: uid, Job: job, Meta: meta, name: name, Spec: spec, Request: req, State: omegav1.TaskState_TASK_STATE_PENDING}, nil
 }
 
 func newMachine(p *omegav1.Machine) (*Machine, error) {
@@ -301,29 +315,32 @@ func newJob(p *omegav1.Job) (*Job, error) {
 }
 
 // metaShare lets the tasks made from one template share one stored meta:
-// a job's tasks, created in one transaction, carry equal names-less
-// metas (labels, annotations, owner references), and each would otherwise
-// keep its own message — about 190 bytes a task, and its uid string, which
-// the Task holds already. A task whose meta equals the last one's shares a
-// copy of it without the uid and the versions (which the Task holds, and
-// exportMeta takes from it); the first task of a run keeps its own.
+// a job's tasks, created in one transaction, carry metas equal but for
+// their names (labels, annotations, owner references), and each would
+// otherwise keep its own message — about 190 bytes a task, and its uid
+// string, which the Task holds already. A task whose meta equals the last
+// one's but for the name shares a copy of it without the name, the uid and
+// the versions (which the Task holds, and exportMeta takes from it), and
+// keeps its name beside it; the first task of a run keeps its own meta.
 type metaShare struct {
 	last   *omegav1.ObjectMeta // the last meta seen
 	shared *omegav1.ObjectMeta // its stripped copy, once a second task matched it
 }
 
-func (s *metaShare) share(m *omegav1.ObjectMeta) *omegav1.ObjectMeta {
-	if s == nil || m.GetName() != "" {
-		return m
+// share returns the meta to store and, when it is a shared one, the
+// task's name.
+func (s *metaShare) share(m *omegav1.ObjectMeta) (*omegav1.ObjectMeta, string) {
+	if s == nil {
+		return m, ""
 	}
 	if l := s.last; l != nil && maps.Equal(l.Labels, m.Labels) && maps.Equal(l.Annotations, m.Annotations) && sameOwners(l.OwnerReferences, m.OwnerReferences) {
 		if s.shared == nil {
 			s.shared = &omegav1.ObjectMeta{Labels: l.Labels, Annotations: l.Annotations, OwnerReferences: l.OwnerReferences}
 		}
-		return s.shared
+		return s.shared, m.GetName()
 	}
 	s.last, s.shared = m, nil
-	return m
+	return m, ""
 }
 
 func sameOwners(a, b []*omegav1.OwnerReference) bool {
