@@ -47,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer, st *store.Store) *Metrics {
 		}),
 		st: st,
 	}
-	reg.MustRegister(m.commits, m.conflicts, m.claims, m.latency, m.watchers, machineCollector{st})
+	reg.MustRegister(m.commits, m.conflicts, m.claims, m.latency, m.watchers, machineCollector{st}, logCollector{st})
 	return m
 }
 
@@ -106,4 +106,30 @@ func (c machineCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range []omegav1.MachineState{omegav1.MachineState_MACHINE_STATE_UP, omegav1.MachineState_MACHINE_STATE_DRAINING, omegav1.MachineState_MACHINE_STATE_DOWN} {
 		ch <- prometheus.MustNewConstMetric(machinesDesc, prometheus.GaugeValue, float64(counts[s]), s.String())
 	}
+}
+
+// logCollector reports the store's log and checkpoints at scrape time.
+type logCollector struct{ st *store.Store }
+
+var (
+	checkpointsDesc = prometheus.NewDesc("omega_store_checkpoints_total", "Checkpoints of the state written to pebble since the store opened.", nil, nil)
+	ckRevisionDesc  = prometheus.NewDesc("omega_store_checkpoint_revision", "The revision pebble's checkpoint holds; the log holds every one after it.", nil, nil)
+	ckSecondsDesc   = prometheus.NewDesc("omega_store_last_checkpoint_seconds", "How long the last checkpoint took.", nil, nil)
+	segmentsDesc    = prometheus.NewDesc("omega_store_log_segments", "Files of the store's log.", nil, nil)
+	logBytesDesc    = prometheus.NewDesc("omega_store_log_bytes_since_checkpoint", "Log bytes written since the last checkpoint began (an open after a crash replays about this much).", nil, nil)
+)
+
+func (c logCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{checkpointsDesc, ckRevisionDesc, ckSecondsDesc, segmentsDesc, logBytesDesc} {
+		ch <- d
+	}
+}
+
+func (c logCollector) Collect(ch chan<- prometheus.Metric) {
+	ls := c.st.LogStats()
+	ch <- prometheus.MustNewConstMetric(checkpointsDesc, prometheus.CounterValue, float64(ls.Checkpoints))
+	ch <- prometheus.MustNewConstMetric(ckRevisionDesc, prometheus.GaugeValue, float64(ls.CheckpointRevision))
+	ch <- prometheus.MustNewConstMetric(ckSecondsDesc, prometheus.GaugeValue, ls.LastCheckpoint.Seconds())
+	ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(ls.Segments))
+	ch <- prometheus.MustNewConstMetric(logBytesDesc, prometheus.GaugeValue, float64(ls.BytesSinceCheckpoint))
 }

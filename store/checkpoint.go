@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -66,6 +67,7 @@ func (s *Store) openDurable() (*txn.State, error) {
 		return nil, fmt.Errorf("load %s: %w", opts.Dir, err)
 	}
 	s.db, s.lw, s.segments, s.ckRev = db, lw, segs, state.Revision()
+	s.made.ckRev.Store(state.Revision())
 	s.syncq = make(chan flight, 64)
 	s.ckWake = make(chan struct{}, 1)
 	s.writerWG.Add(2)
@@ -103,6 +105,7 @@ func (s *Store) checkpointer() {
 // before the flush ends leaves the checkpoint before, and the log still
 // holds every revision after it.
 func (s *Store) checkpoint() error {
+	start := time.Now() // for LogStats only: the checkpoint decides nothing by it
 	s.mu.Lock()
 	st, ts := s.published, s.touched
 	s.touched = s.spareTouched[:0]
@@ -130,6 +133,8 @@ func (s *Store) checkpoint() error {
 	}
 	s.ckRev = st.Revision()
 	s.made.checkpoints.Add(1)
+	s.made.ckRev.Store(st.Revision())
+	s.made.ckNanos.Store(int64(time.Since(start)))
 	s.mu.Lock()
 	if cap(ts) <= 1<<20 { // a big list is not kept: 24 MB
 		s.spareTouched = ts[:0]
@@ -151,4 +156,36 @@ func (s *Store) checkpoint() error {
 		}
 	}
 	return nil
+}
+
+// LogStats describes the store's log and its checkpoints.
+type LogStats struct {
+	// Checkpoints written since the store opened.
+	Checkpoints int64
+	// CheckpointRevision is the revision pebble's checkpoint holds.
+	CheckpointRevision uint64
+	// LastCheckpoint is how long the last checkpoint took (zero before
+	// the first).
+	LastCheckpoint time.Duration
+	// Segments is the number of log segment files; BytesSinceCheckpoint
+	// the log bytes published since the last checkpoint began.
+	Segments             int
+	BytesSinceCheckpoint int64
+}
+
+// LogStats returns the log's statistics (zero for a store without
+// durability).
+func (s *Store) LogStats() LogStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return LogStats{}
+	}
+	return LogStats{
+		Checkpoints:          s.made.checkpoints.Load(),
+		CheckpointRevision:   s.made.ckRev.Load(),
+		LastCheckpoint:       time.Duration(s.made.ckNanos.Load()),
+		Segments:             len(s.segments),
+		BytesSinceCheckpoint: s.logSince,
+	}
 }

@@ -80,7 +80,10 @@ type Store struct {
 	spareTouched []touch
 	ckWG         sync.WaitGroup
 	// made counts the checkpoints written and the log segments made.
-	made      struct{ checkpoints, segments atomic.Int64 }
+	made struct {
+		checkpoints, segments, ckNanos atomic.Int64
+		ckRev                          atomic.Uint64
+	}
 	pubCh     chan struct{} // closed and replaced on every publication
 	hist      history
 	expiry    expiryQueue

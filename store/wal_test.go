@@ -76,6 +76,9 @@ func TestLogReplay(t *testing.T) {
 			if c, g := live.made.checkpoints.Load(), live.made.segments.Load(); c < tc.minCk || g < tc.minSegs {
 				t.Fatalf("the history wrote %d checkpoints and %d new segments, want at least %d and %d", c, g, tc.minCk, tc.minSegs)
 			}
+			if ls := live.LogStats(); ls.Checkpoints != live.made.checkpoints.Load() || (tc.ck == 1 && ls.CheckpointRevision != want.Revision()) || ls.Segments < 1 {
+				t.Fatalf("log stats %+v after %d checkpoints, published revision %d", ls, live.made.checkpoints.Load(), want.Revision())
+			}
 			live.Close()
 			s, err := openOn(clone, mod)
 			if err != nil {

@@ -72,7 +72,7 @@ func TestServerProcess(t *testing.T) {
 		t.Fatalf("/healthz: %q", h)
 	}
 	m := body("/metrics") // two watchers: the client's own copy, and w
-	for _, want := range []string{`omega_commits_total{component="tester",result="committed"} 5`, `omega_watchers 2`, `omega_machines{state="MACHINE_STATE_UP"} 5`, `omega_commit_seconds_count 5`} {
+	for _, want := range []string{`omega_commits_total{component="tester",result="committed"} 5`, `omega_watchers 2`, `omega_machines{state="MACHINE_STATE_UP"} 5`, `omega_commit_seconds_count 5`, `omega_store_log_segments 1`, `omega_store_checkpoints_total 0`} {
 		if !strings.Contains(m, want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, m)
 		}
