@@ -168,8 +168,15 @@ func (s *Store) close() error {
 	if s.db != nil {
 		close(s.ckWake)
 		s.ckWG.Wait()
-		// A last checkpoint, so that the next open replays nothing.
-		if !s.failed() {
+		// A last checkpoint, so that the next open replays nothing; a
+		// store that failed says so.
+		s.mu.Lock()
+		failed := s.failedLocked()
+		if failed {
+			err = s.err
+		}
+		s.mu.Unlock()
+		if !failed {
 			err = s.checkpoint()
 		}
 		err = errors.Join(err, s.lw.f.Close())
@@ -342,6 +349,14 @@ func (s *Store) writer() {
 			}
 		} else {
 			f = s.write(group)
+			if f.err != nil {
+				// Stop here, before the syncer sees it: a later group
+				// written after this one would follow a gap (or a torn
+				// record) in the log, and the log would not open.
+				s.mu.Lock()
+				s.failLocked(f.err)
+				s.mu.Unlock()
+			}
 		}
 		s.syncq <- f
 	}

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -362,5 +364,99 @@ func TestCheckpointOverCheckpoint(t *testing.T) {
 	defer s2.Close()
 	if d := diffStates(want, s2.Snapshot(), true); d != "" {
 		t.Fatalf("seed %d: the checkpoint differs from the published state: %s", seed, d)
+	}
+}
+
+// failingFS fails the n-th write to a segment of the store's log, writing nothing, and
+// counts the writes after it.
+type failingFS struct {
+	vfs.FS
+	mu     sync.Mutex
+	writes int
+	failAt int
+	after  int // log writes after the failed one
+}
+
+type failingFile struct {
+	vfs.File
+	fs *failingFS
+}
+
+func (f *failingFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.FS.Create(name, c)
+	if err != nil || !strings.Contains(name, "/"+logDirName+"/") { // the store's log, not pebble's files
+		return file, err
+	}
+	return failingFile{file, f}, nil
+}
+
+func (f failingFile) Write(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	f.fs.writes++
+	n, past := f.fs.writes, f.fs.writes > f.fs.failAt
+	if past {
+		f.fs.after++
+	}
+	f.fs.mu.Unlock()
+	if n == f.fs.failAt {
+		return 0, errors.New("injected write error")
+	}
+	return f.File.Write(p)
+}
+
+// TestLogWriteFails: a failed write to the log stops the store at once —
+// the commits in it and after it fail with ErrFailed, nothing more is
+// written to the log (a later group would follow a gap), Close says the
+// store failed — and the store reopens at a revision no later than the
+// last acknowledged one and no earlier than the last before the failure.
+func TestLogWriteFails(t *testing.T) {
+	mem := vfs.NewMem()
+	fsys := &failingFS{FS: mem, failAt: 30}
+	s := openTest(t, "db", func(o *Options) { o.FS = fsys; o.CheckInvariants = false })
+	ctx := context.Background()
+	var (
+		mu     sync.Mutex
+		maxAck uint64
+		failed int
+		wg     sync.WaitGroup
+	)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				tk := testUID(uidTask, uint32(g), uint32(i))
+				r, err := s.Commit(ctx, &txn.Txn{Ops: []txn.Op{txn.CreateTask(taskProto(tk, uuid.Nil, 1, 1))}})
+				mu.Lock()
+				if err != nil {
+					if !errors.Is(err, ErrFailed) {
+						t.Errorf("commit after the failure: %v, want ErrFailed", err)
+					}
+					failed++
+					mu.Unlock()
+					return
+				}
+				maxAck = max(maxAck, r.Revision)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if failed != 4 {
+		t.Fatalf("%d committers saw the failure", failed)
+	}
+	if err := s.Close(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Close of a failed store: %v, want ErrFailed", err)
+	}
+	if fsys.after != 0 {
+		t.Fatalf("%d log writes after the failed one", fsys.after)
+	}
+	s2, err := openOn(mem, nil)
+	if err != nil {
+		t.Fatalf("reopen after a failed write: %v", err)
+	}
+	defer s2.Close()
+	if got := s2.Revision(); got < maxAck {
+		t.Fatalf("reopened at %d, but %d was acknowledged", got, maxAck)
 	}
 }
