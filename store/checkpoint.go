@@ -108,7 +108,13 @@ func (s *Store) checkpoint() error {
 	start := time.Now() // for LogStats only: the checkpoint decides nothing by it
 	s.mu.Lock()
 	st, ts := s.published, s.touched
-	s.touched = s.spareTouched[:0]
+	// The next list starts at about this one's size: one allocation, not
+	// a run of doublings (the spare is reused when it is big enough).
+	if want := len(ts) + len(ts)/8; cap(s.spareTouched) >= want {
+		s.touched = s.spareTouched[:0]
+	} else {
+		s.touched = make([]touch, 0, want)
+	}
 	s.spareTouched = nil
 	s.logSince = 0
 	s.mu.Unlock()

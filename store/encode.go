@@ -133,10 +133,11 @@ func readRevision(db *pebble.DB) (uint64, error) {
 // the memtable's cost. Each revision's records touch every key at most
 // once, so their order within the revision does not matter.
 type encoder struct {
-	recs []record
-	vals []byte
-	tmp  []byte
-	mo   proto.MarshalOptions
+	specs map[*omegav1.TaskSpec][]byte // see specBytes
+	recs  []record
+	vals  []byte
+	tmp   []byte
+	mo    proto.MarshalOptions
 }
 
 type record struct {
@@ -398,16 +399,22 @@ func (e *encoder) delTask(t *txn.Task) {
 	}
 }
 
-// taskRecord records t's task record: meta (at version) and spec
-// marshalled, then the status (field 3 of omegav1.Task) appended by hand,
-// as for status records.
+// taskRecord records t's task record: the wire form of omegav1.Task with
+// its meta (at version) and spec, then its status (field 3), all written
+// by hand but the spec, which is marshalled once per shared spec
+// (specBytes). TestTaskRecordMatchesProto holds it to proto.Unmarshal.
 func (e *encoder) taskRecord(t *txn.Task, version uint64) error {
 	off := len(e.vals)
-	p := t.SpecProto()
-	p.Meta.Version = version
-	var err error
-	if e.vals, err = e.mo.MarshalAppend(e.vals, p); err != nil {
+	e.tmp = txn.AppendMeta(e.tmp[:0], t, version)
+	e.vals = protowire.AppendTag(e.vals, 1, protowire.BytesType)
+	e.vals = protowire.AppendBytes(e.vals, e.tmp)
+	spec, err := e.specBytes(t.Spec)
+	if err != nil {
 		return err
+	}
+	if t.Spec != nil { // an empty spec too: it is present
+		e.vals = protowire.AppendTag(e.vals, 2, protowire.BytesType)
+		e.vals = protowire.AppendBytes(e.vals, spec)
 	}
 	e.tmp = appendTaskStatus(e.tmp[:0], t)
 	e.vals = protowire.AppendTag(e.vals, 3, protowire.BytesType)
@@ -415,6 +422,31 @@ func (e *encoder) taskRecord(t *txn.Task, version uint64) error {
 	e.set(prefixTask, t.UID, off)
 	return nil
 }
+
+// specBytes returns spec marshalled, from the encoder's cache: the tasks
+// of a job (or of a shape) share one spec, so most tasks cost a map
+// lookup. The cache holds the specs it keys alive, so a spec's bytes are
+// never taken for another's; it is dropped whole when it grows past
+// maxSpecCache.
+func (e *encoder) specBytes(spec *omegav1.TaskSpec) ([]byte, error) {
+	if spec == nil {
+		return nil, nil
+	}
+	if b, ok := e.specs[spec]; ok {
+		return b, nil
+	}
+	b, err := e.mo.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	if e.specs == nil || len(e.specs) >= maxSpecCache {
+		e.specs = make(map[*omegav1.TaskSpec][]byte)
+	}
+	e.specs[spec] = b
+	return b, nil
+}
+
+const maxSpecCache = 256
 
 // status records t's status record: its version, then its status.
 func (e *encoder) status(t *txn.Task) {

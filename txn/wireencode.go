@@ -274,3 +274,79 @@ func appendUint(b []byte, num protowire.Number, v uint64) []byte {
 	b = protowire.AppendTag(b, num, protowire.VarintType)
 	return protowire.AppendVarint(b, v)
 }
+
+// AppendMeta appends t's meta as exportMeta builds it (the wire form of
+// omegav1.ObjectMeta, at version) without building the message: the
+// store writes one with every task it creates. Map entries go in the
+// maps' order, which any decoder takes (proto.Marshal's is random too);
+// TestTaskRecordMatchesProto holds it to proto.Unmarshal.
+func AppendMeta(b []byte, t *Task, version uint64) []byte {
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendVarint(b, 36)
+	b = appendUUID(b, t.UID)
+	if name := t.Name(); name != "" {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendString(b, name)
+	}
+	if version != 0 {
+		b = protowire.AppendTag(b, 3, protowire.VarintType)
+		b = protowire.AppendVarint(b, version)
+	}
+	b = appendStringMap(b, 4, t.Meta.GetLabels())
+	b = appendStringMap(b, 5, t.Meta.GetAnnotations())
+	for _, o := range t.Meta.GetOwnerReferences() { // a nil element is an empty message, as proto.Marshal writes it
+		kind, uid, name, controller := o.GetKind(), o.GetUid(), o.GetName(), o.GetController()
+		b = protowire.AppendTag(b, 6, protowire.BytesType)
+		n := 0
+		if kind != "" {
+			n += 1 + protowire.SizeBytes(len(kind))
+		}
+		if uid != "" {
+			n += 1 + protowire.SizeBytes(len(uid))
+		}
+		if name != "" {
+			n += 1 + protowire.SizeBytes(len(name))
+		}
+		if controller {
+			n += 2
+		}
+		b = protowire.AppendVarint(b, uint64(n))
+		if kind != "" {
+			b = protowire.AppendTag(b, 1, protowire.BytesType)
+			b = protowire.AppendString(b, kind)
+		}
+		if uid != "" {
+			b = protowire.AppendTag(b, 2, protowire.BytesType)
+			b = protowire.AppendString(b, uid)
+		}
+		if name != "" {
+			b = protowire.AppendTag(b, 3, protowire.BytesType)
+			b = protowire.AppendString(b, name)
+		}
+		if controller {
+			b = protowire.AppendTag(b, 4, protowire.VarintType)
+			b = protowire.AppendVarint(b, 1)
+		}
+	}
+	if t.Created != 0 {
+		b = protowire.AppendTag(b, 7, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(t.Created))
+	}
+	if t.CreateRev != 0 {
+		b = protowire.AppendTag(b, 8, protowire.VarintType)
+		b = protowire.AppendVarint(b, t.CreateRev)
+	}
+	return b
+}
+
+func appendStringMap(b []byte, num protowire.Number, m map[string]string) []byte {
+	for k, v := range m {
+		b = protowire.AppendTag(b, num, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(len(k))+1+protowire.SizeBytes(len(v))))
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, k)
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendString(b, v)
+	}
+	return b
+}
