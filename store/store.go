@@ -1,6 +1,7 @@
 // Package store is omega's cell-state store: the authoritative state of a
 // cell in memory (an immutable txn.State per revision, indexed for O(1)-ish
-// fit checks), made durable in pebble, with a global revision and a watch.
+// fit checks), made durable by a log of its own with pebble holding
+// checkpoints, with a global revision and a watch.
 //
 // A commit is validate → append → apply: txn.Evaluate decides the
 // transaction against the newest state, the store assigns the next
@@ -79,7 +80,8 @@ type Store struct {
 	touched      []touch       // the objects published revisions changed since the last checkpoint began
 	spareTouched []touch
 	ckWG         sync.WaitGroup
-	// made counts the checkpoints written and the log segments made.
+	// made counts the checkpoints written and the log segments made, and
+	// keeps the last checkpoint's revision and duration, for LogStats.
 	made struct {
 		checkpoints, segments, ckNanos atomic.Int64
 		ckRev                          atomic.Uint64
