@@ -46,7 +46,7 @@ func (s *Store) openDurable() (*txn.State, error) {
 	if err := syncFSDir(fs, opts.Dir); err != nil { // the log directory outlives a crash
 		return fail(err)
 	}
-	last, err := replayLog(fs, logDir, rev, db)
+	last, err := replayLog(fs, logDir, rev, applyToPebble(db))
 	if err != nil {
 		return fail(err)
 	}

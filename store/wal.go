@@ -95,12 +95,12 @@ func appendLogRecord(buf []byte, rev uint64, payload []byte) []byte {
 	return append(buf, payload...)
 }
 
-// replayLog applies to db, in order, every record of the log in dir after
+// replayLog hands apply, in order, every record of the log in dir after
 // revision from (the checkpoint's), and returns the last revision applied
 // (from, if none). A record torn at the end of the newest segment ends the
 // log; a bad record anywhere else, a gap between revisions, or a log that
 // starts after from+1 is ErrCorrupt, naming the file and offset.
-func replayLog(fs vfs.FS, dir string, from uint64, db *pebble.DB) (last uint64, err error) {
+func replayLog(fs vfs.FS, dir string, from uint64, apply func(rev uint64, payload []byte) error) (last uint64, err error) {
 	segs, err := listSegments(fs, dir)
 	if err != nil {
 		return from, err
@@ -112,6 +112,13 @@ func replayLog(fs vfs.FS, dir string, from uint64, db *pebble.DB) (last uint64, 
 			continue // wholly within the checkpoint
 		}
 		path := fs.PathJoin(dir, sg.name)
+		// A segment holds the revisions from the one it is named by up to
+		// the next segment's: one that starts past the revision after the
+		// last replayed leaves a gap (a segment before it lost records, or
+		// is missing).
+		if sg.first > last+1 {
+			return last, fmt.Errorf("%w: log segment %s starts at revision %d, but the log before it ends at %d: revisions %d..%d are missing", ErrCorrupt, path, sg.first, last, last+1, sg.first-1)
+		}
 		data, err := readFile(fs, path)
 		if err != nil {
 			return last, fmt.Errorf("read log segment %s: %w", path, err)
@@ -134,14 +141,9 @@ func replayLog(fs vfs.FS, dir string, from uint64, db *pebble.DB) (last uint64, 
 			if rev != last+1 {
 				return last, fmt.Errorf("%w: log segment %s, offset %d: revision %d follows %d: revisions %d..%d are missing", ErrCorrupt, path, off-n, rev, last, last+1, rev-1)
 			}
-			b := db.NewBatch()
-			if err := b.SetRepr(slices.Clone(payload)); err != nil {
-				return last, fmt.Errorf("%w: log segment %s, revision %d: %v", ErrCorrupt, path, rev, err)
-			}
-			if err := db.Apply(b, pebble.NoSync); err != nil {
+			if err := apply(rev, payload); err != nil {
 				return last, fmt.Errorf("replay revision %d from %s: %w", rev, path, err)
 			}
-			b.Close()
 			last = rev
 		}
 	}
@@ -256,4 +258,17 @@ func syncFSDir(fs vfs.FS, dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// applyToPebble applies a replayed record's payload, a pebble batch's
+// bytes, to db without its WAL (the open flushes after the replay).
+func applyToPebble(db *pebble.DB) func(rev uint64, payload []byte) error {
+	return func(rev uint64, payload []byte) error {
+		b := db.NewBatch()
+		defer b.Close()
+		if err := b.SetRepr(slices.Clone(payload)); err != nil {
+			return fmt.Errorf("%w: the record of revision %d is not a batch: %v", ErrCorrupt, rev, err)
+		}
+		return db.Apply(b, pebble.NoSync)
+	}
 }
