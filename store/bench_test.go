@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,5 +140,74 @@ func BenchmarkCommit(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkOpenAfterCrash times Open on the image of a store that crashed
+// with its whole checkpoint interval still in the log: 10,000 machines and
+// tasks created and claimed 100 a transaction until the log holds the
+// sub-benchmark's size, nothing checkpointed, the directory copied while
+// the store is open (everything acknowledged is synced). An open replays
+// the log into pebble, flushes, and loads the state; "clean" opens the same
+// state after a clean close, which checkpointed it, for comparison.
+//
+//	go test ./store -run XXX -bench OpenAfterCrash -benchtime 3x
+func BenchmarkOpenAfterCrash(b *testing.B) {
+	for _, logMiB := range []int64{64, 256} {
+		b.Run(fmt.Sprintf("log=%dMiB", logMiB), func(b *testing.B) {
+			dir := b.TempDir() + "/db"
+			o := DefaultOptions(dir)
+			o.Logger = quietLogger()
+			o.CheckpointBytes = 1 << 40 // nothing checkpointed: it all stays in the log
+			s, err := Open(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ms, err := registerMachines(context.Background(), s, 10000, 64000, 256<<30)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; s.LogStats().BytesSinceCheckpoint < logMiB<<20; i++ {
+				ops := make([]txn.Op, 0, 200)
+				for j := range 100 {
+					tk := testUID(uidTask, uint32(i), uint32(j))
+					ops = append(ops, txn.CreateTask(taskProto(tk, uuid.Nil, 10, 10)), txn.Claim(tk, ms[(i*100+j)%len(ms)], res(10, 10), 0))
+				}
+				mustCommit(b, s, &txn.Txn{Ops: ops})
+			}
+			tasks := s.Snapshot().NumTasks()
+			image := b.TempDir() + "/image"
+			if out, err := exec.Command("cp", "-r", dir, image).CombinedOutput(); err != nil {
+				b.Fatalf("copy the crash image: %v: %s", err, out)
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+			open := func(b *testing.B, from string) {
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					try := fmt.Sprintf("%s/try%d", b.TempDir(), i)
+					if out, err := exec.Command("cp", "-r", from, try).CombinedOutput(); err != nil {
+						b.Fatalf("copy: %v: %s", err, out)
+					}
+					o.Dir = try
+					b.StartTimer()
+					s, err := Open(o)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					if got := s.Snapshot().NumTasks(); got != tasks {
+						b.Fatalf("opened with %d tasks, want %d", got, tasks)
+					}
+					s.Close()
+					os.RemoveAll(try)
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(tasks), "tasks")
+			}
+			b.Run("after-crash", func(b *testing.B) { open(b, image) })
+			b.Run("clean", func(b *testing.B) { open(b, dir) })
+		})
 	}
 }
