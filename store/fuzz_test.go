@@ -20,11 +20,13 @@ import (
 // as raw bytes, committer clocks and expiry times at their edges) against a
 // durable store on pebble's in-memory filesystem, with the invariants
 // checked after every commit (Options.CheckInvariants panics if one
-// breaks). It checks the store's promises about bad input: an error is one
-// of the typed ones and changes nothing; the store never stops
-// (ErrFailed); afterwards it still commits a good transaction, a watcher
-// from the start saw exactly the committed revisions in order, and a reopen
-// succeeds and holds the state from before.
+// breaks), checkpoints every KB and log segments of 512 bytes. It checks
+// the store's promises about bad input: an error is one of the typed ones
+// and changes nothing; the store never stops (ErrFailed); afterwards it
+// still commits a good transaction, a watcher from the start saw exactly
+// the committed revisions in order, and both a crash image (the last
+// checkpoint and the log after it) and a reopen after a clean close hold
+// the state from before.
 //
 //	go test ./store -run '^$' -fuzz FuzzCommit -fuzztime 5m
 func FuzzCommit(f *testing.F) {
@@ -70,12 +72,16 @@ func fuzzOptions(fs vfs.FS) Options {
 	o.CheckInvariants = true
 	o.Limits = txnfuzz.Limits()
 	o.Retention = time.Minute
+	// Checkpoints every few KB, in the syncer (at known points, so a
+	// program runs the same each time), and small log segments: a program
+	// crosses checkpoints, and the crash image below replays a log.
+	o.CheckpointBytes, o.LogSegmentBytes, o.checkpointInline = 1<<10, 512, true
 	return o
 }
 
 func runStoreProgram(t *testing.T, data []byte) {
 	ctx := context.Background()
-	fs := vfs.NewMem()
+	fs := vfs.NewCrashableMem()
 	s, err := Open(fuzzOptions(fs))
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +188,17 @@ func runStoreProgram(t *testing.T, data []byte) {
 		t.Fatalf("the watched write sets build another state: %s", diff)
 	}
 
-	// Whatever was acknowledged reopens, equal.
+	// Whatever was acknowledged reopens, equal: from a crash image (the
+	// last checkpoint and the log after it) and after a clean close.
+	crashed, err := Open(fuzzOptions(fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})))
+	if err != nil {
+		t.Fatalf("reopen the crash image: %v", err)
+	}
+	diff := diffStates(final, crashed.Snapshot(), true)
+	crashed.Close()
+	if diff != "" {
+		t.Fatalf("after a crash: %s", diff)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
