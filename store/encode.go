@@ -427,7 +427,10 @@ func (e *encoder) taskRecord(t *txn.Task, version uint64) error {
 // of a job (or of a shape) share one spec, so most tasks cost a map
 // lookup. The cache holds the specs it keys alive, so a spec's bytes are
 // never taken for another's; it is dropped whole when it grows past
-// maxSpecCache.
+// maxSpecCache. It relies on what Commit documents: the store owns the
+// objects a transaction creates, and a stored spec is never written — a
+// client that changed one after committing it would find the change in
+// the state but not in the records.
 func (e *encoder) specBytes(spec *omegav1.TaskSpec) ([]byte, error) {
 	if spec == nil {
 		return nil, nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
@@ -127,6 +128,9 @@ func TestTaskRecordAnyMeta(t *testing.T) {
 			var o *omegav1.OwnerReference
 			if !rapid.Bool().Draw(rt, "nil-owner") {
 				o = &omegav1.OwnerReference{Kind: str.Draw(rt, "kind"), Uid: str.Draw(rt, "ouid"), Name: str.Draw(rt, "oname"), Controller: rapid.Bool().Draw(rt, "controller")}
+				if rapid.Bool().Draw(rt, "later-schema") { // a field this schema does not know, kept as stored
+					o.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), rapid.Uint64().Draw(rt, "f99")))
+				}
 			}
 			owners = append(owners, o)
 		}

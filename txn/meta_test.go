@@ -3,6 +3,8 @@ package txn_test
 import (
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/txn"
 )
@@ -64,5 +66,41 @@ func TestCreatedTasksShareMeta(t *testing.T) {
 		if tk.Name() != want || tk.Proto().Meta.GetName() != want || tk.Labels()["app"] != "db" {
 			t.Fatalf("task %s: name %q, wire name %q, labels %v; want name %q", tk.UID, tk.Name(), tk.Proto().Meta.GetName(), tk.Labels(), want)
 		}
+	}
+}
+
+// TestMetaShareOwnerEdges: owner references with nil entries compare as
+// empty ones without a panic, and one carrying fields of a later schema
+// (kept as stored) is never shared: each task reports its own.
+func TestMetaShareOwnerEdges(t *testing.T) {
+	c := newCell(t)
+	mk := func(n uint64, owners ...*omegav1.OwnerReference) *omegav1.Task {
+		p := taskP(uid(n), res(1, 1), 0)
+		p.Meta.Name = ""
+		p.Meta.OwnerReferences = owners
+		return p
+	}
+	later := &omegav1.OwnerReference{Kind: "Other", Uid: "x"}
+	later.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 7))
+	c.commit(c.tx(
+		txn.CreateTask(mk(3000, nil)),
+		txn.CreateTask(mk(3001, &omegav1.OwnerReference{Kind: "Other", Uid: "x"})),
+		txn.CreateTask(mk(3002, nil)),
+		txn.CreateTask(mk(3003, nil)),
+		txn.CreateTask(mk(3004, &omegav1.OwnerReference{Kind: "Other", Uid: "x"})),
+		txn.CreateTask(mk(3005, later)),
+	))
+	if a, b := c.task(uid(3002)), c.task(uid(3003)); a.Meta == b.Meta && len(a.OwnerReferences()) != 1 {
+		t.Fatal("tasks with a nil owner entry lost it")
+	}
+	if c.task(uid(3001)).Meta == c.task(uid(3000)).Meta {
+		t.Fatal("a nil owner entry and a real one share a meta")
+	}
+	tk := c.task(uid(3005))
+	if tk.Meta == c.task(uid(3004)).Meta {
+		t.Fatal("an owner reference with fields of a later schema shares a meta")
+	}
+	if got := tk.Proto().Meta.GetOwnerReferences(); len(got) != 1 || len(got[0].ProtoReflect().GetUnknown()) == 0 {
+		t.Fatalf("the later schema's field is gone: %v", got)
 	}
 }

@@ -349,7 +349,14 @@ func sameOwners(a, b []*omegav1.OwnerReference) bool {
 	}
 	for i := range a {
 		x, y := a[i], b[i]
-		if x != y && (x.Kind != y.Kind || x.Uid != y.Uid || x.Name != y.Name || x.Controller != y.Controller) {
+		if x == y && len(x.ProtoReflect().GetUnknown()) == 0 {
+			continue
+		}
+		// A nil entry reads as an empty reference (as proto.Marshal writes
+		// it); one with fields of a later schema (kept as stored, see
+		// validate.go) is never shared, so each task keeps its own.
+		if len(x.ProtoReflect().GetUnknown()) > 0 || len(y.ProtoReflect().GetUnknown()) > 0 ||
+			x.GetKind() != y.GetKind() || x.GetUid() != y.GetUid() || x.GetName() != y.GetName() || x.GetController() != y.GetController() {
 			return false
 		}
 	}

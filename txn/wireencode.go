@@ -296,8 +296,12 @@ func AppendMeta(b []byte, t *Task, version uint64) []byte {
 	b = appendStringMap(b, 5, t.Meta.GetAnnotations())
 	for _, o := range t.Meta.GetOwnerReferences() { // a nil element is an empty message, as proto.Marshal writes it
 		kind, uid, name, controller := o.GetKind(), o.GetUid(), o.GetName(), o.GetController()
+		var unknown []byte // fields of a later schema, kept as stored (validate.go)
+		if o != nil {
+			unknown = o.ProtoReflect().GetUnknown()
+		}
 		b = protowire.AppendTag(b, 6, protowire.BytesType)
-		n := 0
+		n := len(unknown)
 		if kind != "" {
 			n += 1 + protowire.SizeBytes(len(kind))
 		}
@@ -327,6 +331,7 @@ func AppendMeta(b []byte, t *Task, version uint64) []byte {
 			b = protowire.AppendTag(b, 4, protowire.VarintType)
 			b = protowire.AppendVarint(b, 1)
 		}
+		b = append(b, unknown...)
 	}
 	if t.Created != 0 {
 		b = protowire.AppendTag(b, 7, protowire.VarintType)
