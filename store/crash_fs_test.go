@@ -72,6 +72,27 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 	digests := map[uint64]string{}
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
+	// progress wakes the test's waits on every acknowledgement and every
+	// recorded digest: they wait on events, with a deadline, never sleep.
+	progress := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+	}
+	// wait blocks until the next event, failing on a committer's error or
+	// at the deadline.
+	wait := func(deadline <-chan time.Time, crash int, what func() string) {
+		t.Helper()
+		select {
+		case err := <-errs:
+			fatalf("crash %d: %v", crash, err)
+		case <-deadline:
+			fatalf("crash %d: %s after 20s", crash, what())
+		case <-progress:
+		}
+	}
 	st0 := s.Snapshot() // before any committer starts: the recorder sees every revision
 	wg.Add(1)
 	go func() {
@@ -80,6 +101,7 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 			digMu.Lock()
 			digests[st.Revision()] = d
 			digMu.Unlock()
+			poke()
 		})
 		if !errors.Is(err, context.Canceled) {
 			errs <- fmt.Errorf("recorder: %w", err)
@@ -110,23 +132,16 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 				created[c.g] = c.created
 				ackMu.Unlock()
 				acks.Add(1)
+				poke()
 			}
 		}()
 	}
 
 	for crash := range crashes {
 		want := acks.Load() + 1 + rng.Int64N(60)
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.After(20 * time.Second)
 		for acks.Load() < want {
-			select {
-			case err := <-errs:
-				fatalf("crash %d: %v", crash, err)
-			default:
-			}
-			if time.Now().After(deadline) {
-				fatalf("crash %d: only %d of %d acknowledgements after 20s", crash, acks.Load(), want)
-			}
-			time.Sleep(100 * time.Microsecond) // a poll interval
+			wait(deadline, crash, func() string { return fmt.Sprintf("only %d of %d acknowledgements", acks.Load(), want) })
 		}
 		// Everything acknowledged so far must be in the clone.
 		ackMu.Lock()
@@ -162,13 +177,8 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 		// The clone may hold revisions written but not yet synced: the live
 		// store publishes them soon.
 		var want2 string
-		deadline = time.Now().Add(20 * time.Second)
+		deadline = time.After(20 * time.Second)
 		for {
-			select {
-			case err := <-errs:
-				fatalf("crash %d: %v", crash, err)
-			default:
-			}
 			digMu.Lock()
 			d, ok := digests[rev]
 			n := len(digests)
@@ -177,11 +187,9 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 				want2 = d
 				break
 			}
-			if time.Now().After(deadline) {
-				fatalf("crash %d (unsynced kept %d%%): the clone is at revision %d, the live store still at %d after 20s (%d digests, %d acks)",
-					crash, p, rev, s.Revision(), n, acks.Load())
-			}
-			time.Sleep(100 * time.Microsecond) // a poll interval
+			wait(deadline, crash, func() string {
+				return fmt.Sprintf("(unsynced kept %d%%): the clone is at revision %d, the live store still at %d (%d digests, %d acks)", p, rev, s.Revision(), n, acks.Load())
+			})
 		}
 		if got := digest(st); got != want2 {
 			fatalf("crash %d (unsynced kept %d%%): reopened state at %d:\n  %s\nbut the live store had\n  %s", crash, p, rev, got, want2)
