@@ -66,7 +66,7 @@ func (s *Store) openDurable() (*txn.State, error) {
 		db.Close()
 		return nil, fmt.Errorf("load %s: %w", opts.Dir, err)
 	}
-	s.db, s.lw, s.segments, s.ckRev = db, lw, segs, state.Revision()
+	s.db, s.lw, s.segments = db, lw, segs
 	s.made.ckRev.Store(state.Revision())
 	s.syncq = make(chan flight, 64)
 	s.ckWake = make(chan struct{}, 1)
@@ -108,17 +108,12 @@ func (s *Store) checkpoint() error {
 	start := time.Now() // for LogStats only: the checkpoint decides nothing by it
 	s.mu.Lock()
 	st, ts := s.published, s.touched
-	// The next list starts at about this one's size: one allocation, not
-	// a run of doublings (the spare is reused when it is big enough).
-	if want := len(ts) + len(ts)/8; cap(s.spareTouched) >= want {
-		s.touched = s.spareTouched[:0]
-	} else {
-		s.touched = make([]touch, 0, want)
-	}
-	s.spareTouched = nil
+	// The next list starts at about this one's size: one allocation a
+	// checkpoint, not a run of doublings.
+	s.touched = make([]touch, 0, len(ts)+len(ts)/8)
 	s.logSince = 0
 	s.mu.Unlock()
-	from := s.ckRev
+	from := s.made.ckRev.Load()
 	if st.Revision() == from {
 		return nil
 	}
@@ -137,14 +132,10 @@ func (s *Store) checkpoint() error {
 	if err := s.db.Flush(); err != nil {
 		return fmt.Errorf("checkpoint at revision %d: flush: %w", st.Revision(), err)
 	}
-	s.ckRev = st.Revision()
 	s.made.checkpoints.Add(1)
 	s.made.ckRev.Store(st.Revision())
 	s.made.ckNanos.Store(int64(time.Since(start)))
 	s.mu.Lock()
-	if cap(ts) <= 1<<20 { // a big list is not kept: 24 MB
-		s.spareTouched = ts[:0]
-	}
 	// Every record of a segment is at or below the checkpoint when the
 	// next segment starts at or below the revision after it; the newest
 	// segment is never removed.

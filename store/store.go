@@ -63,25 +63,24 @@ type Store struct {
 	db   *pebble.DB // nil with DurabilityNone
 	log  *slog.Logger
 
-	mu           sync.Mutex
-	rules        txn.Rules     // the policy's per-operation rules; nil for raw
-	head         *txn.State    // newest state, maybe not yet durable
-	scratch      txn.Scratch   // evaluation buffers, reused under mu
-	published    *txn.State    // newest durable state
-	queue        []*pending    // evaluated, not yet durable, in revision order
-	wake         chan struct{} // signals the writer (capacity 1)
-	syncq        chan flight   // groups written, waiting for their sync, in order
-	lw           *logWriter    // the writer goroutine's
-	segments     []segment     // the log's segments, oldest first
-	logSince     int64         // log bytes published since the last checkpoint began
-	ckWake       chan struct{} // signals the checkpointer (capacity 1); closed by Close
-	ckRev        uint64        // the revision pebble holds: the checkpointer's
-	ckEnc        encoder       // the checkpointer's
-	touched      []touch       // the objects published revisions changed since the last checkpoint began
-	spareTouched []touch
-	ckWG         sync.WaitGroup
+	mu        sync.Mutex
+	rules     txn.Rules     // the policy's per-operation rules; nil for raw
+	head      *txn.State    // newest state, maybe not yet durable
+	scratch   txn.Scratch   // evaluation buffers, reused under mu
+	published *txn.State    // newest durable state
+	queue     []*pending    // evaluated, not yet durable, in revision order
+	wake      chan struct{} // signals the writer (capacity 1)
+	syncq     chan flight   // groups written, waiting for their sync, in order
+	lw        *logWriter    // the writer goroutine's
+	segments  []segment     // the log's segments, oldest first
+	logSince  int64         // log bytes published since the last checkpoint began
+	ckWake    chan struct{} // signals the checkpointer (capacity 1); closed by Close
+	ckEnc     encoder       // the checkpointer's
+	touched   []touch       // the objects published revisions changed since the last checkpoint began
+	ckWG      sync.WaitGroup
 	// made counts the checkpoints written and the log segments made, and
-	// keeps the last checkpoint's revision and duration, for LogStats.
+	// keeps the revision pebble holds (the checkpointer's "from") and the
+	// last checkpoint's duration.
 	made struct {
 		checkpoints, segments, ckNanos atomic.Int64
 		ckRev                          atomic.Uint64

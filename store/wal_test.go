@@ -485,12 +485,7 @@ func TestLogWriteFails(t *testing.T) {
 func logImage(t testing.TB) (*vfs.MemFS, string, []byte) {
 	t.Helper()
 	fs := vfs.NewCrashableMem()
-	o := DefaultOptions("db")
-	o.FS, o.Logger = fs, quietLogger()
-	s, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTest(t, "db", func(o *Options) { o.FS = fs })
 	ms, err := registerMachines(context.Background(), s, 3, 1000, 1<<30)
 	if err != nil {
 		t.Fatal(err)

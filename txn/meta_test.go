@@ -90,8 +90,13 @@ func TestMetaShareOwnerEdges(t *testing.T) {
 		txn.CreateTask(mk(3004, &omegav1.OwnerReference{Kind: "Other", Uid: "x"})),
 		txn.CreateTask(mk(3005, later)),
 	))
-	if a, b := c.task(uid(3002)), c.task(uid(3003)); a.Meta == b.Meta && len(a.OwnerReferences()) != 1 {
-		t.Fatal("tasks with a nil owner entry lost it")
+	for _, n := range []uint64{3000, 3002, 3003} {
+		if o := c.task(uid(n)).OwnerReferences(); len(o) != 1 || o[0] != nil {
+			t.Fatalf("task %d: owner references %v, want its one nil entry", n, o)
+		}
+	}
+	if c.task(uid(3003)).Meta.GetOwnerReferences() == nil || c.task(uid(3003)).Meta == c.task(uid(3002)).Meta {
+		t.Fatal("the second task of a run with a nil owner entry does not share the run's stripped meta")
 	}
 	if c.task(uid(3001)).Meta == c.task(uid(3000)).Meta {
 		t.Fatal("a nil owner entry and a real one share a meta")
