@@ -3,12 +3,14 @@
 // fit checks), made durable by a log of its own with pebble holding
 // checkpoints, with a global revision and a watch.
 //
-// A commit is validate → append → apply: txn.Evaluate decides the
+// A commit is validate → apply → encode: txn.Evaluate decides the
 // transaction against the newest state, the store assigns the next
-// revision, the committer encodes the write set (outside the lock, in
-// parallel with the others), and the single writer appends every ready
-// revision, in revision order, to the store's own log (wal.go) with one
-// write. A syncer makes each group durable with one fdatasync — concurrent
+// revision and encodes the write set as a log record into the log's
+// buffer, all under the commit lock (encoding costs a tenth of evaluating;
+// done outside it, in parallel, a committer descheduled before it finished
+// held up every revision after its own), and the single writer appends
+// everything buffered, in revision order, to the store's own log (wal.go)
+// with one write. A syncer makes each group durable with one fdatasync — concurrent
 // committers share it — and only then publishes the revisions: to
 // Snapshot, to watchers, and to the committers waiting in Commit. A
 // revision is never visible before it is durable, so a crash never takes
@@ -68,7 +70,10 @@ type Store struct {
 	head      *txn.State    // newest state, maybe not yet durable
 	scratch   txn.Scratch   // evaluation buffers, reused under mu
 	published *txn.State    // newest durable state
-	queue     []*pending    // evaluated, not yet durable, in revision order
+	queue     []*pending    // evaluated and encoded, not yet written, in revision order
+	logBuf    []byte        // the queue's log records, in revision order
+	spareBuf  []byte        // the writer's last buffer, written, for the next logBuf
+	encBatch  pebble.Batch  // the commit's records, reused under mu
 	wake      chan struct{} // signals the writer (capacity 1)
 	syncq     chan flight   // groups written, waiting for their sync, in order
 	lw        *logWriter    // the writer goroutine's
@@ -100,8 +105,6 @@ type Store struct {
 type pending struct {
 	ws    *txn.WriteSet
 	state *txn.State
-	batch *pebble.Batch // the encoded records, until the writer has logged them
-	ready bool          // batch encoded
 	err   error         // set before done is closed
 	done  chan struct{} // closed once durable (or failed)
 }
@@ -283,22 +286,17 @@ func (s *Store) commit(ctx context.Context, build func(head *txn.State) *txn.Txn
 		return res, nil
 	}
 	p := &pending{ws: ws, state: next, done: make(chan struct{})}
-	s.queue = append(s.queue, p)
-	s.mu.Unlock()
-
-	// Encode outside the lock, so committers encode in parallel; the writer
-	// takes batches strictly in revision order.
-	b := s.db.NewBatchWithSize(192 * (len(ws.Changes) + 1))
-	encErr := EncodeWriteSet(b, ws)
-	s.mu.Lock()
-	p.batch, p.ready = b, true
-	if encErr != nil {
+	s.encBatch.Reset()
+	if err := EncodeWriteSet(&s.encBatch, ws); err != nil {
 		// Unreachable from input: Evaluate validated everything the encoder
 		// checks (txn/validate.go), and FuzzCommit holds the store to never
 		// stopping. If it happens it is a bug, and the state installed
 		// above cannot be taken back from the committers evaluated on it.
-		s.failLocked(fmt.Errorf("%w: %v", ErrFailed, encErr))
+		s.failLocked(fmt.Errorf("%w: %v", ErrFailed, err))
+	} else {
+		s.logBuf = appendLogRecord(s.logBuf, ws.Revision, s.encBatch.Repr())
 	}
+	s.queue = append(s.queue, p)
 	s.mu.Unlock()
 	s.signal()
 	<-p.done
@@ -315,21 +313,17 @@ func (s *Store) signal() {
 	}
 }
 
-// writer appends queued revisions to the log in revision order, as many
-// ready ones per write as there are, and hands each group to the syncer
-// without waiting for its sync: the fsync of one group overlaps the write
-// of the next.
+// writer appends the queued revisions to the log in revision order, all
+// of them with one write, and hands each group to the syncer without
+// waiting for its sync: the fsync of one group overlaps the write of the
+// next.
 func (s *Store) writer() {
 	defer s.writerWG.Done()
 	defer close(s.syncq)
 	for {
 		s.mu.Lock()
-		n := 0
-		for n < len(s.queue) && s.queue[n].ready {
-			n++
-		}
-		if n == 0 {
-			if s.closing && len(s.queue) == 0 {
+		if len(s.queue) == 0 {
+			if s.closing {
 				s.mu.Unlock()
 				return
 			}
@@ -337,19 +331,17 @@ func (s *Store) writer() {
 			<-s.wake
 			continue
 		}
-		group := s.queue[:n:n]
-		s.queue = s.queue[n:]
+		group, buf := s.queue, s.logBuf
+		s.queue, s.logBuf = nil, s.spareBuf[:0]
+		s.spareBuf = nil
 		failed := s.failedLocked()
 		s.mu.Unlock()
 
 		f := flight{group: group}
 		if failed {
 			f.err = ErrFailed
-			for _, p := range group {
-				p.batch.Close()
-			}
 		} else {
-			f = s.write(group)
+			f = s.write(group, buf)
 			if f.err != nil {
 				// Stop here, before the syncer sees it: a later group
 				// written after this one would follow a gap (or a torn
@@ -358,6 +350,11 @@ func (s *Store) writer() {
 				s.failLocked(f.err)
 				s.mu.Unlock()
 			}
+		}
+		if cap(buf) <= 16<<20 { // a burst's buffer is not kept
+			s.mu.Lock()
+			s.spareBuf = buf[:0]
+			s.mu.Unlock()
 		}
 		s.syncq <- f
 	}
@@ -460,21 +457,11 @@ func (s *Store) syncer() {
 	}
 }
 
-// write appends a group's records to the log with one write, making a new
-// segment first when the newest is full.
-func (s *Store) write(group []*pending) flight {
+// write appends a group's records (buf) to the log with one write, making
+// a new segment first when the newest is full.
+func (s *Store) write(group []*pending, buf []byte) flight {
 	f := flight{group: group}
 	first, last := group[0].ws.Revision, group[len(group)-1].ws.Revision
-	defer func() {
-		if f.err != nil {
-			for _, p := range group {
-				if p.batch != nil {
-					p.batch.Close()
-					p.batch = nil
-				}
-			}
-		}
-	}()
 	lw := s.lw
 	if lw.size >= lw.segBytes {
 		// The segment before the newest is synced whole before the newest
@@ -495,19 +482,9 @@ func (s *Store) write(group []*pending) flight {
 		s.segments = append(s.segments, sg)
 		s.mu.Unlock()
 	}
-	buf := lw.buf[:0]
-	for _, p := range group {
-		buf = appendLogRecord(buf, p.ws.Revision, p.batch.Repr())
-		p.batch.Close()
-		p.batch = nil
-	}
 	f.file, f.bytes = lw.f, int64(len(buf))
 	_, err := lw.f.Write(buf)
 	lw.size += int64(len(buf))
-	if cap(buf) > 16<<20 {
-		buf = nil // a burst's buffer is not kept
-	}
-	lw.buf = buf
 	if err != nil {
 		f.err = fmt.Errorf("%w: write revisions %d..%d to the log: %v", ErrFailed, first, last, err)
 	}

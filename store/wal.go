@@ -190,7 +190,6 @@ type logWriter struct {
 	segBytes int64
 	f        vfs.File // the newest segment
 	size     int64    // bytes in f
-	buf      []byte
 }
 
 // startLog removes every segment in dir (all of them are in the checkpoint
