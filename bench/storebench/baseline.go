@@ -18,12 +18,16 @@ import (
 
 // recorder keeps the encoded form of the write sets the store published
 // during the warmup: every revision (committers' transactions and the
-// store's expiries), in order, up to max.
+// store's expiries), in order, up to max. With count only (no baseline to
+// replay them) it keeps none and only counts their bytes and claims, so
+// the measured phase's heap (and RSS) is the store's and its clients'.
 type recorder struct {
-	max    int
-	sets   []recorded
-	claims int64
-	bytes  int64
+	max       int
+	countOnly bool
+	n         int // write sets seen, up to max
+	sets      []recorded
+	claims    int64
+	bytes     int64
 }
 
 type recorded struct {
@@ -37,29 +41,33 @@ type nexter interface {
 }
 
 func (r *recorder) run(ctx context.Context, w nexter) error {
-	for len(r.sets) < r.max {
+	b := new(pebble.Batch)
+	for r.n < r.max {
 		sets, err := w.Next(ctx, 0)
 		if err != nil {
 			return err
 		}
 		for _, ws := range sets {
-			if len(r.sets) == r.max {
+			if r.n == r.max {
 				break
 			}
-			b := new(pebble.Batch)
+			r.n++
+			b.Reset()
 			if err := store.EncodeWriteSet(b, ws); err != nil {
 				return err
 			}
-			rec := recorded{repr: slices.Clone(b.Repr())}
+			claims := 0
 			for i := range ws.Changes {
 				c := &ws.Changes[i]
 				if c.Task != nil && !c.Deleted && c.Task.State == omegav1.TaskState_TASK_STATE_ASSIGNED {
-					rec.claims++
+					claims++
 				}
 			}
-			r.sets = append(r.sets, rec)
-			r.claims += int64(rec.claims)
-			r.bytes += int64(len(rec.repr))
+			r.claims += int64(claims)
+			r.bytes += int64(len(b.Repr()))
+			if !r.countOnly {
+				r.sets = append(r.sets, recorded{repr: slices.Clone(b.Repr()), claims: claims})
+			}
 		}
 	}
 	return nil

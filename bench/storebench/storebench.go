@@ -272,7 +272,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	// Warm up, recording the write sets the baseline will replay.
-	rec := &recorder{max: 4000}
+	rec := &recorder{max: 4000, countOnly: !cfg.Baseline}
 	wtr, err := dial()
 	if err != nil {
 		return nil, err
@@ -300,7 +300,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	watch.Close() // recorded: a watch nobody reads would cost the committers' process its decoding
-	if len(rec.sets) == 0 {
+	if rec.n == 0 {
 		return nil, errors.New("warmup recorded no write sets: lengthen --warmup")
 	}
 
