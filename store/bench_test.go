@@ -211,3 +211,38 @@ func BenchmarkOpenAfterCrash(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckpoint measures one checkpoint of 50,000 tasks created
+// since the last (each a task record written to pebble), in a store of
+// 1,000 machines whose tasks accumulate across iterations.
+func BenchmarkCheckpoint(b *testing.B) {
+	ctx := context.Background()
+	s := openTest(b, b.TempDir(), func(o *Options) { o.CheckpointBytes = 1 << 40 }) // the test checkpoints
+	ms, err := registerMachines(ctx, s, 1000, 1<<40, 1<<50)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		for range 50 {
+			tx := &txn.Txn{Component: "bench", Ops: make([]txn.Op, 0, 2000)}
+			for range 1000 {
+				u := testUID(uidTask, 1, uint32(n))
+				n++
+				tx.Ops = append(tx.Ops,
+					txn.CreateTask(taskProto(u, uuid.Nil, 100, 1<<20)),
+					txn.Claim(u, ms[rng.IntN(len(ms))], res(100, 1<<20), 0))
+			}
+			if _, err := s.Commit(ctx, tx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		if err := s.checkpoint(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/50_000, "ns/task")
+}

@@ -56,6 +56,10 @@ func (s *Store) openDurable() (*txn.State, error) {
 		}
 		s.log.Info("replayed the store's log", "dir", opts.Dir, "from", rev+1, "to", last)
 	}
+	ingestDir := fs.PathJoin(opts.Dir, ingestDirName)
+	if err := clearIngestDir(fs, ingestDir); err != nil {
+		return fail(err)
+	}
 	lw, segs, err := startLog(fs, logDir, last+1, opts.LogSegmentBytes)
 	if err != nil {
 		return fail(err)
@@ -66,7 +70,8 @@ func (s *Store) openDurable() (*txn.State, error) {
 		db.Close()
 		return nil, fmt.Errorf("load %s: %w", opts.Dir, err)
 	}
-	s.db, s.lw, s.segments = db, lw, segs
+	s.db, s.po, s.lw, s.segments = db, po, lw, segs
+	s.ingestFS, s.ingestDir = fs, ingestDir
 	s.made.ckRev.Store(state.Revision())
 	s.syncq = make(chan flight, 64)
 	s.ckWake = make(chan struct{}, 1)
@@ -78,13 +83,8 @@ func (s *Store) openDurable() (*txn.State, error) {
 	return state, nil
 }
 
-// checkpointChunk is how many objects a checkpoint hands pebble in one
-// batch: about 400 KB of records, under the 1 MB a pooled pebble batch
-// keeps, so one buffer serves the whole checkpoint. With 10,000 (4 MB
-// batches) a heap profile taken mid-checkpoint at a million tasks held
-// about 40 of them, 340 MB, still reachable after a forced collection
-// (what in pebble keeps them is not found; BENCHMARKS.md, "Checkpoint
-// batches under a megabyte").
+// checkpointChunk is how many objects a checkpoint encodes before it hands
+// their records (about 400 KB) to its tables: the memory it holds at once.
 const checkpointChunk = 1_000
 
 // checkpointer writes a checkpoint each time the syncer says the log has
@@ -103,12 +103,12 @@ func (s *Store) checkpointer() {
 	}
 }
 
-// checkpoint brings pebble to the newest durable state: one batch of
-// what the revisions since the last checkpoint changed, each object once as
-// it is now (encodeCheckpoint), applied without pebble's WAL and flushed to
-// its tables; then the log segments wholly within it are removed. A crash
-// before the flush ends leaves the checkpoint before, and the log still
-// holds every revision after it.
+// checkpoint brings pebble to the newest durable state: what the
+// revisions since the last checkpoint changed, each object once as it is
+// now (encodeCheckpoint), written as sstables and ingested (ingest.go);
+// then the log segments wholly within it are removed. A crash before the
+// ingest ends leaves the checkpoint before, and the log still holds every
+// revision after it.
 func (s *Store) checkpoint() error {
 	start := time.Now() // for LogStats only: the checkpoint decides nothing by it
 	s.mu.Lock()
@@ -122,20 +122,12 @@ func (s *Store) checkpoint() error {
 	if st.Revision() == from {
 		return nil
 	}
-	apply := func(b *pebble.Batch) error {
-		defer b.Close()
-		if err := s.db.Apply(b, pebble.NoSync); err != nil {
-			return fmt.Errorf("checkpoint at revision %d: %w", st.Revision(), err)
-		}
-		return nil
-	}
-	err := s.ckEnc.encodeCheckpoint(func() *pebble.Batch { return s.db.NewBatch() }, apply, checkpointChunk, from, st, ts)
+	sink := newIngestSink(s.ingestFS, s.ingestDir, s.db, s.po)
+	err := s.ckEnc.encodeCheckpoint(sink, checkpointChunk, from, st, ts)
 	s.ckEnc.shrink()
 	if err != nil {
-		return err
-	}
-	if err := s.db.Flush(); err != nil {
-		return fmt.Errorf("checkpoint at revision %d: flush: %w", st.Revision(), err)
+		sink.abort()
+		return fmt.Errorf("checkpoint at revision %d: %w", st.Revision(), err)
 	}
 	s.made.checkpoints.Add(1)
 	s.made.ckRev.Store(st.Revision())

@@ -47,7 +47,7 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	fs := vfs.NewCrashableMem()
 	o := DefaultOptions("db")
-	o.FS = fs
+	o.FS = noLink{fs}
 	o.Logger = quietLogger()
 	o.MemTableSize = 1 << 20     // small: flushes happen during the run
 	o.CheckpointBytes = 16 << 10 // and checkpoints, log segments made and removed: the
@@ -154,7 +154,7 @@ func crashCloneRun(t *testing.T, seed uint64, crashes int) {
 		clone := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: p, RNG: rand.New(rand.NewPCG(seed, uint64(crash)+100))})
 
 		o2 := o
-		o2.FS = clone
+		o2.FS = noLink{clone}
 		s2, err := Open(o2)
 		if err != nil {
 			fatalf("crash %d (unsynced kept %d%%): reopen: %v", crash, p, err)

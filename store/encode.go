@@ -189,9 +189,15 @@ func (e *encoder) flush(b *pebble.Batch, revision uint64) error {
 	return b.Set(revisionKey, rev[:], nil)
 }
 
+// sorted returns the collected records sorted by key.
+func (e *encoder) sorted() []record {
+	slices.SortFunc(e.recs, func(a, b record) int { return bytes.Compare(a.key[:], b.key[:]) })
+	return e.recs
+}
+
 // flushRecords adds the collected records to b, sorted by key.
 func (e *encoder) flushRecords(b *pebble.Batch) error {
-	slices.SortFunc(e.recs, func(a, b record) int { return bytes.Compare(a.key[:], b.key[:]) })
+	e.sorted()
 	for i := range e.recs {
 		r := &e.recs[i]
 		var err error
@@ -237,19 +243,27 @@ func appendTouches(ts []touch, ws *txn.WriteSet) []touch {
 	return ts
 }
 
-// encodeCheckpoint appends to b the records that bring the checkpoint at
+// checkpointSink takes a checkpoint's records: chunk by chunk, each
+// chunk's sorted by key, and every chunk's keys of one prefix after the
+// chunk before's; then the revision record.
+type checkpointSink interface {
+	write(recs []record, vals []byte) error
+	finish(rev uint64) error
+}
+
+// encodeCheckpoint hands out the records that bring the checkpoint at
 // revision from to cur, whose revisions after from touched the objects in
 // ts (in revision order): each object once, as it is in cur, and cur's
 // revision record. An object created and deleted since from costs nothing,
 // and a task created before from and changed since costs its status
 // record only. ts is sorted in place.
 //
-// It hands the records to apply in chunks of about chunk objects, each in
-// a new batch, the revision record in the last: a chunk that reaches
-// pebble's tables before a crash is harmless, since every key a checkpoint
-// writes, some revision after from writes too, and the open replays those
-// after from in order over it.
-func (e *encoder) encodeCheckpoint(newBatch func() *pebble.Batch, apply func(*pebble.Batch) error, chunk int, from uint64, cur *txn.State, ts []touch) error {
+// It hands the records to out in chunks of about chunk objects, so the
+// memory it holds is a chunk's, and the revision record last. The touched
+// list is in (kind, uid) order, and a uid's records are all in one chunk,
+// so each key prefix's records come out in key order across the chunks:
+// what an sstable writer needs.
+func (e *encoder) encodeCheckpoint(out checkpointSink, chunk int, from uint64, cur *txn.State, ts []touch) error {
 	e.reset(min(len(ts), 2*chunk))
 	slices.SortFunc(ts, func(a, b touch) int {
 		if a.kind != b.kind {
@@ -263,12 +277,7 @@ func (e *encoder) encodeCheckpoint(newBatch func() *pebble.Batch, apply func(*pe
 	objects := 0
 	for i := 0; i < len(ts); {
 		if objects == chunk {
-			b := newBatch()
-			if err := e.flushRecords(b); err != nil {
-				b.Close()
-				return err
-			}
-			if err := apply(b); err != nil {
+			if err := out.write(e.sorted(), e.vals); err != nil {
 				return err
 			}
 			e.reset(2 * chunk)
@@ -328,12 +337,10 @@ func (e *encoder) encodeCheckpoint(newBatch func() *pebble.Batch, apply func(*pe
 			return fmt.Errorf("checkpoint from revision %d to %d: %w", from, cur.Revision(), err)
 		}
 	}
-	b := newBatch()
-	if err := e.flush(b, cur.Revision()); err != nil {
-		b.Close()
+	if err := out.write(e.sorted(), e.vals); err != nil {
 		return err
 	}
-	return apply(b)
+	return out.finish(cur.Revision())
 }
 
 func recKey(prefix byte, uid uuid.UUID) (k [17]byte) {

@@ -66,7 +66,7 @@ var badInput = []error{txn.ErrInvalid, txn.ErrNotFound, txn.ErrAlreadyExists, tx
 
 func fuzzOptions(fs vfs.FS) Options {
 	o := DefaultOptions("/db")
-	o.FS = fs
+	o.FS = noLink{fs}
 	o.Logger = quietLogger()
 	o.MemTableSize = 1 << 20
 	o.CheckInvariants = true

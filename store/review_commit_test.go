@@ -262,7 +262,7 @@ func reviewBadTxns(m0, pending, placed uuid.UUID, pv, av, rev uint64) []*txn.Txn
 func TestReviewCrashAfterBadInput(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	o := DefaultOptions("db")
-	o.FS = fs
+	o.FS = noLink{fs}
 	o.Logger = quietLogger()
 	o.CheckInvariants = true
 	s, err := Open(o)
@@ -298,7 +298,7 @@ func TestReviewCrashAfterBadInput(t *testing.T) {
 	for _, pct := range []int{0, 50, 100} {
 		clone := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(1, uint64(pct)))})
 		o2 := o
-		o2.FS = clone
+		o2.FS = noLink{clone}
 		s2, err := Open(o2)
 		if err != nil {
 			t.Fatalf("open clone: %v", err)

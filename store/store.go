@@ -63,7 +63,11 @@ var (
 type Store struct {
 	opts Options
 	db   *pebble.DB // nil with DurabilityNone
-	log  *slog.Logger
+	po   *pebble.Options
+	// ingestFS and ingestDir: where checkpoints write their tables.
+	ingestFS  vfs.FS
+	ingestDir string
+	log       *slog.Logger
 
 	mu        sync.Mutex
 	rules     txn.Rules     // the policy's per-operation rules; nil for raw

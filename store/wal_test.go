@@ -30,7 +30,7 @@ func crashedHistory(t *testing.T, seed uint64, mod func(*Options)) (*vfs.MemFS, 
 	t.Helper()
 	fs := vfs.NewCrashableMem()
 	s := openTest(t, "db", func(o *Options) {
-		o.FS = fs
+		o.FS = noLink{fs}
 		if mod != nil {
 			mod(o)
 		}
@@ -42,7 +42,7 @@ func crashedHistory(t *testing.T, seed uint64, mod func(*Options)) (*vfs.MemFS, 
 
 func openOn(fs vfs.FS, mod func(*Options)) (*Store, error) {
 	o := DefaultOptions("db")
-	o.FS = fs
+	o.FS = noLink{fs}
 	o.Logger = quietLogger()
 	o.CheckInvariants = true
 	if mod != nil {
@@ -345,7 +345,7 @@ func TestFormatMigration(t *testing.T) {
 func TestCheckpointOverCheckpoint(t *testing.T) {
 	seed := testkit.Seed(t, "OMEGA_STORE_LOG_SEED")
 	fs := vfs.NewCrashableMem()
-	mod := func(o *Options) { o.FS, o.CheckpointBytes = fs, 1<<40 } // the checkpointer never wakes: the test checkpoints
+	mod := func(o *Options) { o.FS, o.CheckpointBytes = noLink{fs}, 1<<40 } // the checkpointer never wakes: the test checkpoints
 	s := openTest(t, "db", mod)
 	buildHistory(t, s, seed)
 	if err := s.checkpoint(); err != nil {
@@ -485,7 +485,7 @@ func TestLogWriteFails(t *testing.T) {
 func logImage(t testing.TB) (*vfs.MemFS, string, []byte) {
 	t.Helper()
 	fs := vfs.NewCrashableMem()
-	s := openTest(t, "db", func(o *Options) { o.FS = fs })
+	s := openTest(t, "db", func(o *Options) { o.FS = noLink{fs} })
 	ms, err := registerMachines(context.Background(), s, 3, 1000, 1<<30)
 	if err != nil {
 		t.Fatal(err)

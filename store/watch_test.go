@@ -153,7 +153,7 @@ func TestWatchOnlyDurable(t *testing.T) {
 	seed := testkit.Seed(t, "OMEGA_STORE_WATCH_DURABLE_SEED")
 	fs := vfs.NewCrashableMem()
 	o := DefaultOptions("db")
-	o.FS, o.Logger = fs, quietLogger()
+	o.FS, o.Logger = noLink{fs}, quietLogger()
 	s, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestWatchOnlyDurable(t *testing.T) {
 		r := sets[len(sets)-1].Revision
 		clone := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 		o2 := o
-		o2.FS = clone
+		o2.FS = noLink{clone}
 		s2, err := Open(o2)
 		if err != nil {
 			t.Fatalf("seed %d: open clone: %v", seed, err)
