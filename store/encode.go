@@ -178,8 +178,10 @@ func (e *encoder) reset(n int) {
 	e.vals = e.vals[:0]
 }
 
-// flush adds the collected records to b, sorted by key, and the revision
-// record.
+// flush adds the collected records to b, in the order of the write set's
+// changes, and the revision record. A log record needs no order: a write
+// set changes each object once, so its keys are distinct, and replay
+// applies the batch whole.
 func (e *encoder) flush(b *pebble.Batch, revision uint64) error {
 	if err := e.flushRecords(b); err != nil {
 		return err
@@ -195,9 +197,8 @@ func (e *encoder) sorted() []record {
 	return e.recs
 }
 
-// flushRecords adds the collected records to b, sorted by key.
+// flushRecords adds the collected records to b.
 func (e *encoder) flushRecords(b *pebble.Batch) error {
-	e.sorted()
 	for i := range e.recs {
 		r := &e.recs[i]
 		var err error

@@ -334,8 +334,12 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 		// A uid is never reused: not even one this transaction deleted (the
 		// write set would carry one "created" change over the old task, and
 		// the job index would keep the old owner).
-		_, inBase := e.base.tasks.Get(t.UID)
-		if _, _, exists := e.task(t.UID); exists || inBase {
+		_, exists := e.base.tasks.Get(t.UID)
+		if !exists { // then only this transaction can have made it
+			i, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_TASK, t.UID}]
+			exists = hit && !e.changes[i].Deleted
+		}
+		if exists {
 			return Outcome{}, fmt.Errorf("%w: task %s", ErrAlreadyExists, t.UID)
 		}
 		t.Version, t.CreateRev, t.Created = e.rev, e.rev, now

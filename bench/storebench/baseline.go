@@ -1,6 +1,7 @@
 package storebench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,7 +67,11 @@ func (r *recorder) run(ctx context.Context, w nexter) error {
 			r.claims += int64(claims)
 			r.bytes += int64(len(b.Repr()))
 			if !r.countOnly {
-				r.sets = append(r.sets, recorded{repr: slices.Clone(b.Repr()), claims: claims})
+				repr, err := sortedRepr(b)
+				if err != nil {
+					return err
+				}
+				r.sets = append(r.sets, recorded{repr: repr, claims: claims})
 			}
 		}
 	}
@@ -131,4 +136,44 @@ func runBaseline(ctx context.Context, dir string, opts *store.Options, rec *reco
 		res.latencies = append(res.latencies, o.lat...)
 	}
 	return res, errors.Join(errs...)
+}
+
+// sortedRepr is b's records as a batch in key order. The store's log
+// records are in the order of the write set's changes (a log needs none);
+// raw pebble gets them sorted, which its memtable inserts prefer, so the
+// baseline is pebble at its best on the same records.
+func sortedRepr(b *pebble.Batch) ([]byte, error) {
+	type kv struct {
+		kind     pebble.InternalKeyKind
+		key, val []byte
+	}
+	var kvs []kv
+	r := b.Reader()
+	for {
+		kind, k, v, ok, err := r.Next()
+		if err != nil {
+			return nil, fmt.Errorf("read a recorded batch: %w", err)
+		}
+		if !ok {
+			break
+		}
+		kvs = append(kvs, kv{kind, k, v})
+	}
+	slices.SortFunc(kvs, func(a, b kv) int { return bytes.Compare(a.key, b.key) })
+	out := new(pebble.Batch)
+	for _, e := range kvs {
+		var err error
+		switch e.kind {
+		case pebble.InternalKeyKindSet:
+			err = out.Set(e.key, e.val, nil)
+		case pebble.InternalKeyKindDelete:
+			err = out.Delete(e.key, nil)
+		default:
+			err = fmt.Errorf("a recorded batch holds a record of kind %v", e.kind)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return slices.Clone(out.Repr()), nil
 }
