@@ -127,25 +127,19 @@ func (q *expiryQueue) stamp(now time.Time) int64 {
 	return at
 }
 
-// due returns the deletions of up to max stamped entries seen at or before
-// cutoff that still match their object, and the position in the queue
-// after the entries it looked at. It pops nothing: popTo does, once the
-// deletions are committed, so a commit that fails loses no entry.
-func (q *expiryQueue) due(s *txn.State, cutoff int64, max int) (ops []txn.Op, later []expiring, next int) {
+// due appends to ops (emptied first: the caller's buffer, reused from one
+// expiry transaction to the next) the deletions of up to max stamped
+// entries seen at or before cutoff that still match their object, and
+// returns the position in the queue after the entries it looked at. It
+// pops nothing: popTo does, once the deletions are committed, so a commit
+// that fails loses no entry.
+func (q *expiryQueue) due(s *txn.State, cutoff int64, max int, ops []txn.Op) (_ []txn.Op, later []expiring, next int) {
+	ops = ops[:0]
 	next = q.head
 	for next < q.stamped && len(ops) < max {
 		e := &q.items[next]
 		if e.at > cutoff {
 			break
-		}
-		if ops == nil {
-			// Room for what is due: count it first (the stamped part is in
-			// time order).
-			n := 0
-			for k := next; k < q.stamped && n < max && q.items[k].at <= cutoff; k++ {
-				n++
-			}
-			ops = make([]txn.Op, 0, n)
 		}
 		next++
 		switch e.kind {
@@ -187,12 +181,15 @@ func counted(s *txn.State, t *txn.Task) bool {
 	return obs == 0 || obs >= t.Version
 }
 
-// popTo drops the entries before next (a position due returned).
+// popTo drops the entries before next (a position due returned). Once
+// the dropped part is the larger half, the rest moves down in place: the
+// queue's array is allocated as it grows, never as it turns over.
 func (q *expiryQueue) popTo(next int) {
-	clear(q.items[q.head:next])
 	q.head = next
 	if q.head > 4096 && q.head*2 > len(q.items) {
-		q.items = append([]expiring(nil), q.items[q.head:]...)
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items = q.items[:n]
 		q.stamped -= q.head
 		q.head = 0
 	}
@@ -250,7 +247,8 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 		var later []expiring
 		res, err := s.commit(ctx, func(head *txn.State) *txn.Txn {
 			var ops []txn.Op
-			ops, later, next = s.expiry.due(head, cutoff, perTxn)
+			ops, later, next = s.expiry.due(head, cutoff, perTxn, s.expireOps)
+			s.expireOps = ops
 			if len(ops) == 0 {
 				return nil
 			}

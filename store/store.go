@@ -101,6 +101,7 @@ type Store struct {
 	writerWG  sync.WaitGroup
 	closing   bool
 	expireMu  sync.Mutex // serializes Expire
+	expireOps []txn.Op   // Expire's deletions, reused (under expireMu)
 	closeOnce sync.Once  // a second Close waits for the first and returns its error
 	closeErr  error
 	closed    bool // Close finished publishing: nothing more will be published
