@@ -421,10 +421,35 @@ func (n *node[V]) editChild(e *editToken, ci int) *node[V] {
 	if e.owns(c.edit) {
 		return c
 	}
-	cp := new(node[V])
-	*cp = *c
+	var cp *node[V]
+	if e != nil && len(c.children) >= wideChildren {
+		// A node of many children (the upper levels of a large map): its
+		// copy and its children's array in one allocation, the array
+		// right after the node. The children are private now; the entries
+		// stay shared until an edit needs them (ownEntries).
+		w := new(wideNode[V])
+		cp = &w.n
+		*cp = *c
+		cp.children = w.kids[:copy(w.kids[:], c.children)]
+		cp.edit = &e.children
+	} else {
+		cp = new(node[V])
+		*cp = *c
+	}
 	n.children[ci] = cp
 	return cp
+}
+
+// wideChildren is the number of children from which a builder's copy of a
+// node is a wideNode.
+const wideChildren = 16
+
+// wideNode is a node and room for all 32 of its children, allocated
+// together: one allocation instead of two for each such node an edit
+// copies, and a lookup finds the children array beside the node.
+type wideNode[V any] struct {
+	n    node[V]
+	kids [1 << bitsPerLevel]*node[V]
 }
 
 // remove deletes k, which must be present, from below n, which sits at the
