@@ -191,11 +191,16 @@ func TestLogDamage(t *testing.T) {
 		newest := segs[len(segs)-1]
 		b := readAll(t, fs, newest)
 		ends := recordEnds(t, b)
-		if len(ends) < 2 {
-			t.Fatalf("the newest segment has %d records", len(ends))
+		if len(ends) == 0 {
+			t.Fatalf("seed %d: the newest segment has no records", seed)
 		}
-		// Cut the last record in half.
-		cut := ends[len(ends)-2] + (ends[len(ends)-1]-ends[len(ends)-2])/2
+		// Cut the last record in half (it may be the segment's only one:
+		// some seeds rotate the segment just before the last commit).
+		start := 0
+		if len(ends) >= 2 {
+			start = ends[len(ends)-2]
+		}
+		cut := start + (ends[len(ends)-1]-start)/2
 		writeAll(t, fs, newest, b[:cut])
 		s, err := openOn(fs, mod)
 		if err != nil {
