@@ -38,19 +38,23 @@ type ingestSink struct {
 	dir   string
 	wo    sstable.WriterOptions
 	db    *pebble.DB
+	rev   uint64
 	open  map[byte]*sstable.Writer // by key prefix; each takes its keys in order
 	paths []string
 }
 
-func newIngestSink(fs vfs.FS, dir string, db *pebble.DB, po *pebble.Options) *ingestSink {
-	return &ingestSink{fs: fs, dir: dir, db: db, wo: po.MakeWriterOptions(0, db.TableFormat()), open: map[byte]*sstable.Writer{}}
+// newIngestSink makes the sink of the checkpoint at revision rev. Its
+// tables' names carry rev, so no checkpoint's table ever has the name of
+// an earlier one's (whose file pebble may still hold, linked).
+func newIngestSink(fs vfs.FS, dir string, db *pebble.DB, po *pebble.Options, rev uint64) *ingestSink {
+	return &ingestSink{fs: fs, dir: dir, db: db, rev: rev, wo: po.MakeWriterOptions(0, db.TableFormat()), open: map[byte]*sstable.Writer{}}
 }
 
 func (k *ingestSink) writer(prefix byte) (*sstable.Writer, error) {
 	if w := k.open[prefix]; w != nil {
 		return w, nil
 	}
-	path := k.fs.PathJoin(k.dir, fmt.Sprintf("%c.sst", prefix))
+	path := k.fs.PathJoin(k.dir, fmt.Sprintf("%016x-%c.sst", k.rev, prefix))
 	f, err := k.fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
