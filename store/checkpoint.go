@@ -112,17 +112,17 @@ func (s *Store) checkpointer() {
 func (s *Store) checkpoint() error {
 	start := time.Now() // for LogStats only: the checkpoint decides nothing by it
 	s.mu.Lock()
-	st, ts := s.published, s.touched
-	// The next list starts at about this one's size: one allocation a
-	// checkpoint, not a run of doublings.
-	s.touched = make([]touch, 0, len(ts)+len(ts)/8)
+	st, tl := s.published, s.touched
+	s.touched = touchList{}
 	s.logSince = 0
 	s.mu.Unlock()
+	ts := tl.flat()
+	tl = touchList{} // its blocks go: ts holds the touches
 	from := s.made.ckRev.Load()
 	if st.Revision() == from {
 		return nil
 	}
-	sink := newIngestSink(s.ingestFS, s.ingestDir, s.db, s.po)
+	sink := newIngestSink(s.ingestFS, s.ingestDir, s.db, s.po, st.Revision())
 	err := s.ckEnc.encodeCheckpoint(sink, checkpointChunk, from, st, ts)
 	s.ckEnc.shrink()
 	if err != nil {

@@ -223,14 +223,24 @@ type touch struct {
 	uid     uuid.UUID
 }
 
-// appendTouches appends the objects ws changes.
-func appendTouches(ts []touch, ws *txn.WriteSet) []touch {
+// touchList is the touches since the last checkpoint began, in blocks of
+// up to touchBlock: it grows by what it holds, with no doubling copy and
+// no list presized beside the one a checkpoint is writing.
+type touchList struct {
+	blocks [][]touch
+	n      int
+}
+
+const touchBlock = 1 << 16 // 1.5 MiB of touches
+
+// add appends the objects ws changes.
+func (l *touchList) add(ws *txn.WriteSet) {
 	for i := range ws.Changes {
 		c := &ws.Changes[i]
 		if c.Derived {
 			continue
 		}
-		t := touch{created: c.Created, seq: uint32(len(ts)), uid: c.UID()}
+		t := touch{created: c.Created, seq: uint32(l.n), uid: c.UID()}
 		switch {
 		case c.Task != nil:
 			t.kind = prefixTask
@@ -239,7 +249,28 @@ func appendTouches(ts []touch, ws *txn.WriteSet) []touch {
 		default:
 			t.kind = prefixMachine
 		}
-		ts = append(ts, t)
+		last := len(l.blocks) - 1
+		if last < 0 || len(l.blocks[last]) == cap(l.blocks[last]) {
+			// The first blocks double from 1,024 (a small store holds
+			// little), then each is touchBlock.
+			size := 1024
+			if last >= 0 {
+				size = min(touchBlock, 2*cap(l.blocks[last]))
+			}
+			l.blocks = append(l.blocks, make([]touch, 0, size))
+			last++
+		}
+		l.blocks[last] = append(l.blocks[last], t)
+		l.n++
+	}
+}
+
+// flat returns the touches in one slice, in order (the caller drops the
+// list, whose blocks then go).
+func (l *touchList) flat() []touch {
+	ts := make([]touch, 0, l.n)
+	for _, b := range l.blocks {
+		ts = append(ts, b...)
 	}
 	return ts
 }

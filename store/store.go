@@ -85,7 +85,7 @@ type Store struct {
 	logSince  int64         // log bytes published since the last checkpoint began
 	ckWake    chan struct{} // signals the checkpointer (capacity 1); closed by Close
 	ckEnc     encoder       // the checkpointer's
-	touched   []touch       // the objects published revisions changed since the last checkpoint began
+	touched   touchList     // the objects published revisions changed since the last checkpoint began
 	ckWG      sync.WaitGroup
 	// made counts the checkpoints written and the log segments made, and
 	// keeps the revision pebble holds (the checkpointer's "from") and the
@@ -421,7 +421,7 @@ func (s *Store) syncer() {
 			if i < good {
 				for _, p := range fl.group {
 					s.publishLocked(p.ws, p.state)
-					s.touched = appendTouches(s.touched, p.ws)
+					s.touched.add(p.ws)
 				}
 				published += fl.bytes
 				continue
