@@ -310,7 +310,7 @@ func TestFailuresDownAndLostThenRepaired(t *testing.T) {
 					if tk.Placed() && tk.Machine == m {
 						n++
 						ta := taskAt(t, after, tk.UID)
-						if ta.State != omegav1.TaskState_TASK_STATE_LOST || ta.Version != r.Revision || ta.Message != MessageMachineFailed {
+						if ta.State != omegav1.TaskState_TASK_STATE_LOST || ta.Version != r.Revision || ta.Message() != MessageMachineFailed {
 							t.Fatalf("task %s on failed machine is %s at %d", tk.UID, ta.State, ta.Version)
 						}
 						lost++

@@ -177,7 +177,7 @@ func TestSupervisorAdoptKeepsRestarts(t *testing.T) {
 	s := agents.NewSupervisor()
 	u := uuid.New()
 	tk := supTask(u, omegav1.RestartPolicy_RESTART_POLICY_ALWAYS, nil)
-	tk.Report = &omegav1.TaskRun{Restarts: 4, Address: "127.9.9.9", Health: omegav1.HealthState_HEALTH_STATE_HEALTHY}
+	tk.SetRun(&omegav1.TaskRun{Restarts: 4, Address: "127.9.9.9", Health: omegav1.HealthState_HEALTH_STATE_HEALTHY})
 	s.Begin(tk, "127.9.9.9", 0)
 	if d := s.Dirty(nil); len(d) != 0 {
 		t.Fatalf("an adopted task with the cell's report is dirty: %v", d)

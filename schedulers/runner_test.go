@@ -171,8 +171,8 @@ func TestRunnerRetriesAJobThatDoesNotFitThenAbandonsIt(t *testing.T) {
 	s.RangeTasks(func(tk *txn.Task) bool {
 		if tk.Job == job {
 			n++
-			if tk.State != omegav1.TaskState_TASK_STATE_ABANDONED || tk.Message != j.Status.GetMessage() {
-				t.Fatalf("task %s is %s (%q), want ABANDONED with the job's reason", tk.UID, tk.State, tk.Message)
+			if tk.State != omegav1.TaskState_TASK_STATE_ABANDONED || tk.Message() != j.Status.GetMessage() {
+				t.Fatalf("task %s is %s (%q), want ABANDONED with the job's reason", tk.UID, tk.State, tk.Message())
 			}
 		}
 		return true

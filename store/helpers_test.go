@@ -152,7 +152,7 @@ func objHash(parts ...any) uint64 {
 
 func (d *digestAcc) task(t *txn.Task, sign int) {
 	d.byState[t.State] += sign
-	d.h += uint64(sign) * objHash("t", t.UID, t.Version, t.State, t.Machine, t.Claimed.String(), t.Evictions, t.Finished, t.Message)
+	d.h += uint64(sign) * objHash("t", t.UID, t.Version, t.State, t.Machine, t.Claimed.String(), t.Evictions, t.Finished, t.Message())
 }
 
 func (d *digestAcc) machine(m *txn.Machine, sign int) {

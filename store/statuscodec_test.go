@@ -27,21 +27,22 @@ func TestStatusCodecMatchesProto(t *testing.T) {
 			Started:   i64.Draw(rt, "started"),
 			Finished:  i64.Draw(rt, "finished"),
 			Evictions: rapid.Int32().Draw(rt, "evictions"),
-			Message:   rapid.String().Draw(rt, "message"),
 			Claimed: txn.Resources{
 				CPU:    i64.Draw(rt, "cpu"),
 				Memory: i64.Draw(rt, "mem"),
 			},
 		}
+		task.SetMessage(rapid.String().Draw(rt, "message"))
 		if rapid.Bool().Draw(rt, "run") {
-			task.Report = &omegav1.TaskRun{
+			run := &omegav1.TaskRun{
 				Restarts: rapid.Int32Range(0, 1000).Draw(rt, "restarts"),
 				Health:   omegav1.HealthState(rapid.Int32Range(0, 2).Draw(rt, "health")),
 				Address:  rapid.SampledFrom([]string{"", "127.1.2.3", "::1"}).Draw(rt, "address"),
 			}
 			if rapid.Bool().Draw(rt, "exit") {
-				task.Report.LastExit = &omegav1.ExitStatus{Code: rapid.Int32Range(-1, 255).Draw(rt, "code"), Signal: rapid.SampledFrom([]string{"", "killed"}).Draw(rt, "signal")}
+				run.LastExit = &omegav1.ExitStatus{Code: rapid.Int32Range(-1, 255).Draw(rt, "code"), Signal: rapid.SampledFrom([]string{"", "killed"}).Draw(rt, "signal")}
 			}
+			task.SetRun(run)
 		}
 		if rapid.Bool().Draw(rt, "placed") {
 			copy(task.Machine[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(rt, "machine"))

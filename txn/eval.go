@@ -410,7 +410,7 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 	nt.Claimed = claimed
 	nt.Scheduler = e.tx.Component
 	nt.Assigned = e.tx.UnixNanos
-	nt.Report = nil // a new placement: its agent reports afresh
+	nt.SetRun(nil) // a new placement: its agent reports afresh
 	nt.Version = e.rev
 	e.setTask(nt, false, baseVer, t)
 	return committed, nil
@@ -442,7 +442,7 @@ func (e *evaluator) evict(op *Op) (Outcome, error) {
 	nt.Scheduler = ""
 	nt.Assigned, nt.Started = 0, 0
 	nt.Evictions++
-	nt.Message = op.Message
+	nt.SetMessage(op.Message)
 	nt.Version = e.rev
 	e.setTask(nt, false, baseVer, t)
 	return committed, nil
@@ -484,10 +484,11 @@ func (e *evaluator) setStatus(op *Op) (Outcome, error) {
 		nt.Started = e.tx.UnixNanos
 	}
 	nt.State = target
-	nt.Message = op.Message
+	run := nt.Run()
 	if op.Run != nil {
-		nt.Report = op.Run
+		run = op.Run
 	}
+	nt.setRare(op.Message, run)
 	nt.Version = e.rev
 	e.setTask(nt, false, baseVer, t)
 	return committed, nil

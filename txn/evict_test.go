@@ -22,7 +22,7 @@ func TestEvictCommits(t *testing.T) {
 			wantCodes(t, r, cCommitted)
 			tk := c.task(t1)
 			if tk.State != pending || tk.Machine != uuid.Nil || !tk.Claimed.IsZero() || tk.Scheduler != "" ||
-				tk.Assigned != 0 || tk.Started != 0 || tk.Evictions != before.Evictions+1 || tk.Message != "preempted" ||
+				tk.Assigned != 0 || tk.Started != 0 || tk.Evictions != before.Evictions+1 || tk.Message() != "preempted" ||
 				tk.Version != r.Revision {
 				t.Fatalf("evicted task %+v", tk)
 			}

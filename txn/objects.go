@@ -57,14 +57,45 @@ type Task struct {
 	Assigned  int64
 	Started   int64
 	Finished  int64
-	Message   string
-	// Report is the agent's report on running it (shared, never written;
-	// nil in the simulation and until an agent reports). Read it as Run().
-	Report *omegav1.TaskRun
+	// rare holds what most tasks never have (none in the simulation or
+	// the benchmark): a status message, and the agent's report on running
+	// it (shared, never written). nil while both are empty. Read them as
+	// Message() and Run(), set them with SetMessage and SetRun.
+	rare *taskRare
 	// name is the task's name when Meta is shared with other tasks (made
 	// from one template) and so cannot hold it; else Meta has it. Read it
 	// as Name().
 	name string
+}
+
+// taskRare is a task's rarely set fields, behind one pointer.
+type taskRare struct {
+	message string
+	report  *omegav1.TaskRun
+}
+
+// Message is the task's status message ("" if none).
+func (t *Task) Message() string {
+	if t.rare == nil {
+		return ""
+	}
+	return t.rare.message
+}
+
+// SetMessage sets the task's status message. Like SetRun, it is for a
+// task being built (a state's tasks are immutable), and it never changes a
+// copy shared with another version of the task.
+func (t *Task) SetMessage(m string) { t.setRare(m, t.Run()) }
+
+// SetRun sets the agent's report on running the task.
+func (t *Task) SetRun(r *omegav1.TaskRun) { t.setRare(t.Message(), r) }
+
+func (t *Task) setRare(m string, r *omegav1.TaskRun) {
+	if m == "" && r == nil {
+		t.rare = nil
+		return
+	}
+	t.rare = &taskRare{message: m, report: r}
 }
 
 // Placed reports whether the task holds resources on a machine.
@@ -183,8 +214,8 @@ func (t *Task) StatusProto() *omegav1.TaskStatus {
 		StartUnixNanos:  t.Started,
 		FinishUnixNanos: t.Finished,
 		Evictions:       t.Evictions,
-		Message:         t.Message,
-		Run:             t.Report,
+		Message:         t.Message(),
+		Run:             t.Run(),
 	}
 	if !t.Claimed.IsZero() {
 		s.Claimed = t.Claimed.Proto()

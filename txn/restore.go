@@ -103,11 +103,10 @@ func restoreTaskStatus(t *Task, st *omegav1.TaskStatus) (err error) {
 	t.Scheduler = st.GetScheduler()
 	t.Assigned, t.Started, t.Finished = st.GetAssignUnixNanos(), st.GetStartUnixNanos(), st.GetFinishUnixNanos()
 	t.Evictions = st.GetEvictions()
-	t.Message = st.GetMessage()
 	if err := validateRun(st.GetRun()); err != nil {
 		return fmt.Errorf("%w: task %s run: %v", ErrInvalid, t.UID, err)
 	}
-	t.Report = st.GetRun()
+	t.setRare(st.GetMessage(), st.GetRun())
 	return nil
 }
 

@@ -96,7 +96,12 @@ func (op Op) WithRun(r *omegav1.TaskRun) Op {
 
 // Run is the agent's report on running the task on its current placement
 // (nil: none yet).
-func (t *Task) Run() *omegav1.TaskRun { return t.Report }
+func (t *Task) Run() *omegav1.TaskRun {
+	if t.rare == nil {
+		return nil
+	}
+	return t.rare.report
+}
 
 // RestartPolicy is the task's restart policy.
 func (t *Task) RestartPolicy() omegav1.RestartPolicy { return t.Spec.GetRestartPolicy() }

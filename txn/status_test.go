@@ -14,7 +14,7 @@ func TestSetStatusRunning(t *testing.T) {
 	r := c.commit(tx)
 	wantCodes(t, r, cCommitted)
 	tk := c.task(t1)
-	if tk.State != running || tk.Started != tx.UnixNanos || tk.Machine != m1 || tk.Version != r.Revision || tk.Message != "started" {
+	if tk.State != running || tk.Started != tx.UnixNanos || tk.Machine != m1 || tk.Version != r.Revision || tk.Message() != "started" {
 		t.Fatalf("running task %+v", tk)
 	}
 	// Running keeps the claim.
@@ -22,7 +22,7 @@ func TestSetStatusRunning(t *testing.T) {
 	wantRes(t, "allocated", c.machine(m1).Allocated, res(1000, 1000))
 	// Reporting RUNNING again does not move the start time.
 	c.commit(c.tx(txn.SetStatus(t1, running, 0, "still")))
-	if got := c.task(t1); got.Started != tx.UnixNanos || got.Message != "still" {
+	if got := c.task(t1); got.Started != tx.UnixNanos || got.Message() != "still" {
 		t.Fatalf("started %d, want %d", got.Started, tx.UnixNanos)
 	}
 }
@@ -86,7 +86,7 @@ func TestSetStatusAbandonedOfPendingTask(t *testing.T) {
 	r := c.commit(c.tx(txn.SetStatus(t1, abandoned, c.ver(t1), "gave up after 1000 attempts")))
 	wantCodes(t, r, cCommitted)
 	tk := c.task(t1)
-	if tk.State != abandoned || !tk.Terminal() || tk.Message != "gave up after 1000 attempts" || tk.Finished == 0 {
+	if tk.State != abandoned || !tk.Terminal() || tk.Message() != "gave up after 1000 attempts" || tk.Finished == 0 {
 		t.Fatalf("task %+v", tk)
 	}
 	c.s.RangePendingTasks(tk.Job, func(p *txn.Task) bool {

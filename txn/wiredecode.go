@@ -329,6 +329,8 @@ func (in *interned) decodePartialTask(b []byte) (*Task, error) {
 func (in *interned) decodeTaskStatus(t *Task, status []byte) error {
 	var err error
 	var machine, run []byte
+	var msg string
+	hasMsg := false
 	it := fieldIter{b: status, what: "task status"}
 	var f field
 	for err == nil && it.next(&f) {
@@ -350,7 +352,8 @@ func (in *interned) decodeTaskStatus(t *Task, status []byte) error {
 		case f.num == 8 && f.typ == protowire.VarintType:
 			t.Evictions = int32(f.v)
 		case f.num == 9 && f.typ == protowire.BytesType:
-			t.Message, err = wireString(f.val, "task message")
+			msg, err = wireString(f.val, "task message")
+			hasMsg = true
 		case f.num == 10 && f.typ == protowire.BytesType:
 			run = f.val
 		}
@@ -383,7 +386,10 @@ func (in *interned) decodeTaskStatus(t *Task, status []byte) error {
 		if err := validateRun(r); err != nil {
 			return fmt.Errorf("%w: task %s run: %v", ErrInvalid, t.UID, err)
 		}
-		t.Report = r
+		t.setRare(t.Message(), r)
+	}
+	if hasMsg {
+		t.SetMessage(msg)
 	}
 	return nil
 }

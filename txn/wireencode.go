@@ -40,7 +40,7 @@ func AppendTaskStatus(b []byte, t *Task) []byte {
 	b = appendInt(b, 6, t.Started)
 	b = appendInt(b, 7, t.Finished)
 	b = appendInt(b, 8, int64(t.Evictions))
-	b = appendString(b, 9, t.Message)
+	b = appendString(b, 9, t.Message())
 	if r := t.Run(); r != nil { // live agents' reports only: rare enough for proto
 		b = protowire.AppendTag(b, 10, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(proto.Size(r)))

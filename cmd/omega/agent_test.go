@@ -116,16 +116,16 @@ func TestCellRunsRealProcesses(t *testing.T) {
 	})
 	by := states(c.View())
 	for _, tk := range by["ok"] {
-		if tk.State != omegav1.TaskState_TASK_STATE_SUCCEEDED || tk.Message != "exit status 0" {
-			t.Fatalf("task %s: %s %q", tk.Name(), tk.State, tk.Message)
+		if tk.State != omegav1.TaskState_TASK_STATE_SUCCEEDED || tk.Message() != "exit status 0" {
+			t.Fatalf("task %s: %s %q", tk.Name(), tk.State, tk.Message())
 		}
 		out, err := os.ReadFile(filepath.Join(adir, "tasks", tk.UID.String(), "stdout"))
 		if err != nil || strings.TrimSpace(string(out)) != "hello from "+tk.Name() {
 			t.Fatalf("task %s's stdout %q, %v", tk.Name(), out, err)
 		}
 	}
-	if tk := by["boom"][0]; tk.State != omegav1.TaskState_TASK_STATE_FAILED || tk.Message != "exit status 3" {
-		t.Fatalf("the failing task: %s %q", tk.State, tk.Message)
+	if tk := by["boom"][0]; tk.State != omegav1.TaskState_TASK_STATE_FAILED || tk.Message() != "exit status 3" {
+		t.Fatalf("the failing task: %s %q", tk.State, tk.Message())
 	}
 }
 
@@ -183,6 +183,6 @@ func TestAgentRestartAdoptsItsTasks(t *testing.T) {
 	syscall.Kill(-shim, syscall.SIGTERM)
 	waitFor(t, c, 60*time.Second, "the killed task FAILED with how it ended", func(v client.View) bool {
 		tk, _ := v.Task(task.UID)
-		return tk.State == omegav1.TaskState_TASK_STATE_FAILED && tk.Message == "signal: terminated"
+		return tk.State == omegav1.TaskState_TASK_STATE_FAILED && tk.Message() == "signal: terminated"
 	})
 }

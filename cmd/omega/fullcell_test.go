@@ -554,7 +554,7 @@ spec:
 	})
 	for _, tk := range fcTasks(c2.View(), "mid") {
 		if tk.State != omegav1.TaskState_TASK_STATE_SUCCEEDED {
-			t.Fatalf("%s: %s %q", tk.Name(), tk.State, tk.Message)
+			t.Fatalf("%s: %s %q", tk.Name(), tk.State, tk.Message())
 		}
 		fcOnce(t, byMachine[tk.Machine].dir, tk, "mid from "+tk.Name())
 	}

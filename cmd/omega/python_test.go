@@ -121,8 +121,8 @@ func TestPythonScheduler(t *testing.T) {
 		t.Fatalf("job %s for scheduler %q with %d tasks, want examples/python-scheduler/job.yaml's: python, 3", job.Name(), job.Scheduler(), len(tasks))
 	}
 	for _, tk := range tasks {
-		if tk.Scheduler != "py-0" || tk.Message != "exit status 0" {
-			t.Errorf("task %s: placed by %q, %q; want py-0, exit status 0", tk.Name(), tk.Scheduler, tk.Message)
+		if tk.Scheduler != "py-0" || tk.Message() != "exit status 0" {
+			t.Errorf("task %s: placed by %q, %q; want py-0, exit status 0", tk.Name(), tk.Scheduler, tk.Message())
 		}
 		b, err := os.ReadFile(filepath.Join(adir, "tasks", tk.UID.String(), "stdout"))
 		if err != nil || !strings.Contains(string(b), "hello from "+tk.Name()) {

@@ -549,7 +549,7 @@ func describeChange(rev uint64, ch *txn.Change) string {
 		if t.Machine != uuid.Nil {
 			where = " on " + t.Machine.String()[:8]
 		}
-		return fmt.Sprintf("%d\ttask/%s\t%s\t%s%s\t%s", rev, t.Name(), verb, strings.TrimPrefix(t.State.String(), "TASK_STATE_"), where, t.Message)
+		return fmt.Sprintf("%d\ttask/%s\t%s\t%s%s\t%s", rev, t.Name(), verb, strings.TrimPrefix(t.State.String(), "TASK_STATE_"), where, t.Message())
 	case ch.Job != nil:
 		return fmt.Sprintf("%d\tjob/%s\t%s\t%s", rev, ch.Job.Name(), verb, strings.TrimPrefix(ch.Job.Phase().String(), "JOB_PHASE_"))
 	case ch.Machine != nil:
