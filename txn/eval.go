@@ -44,6 +44,9 @@ type Scratch struct {
 	touched map[objKey]int
 }
 
+// keepTouched is the size of the touched-objects map a Scratch keeps.
+const keepTouched = 1024
+
 // Evaluate is the package's Evaluate, reusing s.
 func (s *Scratch) Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, error) {
 	return s.EvaluateRules(base, tx, rev, lim, nil)
@@ -82,22 +85,28 @@ func (s *Scratch) EvaluateRules(base *State, tx *Txn, rev uint64, lim Limits, ru
 		tx:      tx,
 		rev:     rev,
 		changes: make([]Change, 0, 2*len(tx.Ops)), // a claim or a release changes a task and a machine
-		touched: s.touched,
 		res:     Result{Base: base.rev, Outcomes: make([]Outcome, len(tx.Ops))},
 	}
-	if e.touched == nil {
-		e.touched = make(map[objKey]int, len(tx.Ops)+len(tx.Ops)/2)
-		s.touched = e.touched
-	}
-	defer func() {
-		// Keep a small map for the next transaction; let a large one go,
-		// since clearing a map costs its capacity, not its length.
-		if len(e.touched) > 1024 {
-			s.touched = nil
-		} else {
-			clear(e.touched)
+	// The objects touched: a small transaction reuses the scratch map; a
+	// large one (a job's thousands of tasks) gets a map of its own made at
+	// its size, since growing the reused one rehashed it at every doubling
+	// (10% of the simulation's allocated bytes), and keeping it would make
+	// every later small transaction clear its capacity.
+	if want := len(tx.Ops) + len(tx.Ops)/2; want > keepTouched {
+		e.touched = make(map[objKey]int, want)
+	} else {
+		if s.touched == nil {
+			s.touched = make(map[objKey]int, keepTouched)
 		}
-	}()
+		e.touched = s.touched
+		defer func() {
+			if len(e.touched) > 2*keepTouched {
+				s.touched = nil // it grew past its use: let it go
+			} else {
+				clear(e.touched)
+			}
+		}()
+	}
 	var cp Op // the copy of an operation the rules may rewrite
 	for i := range tx.Ops {
 		op := &tx.Ops[i]
