@@ -44,6 +44,24 @@ type Scratch struct {
 	touched map[objKey]int
 }
 
+// changesFor is how many changes ops make at most: one for a create or a
+// put, two for the others (a task and the machine it is claimed on or
+// released from). The write set keeps the slice, so it is made at that
+// size, not at twice the operations (a job's creation is one change a
+// task).
+func changesFor(ops []Op) int {
+	n := 0
+	for i := range ops {
+		switch ops[i].Kind {
+		case OpCreate, OpPut:
+			n++
+		default:
+			n += 2
+		}
+	}
+	return n
+}
+
 // keepTouched is the size of the touched-objects map a Scratch keeps.
 const keepTouched = 1024
 
@@ -84,7 +102,7 @@ func (s *Scratch) EvaluateRules(base *State, tx *Txn, rev uint64, lim Limits, ru
 		base:    base,
 		tx:      tx,
 		rev:     rev,
-		changes: make([]Change, 0, 2*len(tx.Ops)), // a claim or a release changes a task and a machine
+		changes: make([]Change, 0, changesFor(tx.Ops)),
 		res:     Result{Base: base.rev, Outcomes: make([]Outcome, len(tx.Ops))},
 	}
 	// The objects touched: a small transaction reuses the scratch map; a
