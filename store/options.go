@@ -75,10 +75,11 @@ type Options struct {
 	// for every component to see the outcome. Zero (an Options built by
 	// hand) deletes them at the first Expire that sees them.
 	Retention time.Duration
-	// MemTableSize is pebble's memtable size. Default 64 MiB: a checkpoint
-	// hands pebble tens of MB at once, and with pebble's 4 MiB default it
-	// would stall on memtable rotation (the raw-pebble baseline of the
-	// benchmark, which writes every commit to pebble, uses it too).
+	// MemTableSize is pebble's memtable size. Default 64 MiB. The store's
+	// checkpoints are ingested and never pass through a memtable; what
+	// does is the log replayed at an open (flushed at its end), and every
+	// commit of the benchmark's raw-pebble baseline, which uses it too
+	// (with pebble's 4 MiB default that baseline stalls on rotation).
 	MemTableSize uint64
 	// CheckpointBytes is how much log the store writes between two
 	// checkpoints of its state into pebble. Default 256 MiB: a checkpoint
@@ -164,8 +165,8 @@ func (o *Options) PebbleOptions() *pebble.Options {
 }
 
 // storePebbleOptions are PebbleOptions without pebble's WAL: the store's
-// own log is its write-ahead log, and pebble holds checkpoints, each made
-// durable by a flush.
+// own log is its write-ahead log, and pebble holds checkpoints, each
+// ingested as sstables (durable once Ingest returns).
 func (o *Options) storePebbleOptions() *pebble.Options {
 	po := o.PebbleOptions()
 	po.DisableWAL = true

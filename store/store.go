@@ -19,8 +19,9 @@
 //
 // Pebble is not on that path. It holds a checkpoint (checkpoint.go): every
 // so many bytes of log, the checkpointer writes what changed since the last
-// checkpoint, each object once as it is now, flushes it, and drops the log
-// segments it covers. Opening replays the log after the checkpoint.
+// checkpoint, each object once as it is now, as sstables that pebble
+// ingests (ingest.go), and drops the log segments it covers. Opening
+// replays the log after the checkpoint.
 //
 // The stages overlap: evaluation runs against the newest state, durable or
 // not, and the writer appends the next group while the previous one's

@@ -35,9 +35,10 @@ import (
 // was never acknowledged); a bad record anywhere else is corruption.
 //
 // Pebble holds a checkpoint: the state at the revision of its "R" record,
-// written in batches (encodeCheckpoint: what changed since the last checkpoint,
-// each object once) and flushed to its tables. Opening replays the log's
-// records after that revision into pebble, flushes, and starts a new log.
+// written as sstables and ingested (encodeCheckpoint and ingest.go: what
+// changed since the last checkpoint, each object once). Opening replays
+// the log's records after that revision into pebble, flushes, and starts a
+// new log.
 const (
 	logDirName       = "log"
 	logSuffix        = ".log"
