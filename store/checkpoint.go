@@ -116,8 +116,7 @@ func (s *Store) checkpoint() error {
 	s.touched = touchList{}
 	s.logSince = 0
 	s.mu.Unlock()
-	ts := tl.flat()
-	tl = touchList{} // its blocks go: ts holds the touches
+	ts := tl.flat() // the blocks go with tl
 	from := s.made.ckRev.Load()
 	if st.Revision() == from {
 		return nil

@@ -277,10 +277,11 @@ func (l *touchList) flat() []touch {
 
 // checkpointSink takes a checkpoint's records: chunk by chunk, each
 // chunk's sorted by key, and every chunk's keys of one prefix after the
-// chunk before's; then the revision record.
+// chunk before's; finish adds the revision record (the sink knows the
+// revision it checkpoints) and makes it all durable.
 type checkpointSink interface {
 	write(recs []record, vals []byte) error
-	finish(rev uint64) error
+	finish() error
 }
 
 // encodeCheckpoint hands out the records that bring the checkpoint at
@@ -372,7 +373,7 @@ func (e *encoder) encodeCheckpoint(out checkpointSink, chunk int, from uint64, c
 	if err := out.write(e.sorted(), e.vals); err != nil {
 		return err
 	}
-	return out.finish(cur.Revision())
+	return out.finish()
 }
 
 func recKey(prefix byte, uid uuid.UUID) (k [17]byte) {

@@ -87,13 +87,13 @@ func (k *ingestSink) write(recs []record, vals []byte) error {
 // finish adds the revision record, closes the tables (each synced as it
 // closes) and ingests them: pebble holds the checkpoint, durably, once
 // Ingest returns.
-func (k *ingestSink) finish(rev uint64) error {
+func (k *ingestSink) finish() error {
 	w, err := k.writer(prefixRevision)
 	if err != nil {
 		return err
 	}
 	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], rev)
+	binary.BigEndian.PutUint64(b[:], k.rev)
 	if err := w.Set(revisionKey, b[:]); err != nil {
 		return err
 	}
@@ -126,11 +126,6 @@ func (k *ingestSink) abort() {
 		w.Close() // its error does not matter: the table is removed
 		delete(k.open, p)
 	}
-	k.remove()
-}
-
-// remove removes the tables of a checkpoint that was not ingested.
-func (k *ingestSink) remove() {
 	for _, p := range k.paths {
 		k.fs.Remove(p) // what is left, the next open removes
 	}

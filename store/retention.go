@@ -187,9 +187,7 @@ func counted(s *txn.State, t *txn.Task) bool {
 func (q *expiryQueue) popTo(next int) {
 	q.head = next
 	if q.head > 4096 && q.head*2 > len(q.items) {
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items = q.items[:n]
+		q.items = q.items[:copy(q.items, q.items[q.head:])] // no pointers to clear
 		q.stamped -= q.head
 		q.head = 0
 	}

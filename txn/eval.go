@@ -118,8 +118,8 @@ func (s *Scratch) EvaluateRules(base *State, tx *Txn, rev uint64, lim Limits, ru
 		}
 		e.touched = s.touched
 		defer func() {
-			if len(e.touched) > 2*keepTouched {
-				s.touched = nil // it grew past its use: let it go
+			if len(e.touched) > keepTouched {
+				s.touched = nil // it grew past its size (two objects an operation): let it go
 			} else {
 				clear(e.touched)
 			}

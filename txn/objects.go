@@ -91,11 +91,15 @@ func (t *Task) SetMessage(m string) { t.setRare(m, t.Run()) }
 func (t *Task) SetRun(r *omegav1.TaskRun) { t.setRare(t.Message(), r) }
 
 func (t *Task) setRare(m string, r *omegav1.TaskRun) {
-	if m == "" && r == nil {
+	switch {
+	case m == "" && r == nil:
 		t.rare = nil
-		return
+	case t.rare != nil && t.rare.message == m && t.rare.report == r:
+		// Unchanged (an agent's report repeats its message): the shared
+		// copy serves, since none is ever written.
+	default:
+		t.rare = &taskRare{message: m, report: r}
 	}
-	t.rare = &taskRare{message: m, report: r}
 }
 
 // Placed reports whether the task holds resources on a machine.

@@ -329,8 +329,7 @@ func (in *interned) decodePartialTask(b []byte) (*Task, error) {
 func (in *interned) decodeTaskStatus(t *Task, status []byte) error {
 	var err error
 	var machine, run []byte
-	var msg string
-	hasMsg := false
+	var msg []byte // the message field, when present
 	it := fieldIter{b: status, what: "task status"}
 	var f field
 	for err == nil && it.next(&f) {
@@ -352,8 +351,7 @@ func (in *interned) decodeTaskStatus(t *Task, status []byte) error {
 		case f.num == 8 && f.typ == protowire.VarintType:
 			t.Evictions = int32(f.v)
 		case f.num == 9 && f.typ == protowire.BytesType:
-			msg, err = wireString(f.val, "task message")
-			hasMsg = true
+			msg = f.val
 		case f.num == 10 && f.typ == protowire.BytesType:
 			run = f.val
 		}
@@ -378,6 +376,12 @@ func (in *interned) decodeTaskStatus(t *Task, status []byte) error {
 	if err := t.Claimed.Validate(); err != nil {
 		return fmt.Errorf("%w: task %s claimed: %v", ErrInvalid, t.UID, err)
 	}
+	m, rn := t.Message(), t.Run()
+	if msg != nil {
+		if m, err = wireString(msg, "task message"); err != nil {
+			return fmt.Errorf("task %s: %w", t.UID, err)
+		}
+	}
 	if run != nil {
 		r := &omegav1.TaskRun{}
 		if err := proto.Unmarshal(run, r); err != nil {
@@ -386,11 +390,9 @@ func (in *interned) decodeTaskStatus(t *Task, status []byte) error {
 		if err := validateRun(r); err != nil {
 			return fmt.Errorf("%w: task %s run: %v", ErrInvalid, t.UID, err)
 		}
-		t.setRare(t.Message(), r)
+		rn = r
 	}
-	if hasMsg {
-		t.SetMessage(msg)
-	}
+	t.setRare(m, rn)
 	return nil
 }
 
