@@ -71,6 +71,7 @@ as it was.`,
 			if f.jobs < 1 || f.jobs > 1024 {
 				return fmt.Errorf("--jobs %d: want 1 to 1024 simulations at once", f.jobs)
 			}
+			defer useBatchCollector()()
 			return runSims(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.cfg, s.seeds, f.jobs, f.out, f.asJSON)
 		},
 	}

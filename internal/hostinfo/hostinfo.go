@@ -30,3 +30,23 @@ func RSS() (cur, peak float64) {
 	}
 	return cur, peak
 }
+
+// MemTotal returns the machine's physical memory in bytes (Linux
+// /proc/meminfo; zero elsewhere or when it cannot be read).
+func MemTotal() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
