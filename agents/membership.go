@@ -137,6 +137,9 @@ func (s *SimMembership) Relisted(v *txn.State) {
 
 // MachineChanged follows a machine's newest version.
 func (s *SimMembership) MachineChanged(m *txn.Machine) {
+	if s.rate <= 0 {
+		return // no failures are drawn, none are held: the UP set is never read
+	}
 	v, held := s.failed[m.UID]
 	if held && m.Version > v {
 		// Someone else changed the machine since its DOWN write: its repair

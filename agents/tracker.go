@@ -143,6 +143,13 @@ func (tr *Tracker) Ingest(ws *txn.WriteSet) {
 	for i := range ws.Changes {
 		ch := &ws.Changes[i]
 		switch {
+		case ch.Task != nil && ch.Deleted && ch.Task.Terminal():
+			// Its terminal version, which the deletion carries, came
+			// before (or was in the view listed) and ended its tracking;
+			// also through a machine's watch, which keeps a task's end on
+			// the machine as a change and sends the deletion after it.
+		case ch.Task != nil && ch.Created && !ch.Task.Placed():
+			// New and not placed: nothing to forget.
 		case ch.Task != nil:
 			if ch.Deleted || !ch.Task.Placed() {
 				tr.Forget(ch.Task.UID)

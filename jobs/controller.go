@@ -109,8 +109,13 @@ func (f feed) Apply(ws *txn.WriteSet) error {
 			delete(jc.jobs, ch.Job.UID) // its tasks that change later find no job and are not counted
 		case ch.Job != nil:
 			jc.noteJob(ch.Job)
+		case ch.Task != nil && ch.Deleted && ch.Task.Terminal():
+			// A terminal task expiring (a deletion carries the last
+			// version): its end was counted when that version came, or
+			// is in the view the counts were rebuilt from, and it left
+			// the live tasks then. Its count stays, with no lookup.
 		case ch.Task != nil:
-			jc.noteTask(ch.Task, ch.Deleted, ws.UnixNanos, ws.Revision)
+			jc.noteTask(ch.Task, ch.Deleted, ch.Created, ws.UnixNanos, ws.Revision)
 		}
 	}
 	return nil
@@ -147,7 +152,7 @@ func (jc *Controller) relisted(st *txn.State) {
 		if t.Terminal() && t.Version <= observed[t.Job] {
 			return true // counted in the job's status
 		}
-		jc.noteTask(t, false, t.Finished, t.Version)
+		jc.noteTask(t, false, false, t.Finished, t.Version)
 		return true
 	})
 }
@@ -180,9 +185,15 @@ func (jc *Controller) mark(uid uuid.UUID, n *count) {
 }
 
 // noteTask counts a task's change at revision rev: at is the revision's
-// time (the end time of a task that ended then).
-func (jc *Controller) noteTask(t *txn.Task, deleted bool, at int64, rev uint64) {
-	prev, had := jc.live[t.UID]
+// time (the end time of a task that ended then). A task created at rev is
+// not among the live ones (its uid was never seen, or its deletion was), so
+// it is not looked up.
+func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, at int64, rev uint64) {
+	var prev live
+	var had bool
+	if !created {
+		prev, had = jc.live[t.UID]
+	}
 	job := t.Job
 	if had {
 		job = prev.job
