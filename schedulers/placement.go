@@ -56,7 +56,10 @@ type Placer struct {
 	v     client.View
 	extra map[uuid.UUID]txn.Resources
 	// onMachine counts the job's tasks per machine (placed before this
-	// decision and chosen in it), for DIFFERENT_MACHINES and spreading.
+	// decision and chosen in it), for DIFFERENT_MACHINES and spreading;
+	// onDomain per failure domain. Both are made from noted when first
+	// read: most decisions (a batch job's, no constraint) never read them.
+	noted     []*txn.Machine
 	onMachine map[uuid.UUID]int
 	onDomain  map[string]int
 }
@@ -64,7 +67,7 @@ type Placer struct {
 // NewPlacer starts a decision on v for a job whose tasks already placed are
 // placed (they count for spreading and DIFFERENT_MACHINES).
 func NewPlacer(v client.View, placed []*txn.Task) *Placer {
-	p := &Placer{v: v, extra: map[uuid.UUID]txn.Resources{}, onMachine: map[uuid.UUID]int{}, onDomain: map[string]int{}}
+	p := &Placer{v: v, extra: map[uuid.UUID]txn.Resources{}}
 	for _, t := range placed {
 		if m, ok := v.Machine(t.Machine); ok {
 			p.note(m)
@@ -73,9 +76,18 @@ func NewPlacer(v client.View, placed []*txn.Task) *Placer {
 	return p
 }
 
-func (p *Placer) note(m *txn.Machine) {
-	p.onMachine[m.UID]++
-	p.onDomain[m.FailureDomain()]++
+func (p *Placer) note(m *txn.Machine) { p.noted = append(p.noted, m) }
+
+// counted brings onMachine and onDomain up to every machine noted.
+func (p *Placer) counted() {
+	if p.onMachine == nil {
+		p.onMachine, p.onDomain = map[uuid.UUID]int{}, map[string]int{}
+	}
+	for _, m := range p.noted {
+		p.onMachine[m.UID]++
+		p.onDomain[m.FailureDomain()]++
+	}
+	p.noted = p.noted[:0]
 }
 
 // Used returns the machine's allocation including this decision's claims.
@@ -107,7 +119,7 @@ func (p *Placer) Feasible(m *txn.Machine, req txn.Resources, constraints []*omeg
 				return false
 			}
 		case omegav1.Constraint_OPERATOR_DIFFERENT_MACHINES:
-			if p.onMachine[m.UID] > 0 {
+			if p.counted(); p.onMachine[m.UID] > 0 {
 				return false
 			}
 		}
@@ -122,10 +134,10 @@ func (p *Placer) Take(m *txn.Machine, req txn.Resources) {
 }
 
 // OnDomain returns how many of the job's tasks the failure domain holds.
-func (p *Placer) OnDomain(domain string) int { return p.onDomain[domain] }
+func (p *Placer) OnDomain(domain string) int { p.counted(); return p.onDomain[domain] }
 
 // DomainsUsed returns how many failure domains hold a task of the job.
-func (p *Placer) DomainsUsed() int { return len(p.onDomain) }
+func (p *Placer) DomainsUsed() int { p.counted(); return len(p.onDomain) }
 
 // BestFitScore scores placing req on m by how tightly it packs: the mean,
 // over cpu and memory, of the machine's free share left afterwards (lower is
