@@ -133,11 +133,13 @@ func readRevision(db *pebble.DB) (uint64, error) {
 // the memtable's cost. Each revision's records touch every key at most
 // once, so their order within the revision does not matter.
 type encoder struct {
-	specs map[*omegav1.TaskSpec][]byte // see specBytes
-	recs  []record
-	vals  []byte
-	tmp   []byte
-	mo    proto.MarshalOptions
+	specs  map[*omegav1.TaskSpec][]byte // see specBytes
+	warm   []uuid.UUID                  // encodeCheckpoint's tasks to warm, reused
+	warmed uint64                       // what the warm walks returned: kept so they are computed
+	recs   []record
+	vals   []byte
+	tmp    []byte
+	mo     proto.MarshalOptions
 }
 
 type record struct {
@@ -307,8 +309,19 @@ func (e *encoder) encodeCheckpoint(out checkpointSink, chunk int, from uint64, c
 		}
 		return int(a.seq) - int(b.seq)
 	})
-	objects := 0
+	objects, warmedTo := 0, 0
 	for i := 0; i < len(ts); {
+		if i >= warmedTo {
+			// The tasks ahead, walked side by side (txn.State.WarmTasks):
+			// the lookups below then find them in the cache.
+			e.warm = e.warm[:0]
+			for warmedTo = i; warmedTo < len(ts) && len(e.warm) < checkpointWarm; warmedTo++ {
+				if w := &ts[warmedTo]; w.kind == prefixTask && (len(e.warm) == 0 || e.warm[len(e.warm)-1] != w.uid) {
+					e.warm = append(e.warm, w.uid)
+				}
+			}
+			e.warmed += cur.WarmTasks(e.warm)
+		}
 		if objects == chunk {
 			if err := out.write(e.sorted(), e.vals); err != nil {
 				return err
@@ -375,6 +388,9 @@ func (e *encoder) encodeCheckpoint(out checkpointSink, chunk int, from uint64, c
 	}
 	return out.finish()
 }
+
+// checkpointWarm is how many tasks a checkpoint warms at a time.
+const checkpointWarm = 64
 
 func recKey(prefix byte, uid uuid.UUID) (k [17]byte) {
 	k[0] = prefix

@@ -47,6 +47,8 @@ import (
 // them, in non-decreasing order; items[stamped:] were noted since.
 type expiryQueue struct {
 	items   []expiring
+	keys    []uuid.UUID // warmDue's, reused
+	warmed  uint64      // what warmDue's walks returned: kept so they are computed
 	head    int
 	stamped int
 	clock   int64     // the store's clock: Unix nanoseconds, monotone
@@ -135,6 +137,7 @@ func (q *expiryQueue) stamp(now time.Time) int64 {
 // that fails loses no entry.
 func (q *expiryQueue) due(s *txn.State, cutoff int64, max int, ops []txn.Op) (_ []txn.Op, later []expiring, next int) {
 	ops = ops[:0]
+	q.warmDue(s, cutoff, max)
 	next = q.head
 	for next < q.stamped && len(ops) < max {
 		e := &q.items[next]
@@ -160,6 +163,19 @@ func (q *expiryQueue) due(s *txn.State, cutoff int64, max int, ops []txn.Op) (_ 
 		}
 	}
 	return ops, later, next
+}
+
+// warmDue brings the tasks of the entries due (as many as due may look
+// at) into the cache side by side, before due looks them up one by one.
+func (q *expiryQueue) warmDue(s *txn.State, cutoff int64, max int) {
+	keys := q.keys[:0]
+	for i := q.head; i < q.stamped && len(keys) < max && q.items[i].at <= cutoff; i++ {
+		if q.items[i].kind == omegav1.ObjectKind_OBJECT_KIND_TASK {
+			keys = append(keys, q.items[i].uid)
+		}
+	}
+	q.warmed += s.WarmTasks(keys)
+	q.keys = keys
 }
 
 // counted reports whether a terminal task may leave the cell as far as its

@@ -42,7 +42,69 @@ func Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, 
 // Evaluate's and share nothing with it.
 type Scratch struct {
 	touched map[objKey]int
+	// The uids warm collects, reused.
+	warmTasks, warmMachines []uuid.UUID
+	warmed                  uint64 // what Warm returned: kept so it is computed
 }
+
+// warmOps is the number of operations from which an evaluation first warms
+// the cache with the objects they name (Scratch.warm).
+const warmOps = 4
+
+// warm walks base's tries for the tasks and machines ops name, side by side
+// (pmap.Map.Warm), before the operations are evaluated one by one: their
+// lookups then find the trie's nodes and the objects' first lines in the
+// cache instead of waiting for each miss in turn.
+//
+// A created task's uid is looked up too (it must be absent: the walk ends
+// at an empty slot, as cold as any), and the machines that the tasks named
+// are placed on (a status that ends a task releases its machine) are found
+// from the tasks once those are warm.
+func (s *Scratch) warm(base *State, ops []Op) {
+	tasks, machines := s.warmTasks[:0], s.warmMachines[:0]
+	for i := range ops {
+		switch op := &ops[i]; op.Kind {
+		case OpCreate:
+			if op.NewTask != nil {
+				if u, err := uuid.Parse(op.NewTask.GetMeta().GetUid()); err == nil {
+					tasks = append(tasks, u)
+				}
+			}
+		case OpClaim:
+			if op.ExpectVersion != 0 { // else a task this transaction creates: not in base
+				tasks = append(tasks, op.Task)
+			}
+			machines = append(machines, op.Machine)
+		case OpEvict, OpSetStatus:
+			tasks = append(tasks, op.Task)
+		case OpDelete:
+			if op.DeleteKind == omegav1.ObjectKind_OBJECT_KIND_TASK {
+				tasks = append(tasks, op.DeleteUID)
+			}
+		}
+	}
+	s.warmed += base.tasks.Warm(tasks, touchTask)
+	for i := range ops {
+		if op := &ops[i]; op.Kind == OpSetStatus || op.Kind == OpEvict {
+			if t, ok := base.tasks.Get(op.Task); ok && t.Placed() {
+				machines = append(machines, t.Machine)
+			}
+		}
+	}
+	s.warmed += base.machines.Warm(machines, touchMachine)
+	s.warmTasks, s.warmMachines = tasks, machines
+}
+
+// WarmTasks brings the tasks named into the cache, side by side
+// (pmap.Map.Warm), for a caller about to look them up one by one; what it
+// returns means nothing (keep it, so it is computed).
+func (s *State) WarmTasks(uids []uuid.UUID) uint64 { return s.tasks.Warm(uids, touchTask) }
+
+// touchTask and touchMachine read a field in each of the cache lines an
+// evaluation reads of the object.
+func touchTask(t *Task) uint64 { return t.Version + uint64(t.State) + uint64(t.Claimed.CPU) }
+
+func touchMachine(m *Machine) uint64 { return m.Version + uint64(m.Allocated.CPU) + m.Seq }
 
 // changesFor is how many changes ops make at most: one for a create or a
 // put, two for the others (a task and the machine it is claimed on or
@@ -124,6 +186,9 @@ func (s *Scratch) EvaluateRules(base *State, tx *Txn, rev uint64, lim Limits, ru
 				clear(e.touched)
 			}
 		}()
+	}
+	if len(tx.Ops) >= warmOps {
+		s.warm(base, tx.Ops)
 	}
 	var cp Op // the copy of an operation the rules may rewrite
 	for i := range tx.Ops {

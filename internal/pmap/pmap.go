@@ -105,6 +105,56 @@ func (m *Map[V]) Len() int { return m.size }
 // Get returns the value stored under k and whether it is present.
 func (m *Map[V]) Get(k uuid.UUID) (V, bool) { return m.root.get(hashKey(k), k) }
 
+// warmBatch is how many keys Warm walks side by side.
+const warmBatch = 32
+
+// Warm walks the trie for many keys side by side, one level at a time for
+// all of them, and returns the sum of touch over the values found. It
+// changes nothing and its result means nothing: it is for its side effect
+// on the cache. A lookup is a chain of dependent loads, each a cache miss in
+// a large map, so lookups one after another wait for one miss at a time;
+// the walks of different keys do not depend on each other, and taken a
+// level at a time the processor has the misses of many keys in flight at
+// once. Lookups of the same keys right after it (an evaluation of the
+// transaction that names them) find their nodes in the cache. touch (nil:
+// none) reads what a caller will read of a value, to bring that in too.
+func (m *Map[V]) Warm(keys []uuid.UUID, touch func(V) uint64) uint64 {
+	var sum uint64
+	var cur [warmBatch]*node[V]
+	var hs [warmBatch]uint64
+	for len(keys) > 0 {
+		k := keys[:min(warmBatch, len(keys))]
+		keys = keys[len(k):]
+		for i := range k {
+			hs[i], cur[i] = hashKey(k[i]), &m.root
+		}
+		for shift := uint(0); shift < hashBits; shift += bitsPerLevel {
+			deeper := false
+			for i := range k {
+				n := cur[i]
+				if n == nil {
+					continue
+				}
+				cur[i] = nil
+				bit := bitpos(hs[i], shift)
+				switch {
+				case n.nodemap&bit != 0:
+					cur[i] = n.children[index(n.nodemap, bit)]
+					deeper = true
+				case n.datamap&bit != 0:
+					if e := &n.entries[index(n.datamap, bit)]; e.key == k[i] && touch != nil {
+						sum += touch(e.val)
+					}
+				}
+			}
+			if !deeper {
+				break
+			}
+		}
+	}
+	return sum
+}
+
 // Range calls f for every entry in a deterministic order (depends only on the
 // set of keys, never on insertion history or Go map order) until f returns
 // false. The order is that of the keys' hashes (digit by digit from the low
