@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/internal/uidmap"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -74,7 +75,7 @@ type Tracker struct {
 	inf *client.Informer
 	gen uint64
 
-	tasks     map[uuid.UUID]Placement
+	tasks     *uidmap.Map[Placement]
 	onMachine map[uuid.UUID]map[uuid.UUID]struct{} // machine → placed tasks on it (sets kept when empty)
 	machines  map[uuid.UUID]*txn.Machine           // as last watched
 }
@@ -108,7 +109,7 @@ func NewTracker(c *client.Client, cfg TrackerConfig, ev TrackerEvents) (*Tracker
 func (tr *Tracker) List(ctx context.Context) error { return tr.inf.List(ctx) }
 
 func (tr *Tracker) reset(s *txn.State) {
-	tr.tasks = make(map[uuid.UUID]Placement, s.NumTasks()/4)
+	tr.tasks = uidmap.New[Placement](s.NumTasks() / 4)
 	tr.onMachine = make(map[uuid.UUID]map[uuid.UUID]struct{}, s.NumMachines())
 	tr.machines = make(map[uuid.UUID]*txn.Machine, s.NumMachines())
 	tr.ev.Relisted(s)
@@ -181,17 +182,17 @@ func (tr *Tracker) track(t *txn.Task) {
 		tr.Forget(t.UID) // moved off the tracker's machines, if it was on them
 		return
 	}
-	if cur, ok := tr.tasks[t.UID]; ok {
+	if cur, ok := tr.tasks.Get(t.UID); ok {
 		if cur.Machine == t.Machine && cur.Assigned == t.Assigned {
 			cur.Version = t.Version
-			tr.tasks[t.UID] = cur
+			tr.tasks.Set(t.UID, cur)
 			return
 		}
 		tr.Forget(t.UID)
 	}
 	tr.gen++
 	p := Placement{Machine: t.Machine, Version: t.Version, Assigned: t.Assigned, Gen: tr.gen}
-	tr.tasks[t.UID] = p
+	tr.tasks.Set(t.UID, p)
 	if tr.cfg.ByMachine {
 		set := tr.onMachine[t.Machine]
 		if set == nil {
@@ -206,11 +207,11 @@ func (tr *Tracker) track(t *txn.Task) {
 // Forget stops tracking a task (its placement ended, or its owner reported
 // it ended); a task not tracked is ignored.
 func (tr *Tracker) Forget(uid uuid.UUID) {
-	p, ok := tr.tasks[uid]
+	p, ok := tr.tasks.Get(uid)
 	if !ok {
 		return
 	}
-	delete(tr.tasks, uid)
+	tr.tasks.Delete(uid)
 	// An emptied set stays: the machine will hold tasks again, and a map per
 	// machine is cheaper kept than made anew for every placement.
 	delete(tr.onMachine[p.Machine], uid)
@@ -219,14 +220,14 @@ func (tr *Tracker) Forget(uid uuid.UUID) {
 
 // Task returns a tracked placement.
 func (tr *Tracker) Task(uid uuid.UUID) (Placement, bool) {
-	p, ok := tr.tasks[uid]
+	p, ok := tr.tasks.Get(uid)
 	return p, ok
 }
 
 // Current reports whether uid is still tracked at the placement gen names,
 // and returns it.
 func (tr *Tracker) Current(uid uuid.UUID, gen uint64) (Placement, bool) {
-	p, ok := tr.tasks[uid]
+	p, ok := tr.tasks.Get(uid)
 	if !ok || p.Gen != gen {
 		return Placement{}, false
 	}
@@ -244,7 +245,7 @@ func (tr *Tracker) Machine(uid uuid.UUID) (*txn.Machine, bool) {
 }
 
 // Len is how many placements the tracker follows.
-func (tr *Tracker) Len() int { return len(tr.tasks) }
+func (tr *Tracker) Len() int { return tr.tasks.Len() }
 
 // Revision is the revision the tracker has taken in.
 func (tr *Tracker) Revision() uint64 { return tr.inf.Revision() }

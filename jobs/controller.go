@@ -24,6 +24,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/internal/uidmap"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -71,8 +72,8 @@ type Controller struct {
 	c        *client.Client
 	inf      *client.Informer
 	jobs     map[uuid.UUID]*count
-	live     map[uuid.UUID]live // tasks not terminal
-	dirty    []uuid.UUID        // jobs whose status may have to change, in the order they changed
+	live     *uidmap.Map[live] // tasks not terminal
+	dirty    []uuid.UUID       // jobs whose status may have to change, in the order they changed
 	counters Counters
 }
 
@@ -138,7 +139,7 @@ func (jc *Controller) Close() { jc.inf.Close() }
 // counted on top; the tasks not yet terminal are all in the view.
 func (jc *Controller) relisted(st *txn.State) {
 	jc.jobs = make(map[uuid.UUID]*count, st.NumJobs())
-	jc.live = map[uuid.UUID]live{}
+	jc.live = uidmap.New[live](0)
 	jc.dirty = jc.dirty[:0]
 	observed := map[uuid.UUID]uint64{}
 	st.RangeJobs(func(j *txn.Job) bool {
@@ -192,7 +193,7 @@ func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, at int64, rev
 	var prev live
 	var had bool
 	if !created {
-		prev, had = jc.live[t.UID]
+		prev, had = jc.live.Get(t.UID)
 	}
 	job := t.Job
 	if had {
@@ -204,7 +205,7 @@ func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, at int64, rev
 	n := jc.jobs[job]
 	if n == nil {
 		if had {
-			delete(jc.live, t.UID)
+			jc.live.Delete(t.UID)
 		}
 		return // its job is gone
 	}
@@ -214,15 +215,15 @@ func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, at int64, rev
 	case deleted:
 		n.add(prev.state, -1)
 		n.tasks--
-		delete(jc.live, t.UID)
+		jc.live.Delete(t.UID)
 	case had:
 		n.add(prev.state, -1)
 		n.add(t.State, 1)
 		if t.Terminal() {
-			delete(jc.live, t.UID)
+			jc.live.Delete(t.UID)
 			n.lastEnd, n.endedRev = max(n.lastEnd, at), max(n.endedRev, rev)
 		} else if t.State != prev.state {
-			jc.live[t.UID] = live{job: job, state: t.State}
+			jc.live.Set(t.UID, live{job: job, state: t.State})
 		}
 	default: // first seen
 		n.tasks++
@@ -230,7 +231,7 @@ func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, at int64, rev
 		if t.Terminal() {
 			n.lastEnd, n.endedRev = max(n.lastEnd, at), max(n.endedRev, rev)
 		} else {
-			jc.live[t.UID] = live{job: job, state: t.State}
+			jc.live.Set(t.UID, live{job: job, state: t.State})
 		}
 	}
 	jc.mark(job, n)
