@@ -34,11 +34,13 @@ var mayImport = map[string][]string{
 	"client/transport/transporttest": {"api/omega/v1", "txn", "client/transport", "store"},
 	"client":                         {"api/omega/v1", "txn", "client/transport"},
 	"schedulers":                     {"api/omega/v1", "txn", "client", "client/transport"},
-	"agents":                         {"api/omega/v1", "txn", "client", "client/transport"},
+	"agents":                         {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap"},
 	// The process executor: live code beside the agent core.
 	"agents/process": {"api/omega/v1", "txn", "agents"},
 	// The job controller: a client of the cell like the agents.
-	"jobs": {"api/omega/v1", "txn", "client", "client/transport"},
+	"jobs": {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap"},
+	// A map keyed by uuid, for the components' large per-object maps.
+	"internal/uidmap": {},
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
 	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
