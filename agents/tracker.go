@@ -144,13 +144,13 @@ func (tr *Tracker) Ingest(ws *txn.WriteSet) {
 	for i := range ws.Changes {
 		ch := &ws.Changes[i]
 		switch {
-		case ch.Task != nil && ch.Deleted && ch.Task.Terminal():
-			// Its terminal version, which the deletion carries, came
-			// before (or was in the view listed) and ended its tracking;
-			// also through a machine's watch, which keeps a task's end on
-			// the machine as a change and sends the deletion after it.
 		case ch.Task != nil && ch.Created && !ch.Task.Placed():
-			// New and not placed: nothing to forget.
+			// New and not placed: nothing to forget (its uid was never
+			// tracked, or its deletion was seen). A deletion is always
+			// looked up, even one carrying a terminal version: a
+			// transaction that ends a task and deletes it is one change,
+			// and a machine's watch turns a task that left the machine
+			// (an evict then an end, in one transaction) into a deletion.
 		case ch.Task != nil:
 			if ch.Deleted || !ch.Task.Placed() {
 				tr.Forget(ch.Task.UID)

@@ -273,3 +273,30 @@ func (c *countingEvents) Unplaced(u uuid.UUID, p Placement) {
 	}
 	delete(c.placed, p.Gen)
 }
+
+// A placed task ended and deleted in one transaction is one change, a
+// deletion carrying the ended version: the tracker still ends its
+// placement, though the end was never delivered alone.
+func TestTrackerEndedAndDeletedInOneTransaction(t *testing.T) {
+	st := openStore(t, 8)
+	g := newIDs(23)
+	ms := makeMachines(t, st, g, 1)
+	a, va := place(t, st, g, ms[0], t0, 0)
+	ev := &eventLog{names: map[uuid.UUID]string{ms[0]: "m0", a: "a"}}
+	tr := newTracker(t, st, TrackerConfig{}, ev)
+	ctx := context.Background()
+	if err := tr.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev.take()
+	commitAt(t, st, t0.Add(time.Second),
+		txn.SetStatus(a, omegav1.TaskState_TASK_STATE_SUCCEEDED, va, "done"),
+		txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, a, 0))
+	if err := tr.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, "ended and deleted", ev.take(), "machine m0", "unplaced a gen1")
+	if tr.Len() != 0 {
+		t.Fatalf("tracking %d placements after the task's deletion, want 0", tr.Len())
+	}
+}

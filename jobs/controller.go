@@ -110,11 +110,6 @@ func (f feed) Apply(ws *txn.WriteSet) error {
 			delete(jc.jobs, ch.Job.UID) // its tasks that change later find no job and are not counted
 		case ch.Job != nil:
 			jc.noteJob(ch.Job)
-		case ch.Task != nil && ch.Deleted && ch.Task.Terminal():
-			// A terminal task expiring (a deletion carries the last
-			// version): its end was counted when that version came, or
-			// is in the view the counts were rebuilt from, and it left
-			// the live tasks then. Its count stays, with no lookup.
 		case ch.Task != nil:
 			jc.noteTask(ch.Task, ch.Deleted, ch.Created, ws.UnixNanos, ws.Revision)
 		}
@@ -188,7 +183,9 @@ func (jc *Controller) mark(uid uuid.UUID, n *count) {
 // noteTask counts a task's change at revision rev: at is the revision's
 // time (the end time of a task that ended then). A task created at rev is
 // not among the live ones (its uid was never seen, or its deletion was), so
-// it is not looked up.
+// it is not looked up. (A deletion is always looked up, even one that
+// carries a terminal version: a transaction that ends a task and deletes
+// it is one change, a deletion whose end was never delivered alone.)
 func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, at int64, rev uint64) {
 	var prev live
 	var had bool

@@ -453,3 +453,20 @@ func TestRandomHistoriesMatchTheModel(t *testing.T) {
 		t.Fatalf("seed %d: %d restarts, %d re-lists, %d jobs expired, %d finished in the cell: the history showed too little", seed, restarts, relists, expired, finished)
 	}
 }
+
+// A task ended and deleted in one transaction reaches the controller as one
+// change, a deletion carrying the ended version: its placement must still
+// leave the counts, though the end was never delivered alone.
+func TestEndedAndDeletedInOneTransaction(t *testing.T) {
+	c := newCell(t, storekit.Options(t, store.DurabilityNone))
+	j, ts := c.job(2)
+	c.claim(t0.Add(time.Second), ts[0], ts[1])
+	c.tick(t0.Add(time.Second))
+	c.want("both placed", j, phRunning, 0, 2, 0, 0, time.Time{})
+	v := c.ver(ts[0])
+	c.commit(t0.Add(2*time.Second),
+		txn.SetStatus(ts[0], omegav1.TaskState_TASK_STATE_KILLED, v, "killed"),
+		txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, ts[0], 0))
+	c.tick(t0.Add(3 * time.Second))
+	c.want("one killed and deleted", j, phRunning, 0, 1, 0, 0, time.Time{})
+}

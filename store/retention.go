@@ -165,8 +165,10 @@ func (q *expiryQueue) due(s *txn.State, cutoff int64, max int, ops []txn.Op) (_ 
 	return ops, later, next
 }
 
-// warmDue brings the tasks of the entries due (as many as due may look
-// at) into the cache side by side, before due looks them up one by one.
+// warmDue brings the tasks of the entries due into the cache side by
+// side, before due looks them up one by one: up to max of them, about as
+// many as due looks at (due counts the deletions it makes, and passes over
+// stale entries, so it may look at a few more or stop sooner).
 func (q *expiryQueue) warmDue(s *txn.State, cutoff int64, max int) {
 	keys := q.keys[:0]
 	for i := q.head; i < q.stamped && len(keys) < max && q.items[i].at <= cutoff; i++ {

@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/omega-cell/omega/agents/process"
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/internal/hostinfo"
 	"github.com/omega-cell/omega/internal/objfile"
 	"github.com/omega-cell/omega/server"
 	"github.com/omega-cell/omega/txn"
@@ -135,19 +135,7 @@ func machineUID(dir string) (uuid.UUID, error) {
 	return u, os.Rename(tmp, p)
 }
 
-func hostMemory() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
+func hostMemory() int64 { return int64(hostinfo.MemTotal()) }
 
 // agentCore connects the tracker to the executor and the supervisor: a
 // placement starts a process with an address of its own, its end in the

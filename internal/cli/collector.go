@@ -15,15 +15,17 @@ import (
 // took 16% of a run's wall time more than at 400, measured interleaved
 // (docs/BENCHMARKS.md "The collector for batch work"). At 400 the heap may
 // grow to five times the live one, bounded by a soft limit of half the
-// machine's memory, beyond which the collector runs as often as it must.
+// memory the process may use (the machine's, or its container's cgroup
+// limit when lower), beyond which the collector runs as often as it must.
 // This is what a deployment of a JVM simulator does with -Xmx, and what
 // Go's own guide advises for a throughput job with memory to spare.
 //
-// GOGC or GOMEMLIMIT in the environment win: set GOGC=100 for the default
-// collector, or GOMEMLIMIT for another bound.
+// Each of GOGC and GOMEMLIMIT in the environment wins over its own
+// setting here: GOGC=100 gives Go's default percentage back (the soft limit
+// stays, unless GOMEMLIMIT is set too), GOMEMLIMIT another bound.
 const (
 	batchGOGC     = 400
-	batchMemShare = 2 // the soft limit: 1/batchMemShare of the machine's memory
+	batchMemShare = 2 // the soft limit: 1/batchMemShare of the memory the process may use
 )
 
 // useBatchCollector applies the batch settings not overridden by the
@@ -36,7 +38,7 @@ func useBatchCollector() (restore func()) {
 		undo = append(undo, func() { debug.SetGCPercent(prev) })
 	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		if mem := hostinfo.MemTotal(); mem > 0 {
+		if mem := hostinfo.MemLimit(); mem > 0 {
 			prev := debug.SetMemoryLimit(int64(mem / batchMemShare))
 			undo = append(undo, func() { debug.SetMemoryLimit(prev) })
 		}

@@ -50,3 +50,22 @@ func MemTotal() uint64 {
 	}
 	return 0
 }
+
+// MemLimit returns the memory the process may use, in bytes: the machine's
+// (MemTotal), or its cgroup's limit when that is lower (cgroup v2
+// memory.max, or v1 memory.limit_in_bytes), as in a container. Zero when
+// neither can be read.
+func MemLimit() uint64 {
+	limit := MemTotal()
+	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64) // "max": no limit
+		if err == nil && v > 0 && (limit == 0 || v < limit) {
+			limit = v
+		}
+	}
+	return limit
+}

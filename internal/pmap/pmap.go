@@ -109,7 +109,9 @@ func (m *Map[V]) Get(k uuid.UUID) (V, bool) { return m.root.get(hashKey(k), k) }
 const warmBatch = 32
 
 // Warm walks the trie for many keys side by side, one level at a time for
-// all of them, and returns the sum of touch over the values found. It
+// all of them, and returns the sum of touch over the values found (but for
+// those of collision nodes, whose keys share a whole hash: it stops above
+// them). It
 // changes nothing and its result means nothing: it is for its side effect
 // on the cache. A lookup is a chain of dependent loads, each a cache miss in
 // a large map, so lookups one after another wait for one miss at a time;

@@ -798,14 +798,18 @@ func TestWarmTouchesWhatGetFinds(t *testing.T) {
 				want += uint64(v)
 			}
 		}
-		before := rangeKeys(m)
+		entries := func() (kv []entry[int]) {
+			m.Range(func(k uuid.UUID, v int) bool { kv = append(kv, entry[int]{k, v}); return true })
+			return kv
+		}
+		before := entries()
 		if got := m.Warm(asked, func(v int) uint64 { return uint64(v) }); got != want {
 			t.Fatalf("Warm touched values summing to %d, want %d", got, want)
 		}
 		if m.Warm(asked, nil) != 0 {
 			t.Fatal("Warm without touch returned a sum")
 		}
-		if after := rangeKeys(m); !slices.Equal(before, after) {
+		if after := entries(); !slices.Equal(before, after) || m.Len() != len(before) {
 			t.Fatal("Warm changed the map")
 		}
 	})

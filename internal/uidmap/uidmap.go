@@ -7,8 +7,11 @@
 // the map; Go's built-in map adds a hash of the 16 bytes, a directory, and a
 // group whose control word and slot may sit in different cache lines. Here
 // a lookup reads the slot its hash names and, rarely, the next few: usually
-// one line. The order of Range depends only on the sequence of Sets and
-// Deletes (no random seed), so code that ranges is deterministic.
+// one line. The order of Range depends only on the map's history (New's
+// size, the Sets, Deletes and Clears; no random seed), so code that ranges
+// is deterministic. The hash has no seed either: a client that chose its
+// uids to collide could make the probes long, as it could make the
+// persistent trie's collision nodes long.
 //
 // A Map is not safe for concurrent use. The zero Map is empty and ready.
 package uidmap
@@ -98,21 +101,28 @@ func (m *Map[V]) Set(k uuid.UUID, v V) {
 		m.hasNil, m.nilVal = true, v
 		return
 	}
-	if len(m.slots) == 0 || 4*(m.n+1) > 3*len(m.slots) {
-		m.resize(max(minSlots, 2*len(m.slots)))
+	if len(m.slots) == 0 {
+		m.resize(minSlots)
 	}
-	mask := len(m.slots) - 1
-	for i := int(hash(k) >> m.shift); ; i = (i + 1) & mask {
-		s := &m.slots[i]
-		if s.key == k {
-			s.val = v
-			return
-		}
-		if s.key == uuid.Nil {
+	for {
+		mask := len(m.slots) - 1
+		for i := int(hash(k) >> m.shift); ; i = (i + 1) & mask {
+			s := &m.slots[i]
+			if s.key == k {
+				s.val = v // an update never grows the table
+				return
+			}
+			if s.key != uuid.Nil {
+				continue
+			}
+			if 4*(m.n+1) > 3*len(m.slots) {
+				break // a new key past a load of 3/4: grow, then place it
+			}
 			s.key, s.val = k, v
 			m.n++
 			return
 		}
+		m.resize(2 * len(m.slots))
 	}
 }
 

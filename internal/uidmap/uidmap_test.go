@@ -105,6 +105,30 @@ func TestMatchesGoMap(t *testing.T) {
 	})
 }
 
+// TestUpdateDoesNotGrow: a Set of a key already present, at the load
+// where a new key would grow the table, leaves the table as it is.
+func TestUpdateDoesNotGrow(t *testing.T) {
+	m := New[int](0)
+	var k uuid.UUID
+	for i := 1; 4*(m.n+1) <= 3*minSlots; i++ {
+		k[0] = byte(i)
+		m.Set(k, i)
+	}
+	size := len(m.slots)
+	m.Set(k, -1)
+	if len(m.slots) != size {
+		t.Fatalf("an update grew the table from %d to %d slots", size, len(m.slots))
+	}
+	if v, _ := m.Get(k); v != -1 {
+		t.Fatalf("the update was lost: %d", v)
+	}
+	k[0]++
+	m.Set(k, 7)
+	if len(m.slots) == size || m.Len() != 13 {
+		t.Fatalf("a new key past the load: %d slots (was %d), %d keys", len(m.slots), size, m.Len())
+	}
+}
+
 // TestRangeOrderIsTheHistorys: the same Sets and Deletes give the same
 // order, every time (the simulation's determinism may rest on it).
 func TestRangeOrderIsTheHistorys(t *testing.T) {
