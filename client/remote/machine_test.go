@@ -101,7 +101,8 @@ func TestMachineTransport(t *testing.T) {
 
 // TestMachineTransportTaskLeaves: a task that leaves the machine in a
 // transaction that also moves or deletes it — evicted and claimed on
-// another machine, evicted and deleted, deleted while placed — leaves the
+// another machine, evicted and deleted, evicted and ended, deleted while
+// placed — leaves the
 // machine's copy, which stays the cell's projection (found by review: the
 // filter once kept only a task's current machine and every bare eviction,
 // so the copy kept the task and refused the machine's release).
@@ -114,6 +115,9 @@ func TestMachineTransportTaskLeaves(t *testing.T) {
 		},
 		"evict and delete": func(tk *txn.Task, _ uuid.UUID) []txn.Op {
 			return []txn.Op{txn.ForceEvict(tk.UID, tk.Version, "gone"), txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, tk.UID, 0)}
+		},
+		"evict and end": func(tk *txn.Task, _ uuid.UUID) []txn.Op { // arrives as a deletion of an ended task
+			return []txn.Op{txn.ForceEvict(tk.UID, tk.Version, "stop"), txn.SetStatus(tk.UID, omegav1.TaskState_TASK_STATE_KILLED, tk.Version, "killed")}
 		},
 		"delete placed": func(tk *txn.Task, _ uuid.UUID) []txn.Op {
 			return []txn.Op{txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, tk.UID, 0)}
