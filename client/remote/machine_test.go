@@ -100,12 +100,12 @@ func TestMachineTransport(t *testing.T) {
 }
 
 // TestMachineTransportTaskLeaves: a task that leaves the machine in a
-// transaction that also moves or deletes it — evicted and claimed on
+// transaction that also moves, ends or deletes it — evicted and claimed on
 // another machine, evicted and deleted, evicted and ended, deleted while
-// placed — leaves the
-// machine's copy, which stays the cell's projection (found by review: the
-// filter once kept only a task's current machine and every bare eviction,
-// so the copy kept the task and refused the machine's release).
+// placed — leaves the machine's copy, which stays the cell's projection
+// (found by review: the filter once kept only a task's current machine and
+// every bare eviction, so the copy kept the task and refused the machine's
+// release).
 func TestMachineTransportTaskLeaves(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
