@@ -50,7 +50,7 @@ type count struct {
 	// ones as they ended (deleting a terminal task does not undo its count).
 	pending, running, succeeded, failed, lost, abandoned int32
 	tasks                                                int32 // tasks seen and not deleted
-	lastEnd                                              int64 // when the latest task ended, Unix nanoseconds
+	lastEnd                                              int64 // when the latest task that counts ended (not a LOST one), Unix nanoseconds
 	// endedRev is the revision of the latest task end counted: a status
 	// written from an older view has not counted it, and the store keeps
 	// the task until one is (store.counted), so it is written even when
@@ -129,9 +129,10 @@ func (jc *Controller) Close() { jc.inf.Close() }
 
 // relisted rebuilds the counts from a fresh view. The tasks that ended
 // before a job's status was last written may have expired since: the
-// ended counts start from that status, and only the tasks that ended
-// after the revision it was written from (JobStatus.observed_revision) are
-// counted on top; the tasks not yet terminal are all in the view.
+// ended counts and the latest end's time start from that status, and only
+// the tasks that ended after the revision it was written from
+// (JobStatus.observed_revision) are counted on top; the tasks not yet
+// terminal are all in the view.
 func (jc *Controller) relisted(st *txn.State) {
 	jc.jobs = make(map[uuid.UUID]*count, st.NumJobs())
 	jc.live = uidmap.New[live](0)
@@ -141,6 +142,7 @@ func (jc *Controller) relisted(st *txn.State) {
 		jc.noteJob(j)
 		n := jc.jobs[j.UID]
 		n.succeeded, n.failed = j.StatusProto().GetSucceeded(), j.StatusProto().GetFailed()
+		n.lastEnd = j.StatusProto().GetLastEndUnixNanos() // the ends counted may have expired
 		observed[j.UID] = j.StatusProto().GetObservedRevision()
 		return true
 	})
@@ -218,7 +220,7 @@ func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, at int64, rev
 		n.add(t.State, 1)
 		if t.Terminal() {
 			jc.live.Delete(t.UID)
-			n.lastEnd, n.endedRev = max(n.lastEnd, at), max(n.endedRev, rev)
+			n.ended(t.State, at, rev)
 		} else if t.State != prev.state {
 			jc.live.Set(t.UID, live{job: job, state: t.State})
 		}
@@ -226,12 +228,23 @@ func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, at int64, rev
 		n.tasks++
 		n.add(t.State, 1)
 		if t.Terminal() {
-			n.lastEnd, n.endedRev = max(n.lastEnd, at), max(n.endedRev, rev)
+			n.ended(t.State, at, rev)
 		} else {
 			jc.live.Set(t.UID, live{job: job, state: t.State})
 		}
 	}
 	jc.mark(job, n)
+}
+
+// ended notes a task's end in state s at time at, revision rev. A LOST
+// task does not count towards the job's end (its replacement does), and
+// so neither does its time: the job finishes when the last task that
+// counts ended.
+func (n *count) ended(s omegav1.TaskState, at int64, rev uint64) {
+	if s != omegav1.TaskState_TASK_STATE_LOST {
+		n.lastEnd = max(n.lastEnd, at)
+	}
+	n.endedRev = max(n.endedRev, rev)
 }
 
 func (n *count) add(s omegav1.TaskState, d int32) {
@@ -259,7 +272,7 @@ func (n *count) add(s omegav1.TaskState, d int32) {
 //   - RUNNING while a task is placed or some have ended;
 //   - PENDING otherwise.
 func (n *count) status(j *txn.Job) *omegav1.JobStatus {
-	st := &omegav1.JobStatus{Pending: n.pending, Running: n.running, Succeeded: n.succeeded, Failed: n.failed}
+	st := &omegav1.JobStatus{Pending: n.pending, Running: n.running, Succeeded: n.succeeded, Failed: n.failed, LastEndUnixNanos: n.lastEnd}
 	ended := n.succeeded + n.failed
 	switch {
 	case n.pending == 0 && n.running == 0 && ended > 0 && ended >= max(j.Replicas(), 1):
@@ -281,7 +294,8 @@ func (n *count) status(j *txn.Job) *omegav1.JobStatus {
 func sameStatus(a, b *omegav1.JobStatus) bool {
 	return a.GetPhase() == b.GetPhase() && a.GetPending() == b.GetPending() && a.GetRunning() == b.GetRunning() &&
 		a.GetSucceeded() == b.GetSucceeded() && a.GetFailed() == b.GetFailed() &&
-		a.GetFinishUnixNanos() == b.GetFinishUnixNanos() && a.GetMessage() == b.GetMessage()
+		a.GetFinishUnixNanos() == b.GetFinishUnixNanos() && a.GetMessage() == b.GetMessage() &&
+		a.GetLastEndUnixNanos() == b.GetLastEndUnixNanos()
 }
 
 // Tick polls the watch and writes, in one incremental transaction stamped

@@ -45,6 +45,7 @@ type cell struct {
 
 func newCell(t *testing.T, o store.Options) *cell {
 	t.Helper()
+	o.JobsManaged = true // the cell runs a job controller
 	c := &cell{t: t, st: storekit.Open(t, o), ids: testkit.NewIDs(1, 0x70b)}
 	c.m = c.ids.Next()
 	c.commit(t0, txn.CreateMachine(testkit.Machine(c.m, "m0", testkit.Res(1_000_000, 1<<40))))
@@ -423,6 +424,14 @@ func TestRandomHistoriesMatchTheModel(t *testing.T) {
 		}
 		if step%97 == 0 {
 			c.commit(now, txn.CreateMachine(testkit.Machine(c.ids.Next(), fmt.Sprintf("filler-%d", step), testkit.Res(1, 1)))) // history moves on
+		}
+		if step%211 == 210 {
+			// More changes than the history keeps, with no tick between:
+			// the controller's watch falls behind and it re-lists, however
+			// often the draws tick.
+			for i := range o.HistoryChanges + 1 {
+				c.commit(now, txn.CreateMachine(testkit.Machine(c.ids.Next(), fmt.Sprintf("burst-%d-%d", step, i), testkit.Res(1, 1))))
+			}
 		}
 	}
 	c.tick(now.Add(time.Second))

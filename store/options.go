@@ -75,6 +75,14 @@ type Options struct {
 	// for every component to see the outcome. Zero (an Options built by
 	// hand) deletes them at the first Expire that sees them.
 	Retention time.Duration
+	// JobsManaged says a job controller writes every job's status in this
+	// cell (the server and the simulation run one). Retention then holds a
+	// terminal task of a job whose status was never written, as it holds
+	// one whose status was written from a view without the task's end, so
+	// a controller that was down or behind for longer than the window
+	// still finds the task to count. Off, a job never written is taken to
+	// have no controller, and its tasks expire on the window alone.
+	JobsManaged bool
 	// MemTableSize is pebble's memtable size. Default 64 MiB. The store's
 	// checkpoints are ingested and never pass through a memtable; what
 	// does is the log replayed at an open (flushed at its end), and every

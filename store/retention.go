@@ -23,7 +23,8 @@ import (
 // A terminal task of a job whose status a job controller writes waits,
 // beyond the window, until that status was written from a view that held
 // the task's end (counted): a controller that starts again counts what
-// ended after its last write from the cell.
+// ended after its last write from the cell. With Options.JobsManaged, a
+// job whose status was never written waits the same way.
 //
 // An entry names its object's version: if the object changed since (a job
 // put again, a task deleted and created anew under the same uid), the entry
@@ -135,7 +136,7 @@ func (q *expiryQueue) stamp(now time.Time) int64 {
 // returns the position in the queue after the entries it looked at. It
 // pops nothing: popTo does, once the deletions are committed, so a commit
 // that fails loses no entry.
-func (q *expiryQueue) due(s *txn.State, cutoff int64, max int, ops []txn.Op) (_ []txn.Op, later []expiring, next int) {
+func (q *expiryQueue) due(s *txn.State, cutoff int64, max int, managed bool, ops []txn.Op) (_ []txn.Op, later []expiring, next int) {
 	ops = ops[:0]
 	q.warmDue(s, cutoff, max)
 	next = q.head
@@ -151,7 +152,7 @@ func (q *expiryQueue) due(s *txn.State, cutoff int64, max int, ops []txn.Op) (_ 
 			if !ok || !t.Terminal() || t.Version != e.version {
 				break
 			}
-			if !counted(s, t) {
+			if !counted(s, t, managed) {
 				later = append(later, *e) // seen again at the next Expire, one window on
 				break
 			}
@@ -182,12 +183,13 @@ func (q *expiryQueue) warmDue(s *txn.State, cutoff int64, max int) {
 
 // counted reports whether a terminal task may leave the cell as far as its
 // job's status goes: its job is gone or finished, no job controller writes
-// the job's status (its observed revision is 0), or the status was written
-// from a view that already held the task's end. Otherwise the task waits:
+// the job's status (its observed revision is 0, and the cell's jobs are not
+// managed: Options.JobsManaged), or the status was written from a view
+// that already held the task's end. Otherwise the task waits:
 // a job controller that starts again counts the tasks that ended after its
 // last write from the cell, and must find them there (DESIGN.md "Jobs
 // finish").
-func counted(s *txn.State, t *txn.Task) bool {
+func counted(s *txn.State, t *txn.Task, managed bool) bool {
 	if t.Job == uuid.Nil {
 		return true
 	}
@@ -196,7 +198,10 @@ func counted(s *txn.State, t *txn.Task) bool {
 		return true
 	}
 	obs := j.StatusProto().GetObservedRevision()
-	return obs == 0 || obs >= t.Version
+	if obs == 0 {
+		return !managed // never written: no controller, or one yet to count it
+	}
+	return obs >= t.Version
 }
 
 // popTo drops the entries before next (a position due returned). Once
@@ -263,7 +268,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
 		var later []expiring
 		res, err := s.commit(ctx, func(head *txn.State) *txn.Txn {
 			var ops []txn.Op
-			ops, later, next = s.expiry.due(head, cutoff, perTxn, s.expireOps)
+			ops, later, next = s.expiry.due(head, cutoff, perTxn, s.opts.JobsManaged, s.expireOps)
 			s.expireOps = ops
 			if len(ops) == 0 {
 				return nil

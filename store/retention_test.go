@@ -429,3 +429,39 @@ func TestRetentionWaitsForTheJobController(t *testing.T) {
 	expire(t, s, t0.Add(4*time.Minute), 1)
 	present(t, s, false, a)
 }
+
+// TestRetentionJobsManaged: in a cell whose jobs a controller manages
+// (Options.JobsManaged), a terminal task of a job whose status was never
+// written stays past the window, until a status written from a view
+// holding its end; without the option, it expires on the window (the job
+// is taken to have no controller). A controller down for longer than the
+// window at a job's start would otherwise lose the task's end.
+func TestRetentionJobsManaged(t *testing.T) {
+	for _, managed := range []bool{false, true} {
+		s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = time.Minute; o.JobsManaged = managed })
+		m0, j, a := testUID(uidMachine, 1, 0), testUID(uidJob, 1, 0), testUID(uidTask, 1, 0)
+		mustCommitAll(t, s, &txn.Txn{UnixNanos: at(0), Ops: []txn.Op{
+			txn.CreateMachine(machineProto(m0, 1000, 1000)),
+			txn.CreateJob(jobProto(j, "never-written", 2)),
+			txn.CreateTask(taskProto(a, j, 10, 10)),
+		}})
+		r := mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), UnixNanos: at(time.Second), Ops: []txn.Op{
+			txn.SetStatus(a, omegav1.TaskState_TASK_STATE_FAILED, 0, ""),
+		}})
+		expire(t, s, t0.Add(2*time.Second), 0)
+		if !managed {
+			expire(t, s, t0.Add(2*time.Minute), 1)
+			present(t, s, false, a)
+			continue
+		}
+		expire(t, s, t0.Add(2*time.Minute), 0) // held: no status counts it yet
+		present(t, s, true, a)
+		jb, _ := s.Snapshot().Job(j)
+		p := jb.Proto()
+		p.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_RUNNING, Failed: 1, ObservedRevision: r.Revision}
+		mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), UnixNanos: at(0), Ops: []txn.Op{txn.PutJob(p, jb.Version)}})
+		expire(t, s, t0.Add(3*time.Minute), 0) // seen again: one window on
+		expire(t, s, t0.Add(4*time.Minute), 1)
+		present(t, s, false, a)
+	}
+}

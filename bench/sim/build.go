@@ -292,6 +292,7 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	opts := store.DefaultOptions(cfg.Dir)
 	opts.Durability, opts.CheckInvariants = cfg.Durability, cfg.CheckInvariants
 	opts.Logger = quietLogger()
+	opts.JobsManaged = true // the simulation runs the job controller
 	st, err := store.Open(opts)
 	if err != nil {
 		return nil, err

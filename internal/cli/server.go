@@ -175,6 +175,7 @@ func runServer(ctx context.Context, stopNow <-chan struct{}, f serverFlags, stde
 	opts := store.DefaultOptions(f.data)
 	opts.Logger = log
 	opts.Retention = f.retention
+	opts.JobsManaged = true // the server runs the job controller (below)
 	st, err := store.Open(opts)
 	if err != nil {
 		return fmt.Errorf("open the store in %s: %w", f.data, err)

@@ -1560,6 +1560,11 @@ type JobStatus struct {
 	// tasks that ended after it on top of them, since the tasks that ended
 	// before may have expired.
 	ObservedRevision uint64 `protobuf:"varint,8,opt,name=observed_revision,json=observedRevision,proto3" json:"observed_revision,omitempty"`
+	// Unix nanoseconds of the latest end, as of observed_revision, of a task
+	// that counts towards the job's end (SUCCEEDED, FAILED or KILLED; not
+	// LOST): the finish time so far, which a controller that starts again
+	// takes up, since those tasks may have expired.
+	LastEndUnixNanos int64 `protobuf:"varint,9,opt,name=last_end_unix_nanos,json=lastEndUnixNanos,proto3" json:"last_end_unix_nanos,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1646,6 +1651,13 @@ func (x *JobStatus) GetMessage() string {
 func (x *JobStatus) GetObservedRevision() uint64 {
 	if x != nil {
 		return x.ObservedRevision
+	}
+	return 0
+}
+
+func (x *JobStatus) GetLastEndUnixNanos() int64 {
+	if x != nil {
+		return x.LastEndUnixNanos
 	}
 	return 0
 }
@@ -2259,7 +2271,7 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\breplicas\x18\x05 \x01(\x05R\breplicas\x12\x12\n" +
 	"\x04gang\x18\x06 \x01(\bR\x04gang\x127\n" +
 	"\tmapreduce\x18\a \x01(\v2\x19.omega.v1.MapReduceParamsR\tmapreduce\x12*\n" +
-	"\x11submit_unix_nanos\x18\b \x01(\x03R\x0fsubmitUnixNanos\"\x92\x02\n" +
+	"\x11submit_unix_nanos\x18\b \x01(\x03R\x0fsubmitUnixNanos\"\xc1\x02\n" +
 	"\tJobStatus\x12(\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x12.omega.v1.JobPhaseR\x05phase\x12\x18\n" +
 	"\apending\x18\x02 \x01(\x05R\apending\x12\x18\n" +
@@ -2268,7 +2280,8 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x06failed\x18\x05 \x01(\x05R\x06failed\x12*\n" +
 	"\x11finish_unix_nanos\x18\x06 \x01(\x03R\x0ffinishUnixNanos\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12+\n" +
-	"\x11observed_revision\x18\b \x01(\x04R\x10observedRevision\"\x83\x01\n" +
+	"\x11observed_revision\x18\b \x01(\x04R\x10observedRevision\x12-\n" +
+	"\x13last_end_unix_nanos\x18\t \x01(\x03R\x10lastEndUnixNanos\"\x83\x01\n" +
 	"\x03Job\x12(\n" +
 	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12%\n" +
 	"\x04spec\x18\x02 \x01(\v2\x11.omega.v1.JobSpecR\x04spec\x12+\n" +
