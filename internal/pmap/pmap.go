@@ -111,9 +111,9 @@ const warmBatch = 32
 // Warm walks the trie for many keys side by side, one level at a time for
 // all of them, and returns the sum of touch over the values found (but for
 // those of collision nodes, whose keys share a whole hash: it stops above
-// them). It
-// changes nothing and its result means nothing: it is for its side effect
-// on the cache. A lookup is a chain of dependent loads, each a cache miss in
+// them). It changes nothing and its result means nothing: it is for its
+// side effect on the cache. (Keep the result where the call is: Warm
+// inlines, and a sum nobody uses lets the compiler drop touch's loads.) A lookup is a chain of dependent loads, each a cache miss in
 // a large map, so lookups one after another wait for one miss at a time;
 // the walks of different keys do not depend on each other, and taken a
 // level at a time the processor has the misses of many keys in flight at
