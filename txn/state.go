@@ -7,6 +7,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/internal/pmap"
+	"github.com/omega-cell/omega/internal/vmap"
 )
 
 // State is the cell state at one revision: an immutable snapshot, safe for
@@ -16,8 +17,13 @@ import (
 type State struct {
 	rev      uint64
 	machines *pmap.Map[*Machine]
-	tasks    *pmap.Map[*Task]
-	jobs     *pmap.Map[*Job]
+	// tasks is a snapshot of a multi-version table (internal/vmap) that
+	// the states of one line of revisions share: a commit adds versions in
+	// place instead of copying trie paths, and each state reads at its own
+	// revision (the table keeps versions while a snapshot that may read them
+	// is reachable).
+	tasks *vmap.Map[Task]
+	jobs  *pmap.Map[*Job]
 	// pending indexes the PENDING tasks by owner job (uuid.Nil for tasks
 	// without one): job uid → set of task uids. It is what a scheduler walks;
 	// a task created and claimed in one transaction never enters it.
@@ -40,7 +46,7 @@ func (s *State) MachineSetRevision() uint64 { return s.machineSet }
 func NewState() *State {
 	return &State{
 		machines: pmap.New[*Machine](),
-		tasks:    pmap.New[*Task](),
+		tasks:    vmap.New[Task](),
 		jobs:     pmap.New[*Job](),
 		pending:  pmap.New[*pmap.Map[struct{}]](),
 	}
@@ -170,7 +176,7 @@ func (s *State) Apply(ws *WriteSet) *State {
 type Builder struct {
 	base     *State
 	machines *pmap.Builder[*Machine]
-	tasks    *pmap.Builder[*Task]
+	tasks    *vmap.Builder[Task]
 	jobs     *pmap.Builder[*Job]
 	pending  *pmap.Builder[*pmap.Map[struct{}]]
 	// jobSets holds the pending sets this builder edits, as transients, so
@@ -187,7 +193,7 @@ func (s *State) Builder() *Builder {
 	return &Builder{
 		base:     s,
 		machines: s.machines.Transient(),
-		tasks:    s.tasks.Transient(),
+		tasks:    s.tasks.Edit(),
 		jobs:     s.jobs.Transient(),
 		pending:  s.pending.Transient(),
 		capacity: s.capacity,
@@ -283,17 +289,18 @@ func (b *Builder) Finish(rev uint64) *State {
 	if b.machineSets {
 		machineSet = rev
 	}
-	return &State{
+	st := &State{
 		lastDelete: lastDelete,
 		machineSet: machineSet,
 		rev:        rev,
 		machines:   b.machines.Persistent(),
-		tasks:      b.tasks.Persistent(),
+		tasks:      b.tasks.Finish(rev),
 		jobs:       b.jobs.Persistent(),
 		pending:    b.pending.Persistent(),
 		capacity:   b.capacity,
 		alloc:      b.alloc,
 	}
+	return st
 }
 
 // CheckInvariants verifies what no sequence of transactions may break: every

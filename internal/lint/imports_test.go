@@ -18,7 +18,7 @@ const module = "github.com/omega-cell/omega/"
 // nothing of storage, store nothing of schedulers, schedulers nothing of
 // the bench.
 var mayImport = map[string][]string{
-	"txn": {"api/omega/v1", "internal/pmap"},
+	"txn": {"api/omega/v1", "internal/pmap", "internal/vmap"},
 	// The test kit: builders every layer's tests share, so below them all.
 	"internal/testkit": {"api/omega/v1", "txn"},
 	// Its store helpers, for the tests of the layers above the store: opening
@@ -41,6 +41,7 @@ var mayImport = map[string][]string{
 	"jobs": {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap"},
 	// A map keyed by uuid, for the components' large per-object maps.
 	"internal/uidmap": {},
+	"internal/vmap":   {},
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
 	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
