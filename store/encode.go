@@ -136,6 +136,7 @@ type encoder struct {
 	specs  map[*omegav1.TaskSpec][]byte // see specBytes
 	warm   []uuid.UUID                  // encodeCheckpoint's tasks to warm, reused
 	warmed uint64                       // what the warm walks returned: kept so they are computed
+	radix  []int32                      // sortTouches' counts, reused
 	recs   []record
 	vals   []byte
 	tmp    []byte
@@ -225,6 +226,108 @@ type touch struct {
 	uid     uuid.UUID
 }
 
+// compareTouches orders touches by kind, then uid, then seq: the order a
+// checkpoint writes them in (each object's touches together, the last one
+// last).
+func compareTouches(a, b touch) int {
+	if a.kind != b.kind {
+		return int(a.kind) - int(b.kind)
+	}
+	if c := bytes.Compare(a.uid[:], b.uid[:]); c != 0 {
+		return c
+	}
+	return int(a.seq) - int(b.seq)
+}
+
+// sortTouches sorts ts by compareTouches, in place: an American flag sort
+// (a counting pass, then elements swapped into their buckets) by kind and
+// the uid's first byte, the same within each bucket by the second byte (a
+// bucket of a checkpoint's millions of touches fits in the cache, so its
+// swaps do not miss), then each of those by comparison. The uids are
+// random, so that leaves a few dozen touches to sort by comparison at the
+// end. counts is scratch, returned for reuse. A list with a kind other
+// than the three objects' (there is none) is sorted by comparison.
+func sortTouches(ts []touch, counts []int32) []int32 {
+	for i := range ts {
+		if touchRank(ts[i].kind) < 0 {
+			slices.SortFunc(ts, compareTouches)
+			return counts
+		}
+	}
+	const first = 3 * 256
+	if cap(counts) < 2*(first+1) {
+		counts = make([]int32, 2*(first+1))
+	}
+	counts = counts[:2*(first+1)]
+	flagSort(ts, counts[:first+1], counts[first+1:], func(t *touch) int { return touchRank(t.kind)<<8 | int(t.uid[0]) })
+	outer := slices.Clone(counts[:first+1])
+	for b := range first {
+		part := ts[outer[b]:outer[b+1]]
+		if len(part) <= 16 {
+			insertionSortTouches(part)
+			continue
+		}
+		flagSort(part, counts[:257], counts[257:514], func(t *touch) int { return int(t.uid[1]) })
+		for c := range 256 {
+			if p := part[counts[c]:counts[c+1]]; len(p) <= 16 {
+				insertionSortTouches(p)
+			} else {
+				slices.SortFunc(p, compareTouches)
+			}
+		}
+	}
+	return counts
+}
+
+// touchRank orders the kinds as their prefix bytes do (-1: not an object's).
+func touchRank(k byte) int {
+	switch k {
+	case prefixJob:
+		return 0
+	case prefixMachine:
+		return 1
+	case prefixTask:
+		return 2
+	}
+	return -1
+}
+
+// flagSort puts ts in order of bucket (0 to len(start)-2), in place, and
+// leaves start[b] the first index of bucket b (start[len-1] = len(ts));
+// next is scratch of the same length.
+func flagSort(ts []touch, start, next []int32, bucket func(*touch) int) {
+	n := len(start) - 1
+	clear(start)
+	for i := range ts {
+		start[bucket(&ts[i])+1]++
+	}
+	for b := 1; b <= n; b++ {
+		start[b] += start[b-1]
+	}
+	copy(next, start[:n])
+	for b := 0; b < n; b++ {
+		for next[b] < start[b+1] {
+			i := next[b]
+			c := bucket(&ts[i])
+			if c == b {
+				next[b]++
+				continue
+			}
+			j := next[c]
+			ts[i], ts[j] = ts[j], ts[i]
+			next[c]++
+		}
+	}
+}
+
+func insertionSortTouches(ts []touch) {
+	for i := 1; i < len(ts); i++ {
+		for j := i; j > 0 && compareTouches(ts[j], ts[j-1]) < 0; j-- {
+			ts[j], ts[j-1] = ts[j-1], ts[j]
+		}
+	}
+}
+
 // touchList is the touches since the last checkpoint began, in blocks of
 // up to touchBlock: it grows by what it holds, with no doubling copy and
 // no list presized beside the one a checkpoint is writing.
@@ -300,15 +403,7 @@ type checkpointSink interface {
 // what an sstable writer needs.
 func (e *encoder) encodeCheckpoint(out checkpointSink, chunk int, from uint64, cur *txn.State, ts []touch) error {
 	e.reset(min(len(ts), 2*chunk))
-	slices.SortFunc(ts, func(a, b touch) int {
-		if a.kind != b.kind {
-			return int(a.kind) - int(b.kind)
-		}
-		if c := bytes.Compare(a.uid[:], b.uid[:]); c != 0 {
-			return c
-		}
-		return int(a.seq) - int(b.seq)
-	})
+	e.radix = sortTouches(ts, e.radix)
 	objects, warmedTo := 0, 0
 	for i := 0; i < len(ts); {
 		if i >= warmedTo {
