@@ -16,7 +16,7 @@ import (
 // the paths it touches). The objects it returns are immutable too.
 type State struct {
 	rev      uint64
-	machines *vmap.Map[Machine] // as tasks: written at every claim and release
+	machines *pmap.Map[*Machine]
 	// tasks is a snapshot of a multi-version table (internal/vmap) that
 	// the states of one line of revisions share: a commit adds versions in
 	// place instead of copying trie paths, and each state reads at its own
@@ -45,7 +45,7 @@ func (s *State) MachineSetRevision() uint64 { return s.machineSet }
 // NewState returns the empty state at revision 0.
 func NewState() *State {
 	return &State{
-		machines: vmap.New[Machine](),
+		machines: pmap.New[*Machine](),
 		tasks:    vmap.New[Task](),
 		jobs:     pmap.New[*Job](),
 		pending:  pmap.New[*pmap.Map[struct{}]](),
@@ -175,7 +175,7 @@ func (s *State) Apply(ws *WriteSet) *State {
 // from storage.
 type Builder struct {
 	base     *State
-	machines *vmap.Builder[Machine]
+	machines *pmap.Builder[*Machine]
 	tasks    *vmap.Builder[Task]
 	jobs     *pmap.Builder[*Job]
 	pending  *pmap.Builder[*pmap.Map[struct{}]]
@@ -192,7 +192,7 @@ type Builder struct {
 func (s *State) Builder() *Builder {
 	return &Builder{
 		base:     s,
-		machines: s.machines.Edit(),
+		machines: s.machines.Transient(),
 		tasks:    s.tasks.Edit(),
 		jobs:     s.jobs.Transient(),
 		pending:  s.pending.Transient(),
@@ -240,7 +240,7 @@ func (b *Builder) Apply(c *Change) {
 			if old, ok := b.machines.Get(m.UID); ok {
 				b.capacity = b.capacity.sub(old.Capacity)
 				b.alloc = b.alloc.sub(old.Allocated)
-				b.machines.Remove(m.UID)
+				b.machines.Delete(m.UID)
 				b.deleted, b.machineSets = true, true
 			}
 			return
@@ -293,7 +293,7 @@ func (b *Builder) Finish(rev uint64) *State {
 		lastDelete: lastDelete,
 		machineSet: machineSet,
 		rev:        rev,
-		machines:   b.machines.Finish(rev),
+		machines:   b.machines.Persistent(),
 		tasks:      b.tasks.Finish(rev),
 		jobs:       b.jobs.Persistent(),
 		pending:    b.pending.Persistent(),
