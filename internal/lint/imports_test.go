@@ -41,7 +41,7 @@ var mayImport = map[string][]string{
 	"jobs": {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap"},
 	// A map keyed by uuid, for the components' large per-object maps.
 	"internal/uidmap": {},
-	"internal/vmap":   {},
+	"internal/vmap":   {"internal/pmap"},
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
 	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},

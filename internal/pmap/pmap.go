@@ -267,6 +267,10 @@ func (b *Builder[V]) Persistent() *Map[V] {
 	return m
 }
 
+// Hash is the hash a map places k by (internal/vmap's tables use it too,
+// so that their Range gives this package's order).
+func Hash(k uuid.UUID) uint64 { return hashKey(k) }
+
 // hashKey mixes the first 8 bytes of k (little-endian) with the murmur3
 // 64-bit finalizer. The mix is a bijection on uint64, so keys collide exactly
 // when their first 8 bytes are equal; it only spreads structured keys (time

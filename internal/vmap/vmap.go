@@ -58,6 +58,8 @@ import (
 	"weak"
 
 	"github.com/google/uuid"
+
+	"github.com/omega-cell/omega/internal/pmap"
 )
 
 // unstamped is the revision of a version a Builder wrote and has not
@@ -131,15 +133,7 @@ func New[T any]() *Map[T] { return &Map[T]{} }
 
 // Hash is the hash the table places a key by: internal/pmap's, so that
 // Range can give pmap's order.
-func Hash(k uuid.UUID) uint64 {
-	x := binary.LittleEndian.Uint64(k[:8]) ^ binary.LittleEndian.Uint64(k[8:])*0x9e3779b97f4a7c15
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
-}
+func Hash(k uuid.UUID) uint64 { return pmap.Hash(k) }
 
 // Len is the number of keys at the snapshot's revision.
 func (m *Map[T]) Len() int { return m.size }
