@@ -99,9 +99,10 @@ type line[T any] struct {
 }
 
 // ref is what a snapshot reads: a line and one of its tables. Holders are
-// tracked by their ref: a reader in the middle of a lookup has it, so it
-// stays reachable (and its versions kept) even after the snapshot is
-// moved to a copy (detach).
+// tracked by their ref: every reader keeps the ref it loaded alive until
+// it is done (runtime.KeepAlive: the compiler would otherwise let it go
+// after its last use, before the chain walk), so its versions are kept
+// even after the snapshot is moved to a copy (detach) or dropped.
 type ref[T any] struct {
 	ln  *line[T]
 	tab *table[T]
@@ -170,6 +171,7 @@ func (m *Map[T]) Get(k uuid.UUID) (*T, bool) {
 	if r == nil {
 		return nil, false
 	}
+	defer runtime.KeepAlive(r) // until the walk is done: see ref
 	s := r.tab.find(k)
 	if s == nil {
 		return nil, false
@@ -232,6 +234,7 @@ func (m *Map[T]) Range(f func(k uuid.UUID, v *T) bool) {
 	if r == nil {
 		return
 	}
+	defer runtime.KeepAlive(r) // see ref
 	type kv struct {
 		order uint64
 		key   uuid.UUID
@@ -321,6 +324,7 @@ func (m *Map[T]) Edit() *Builder[T] {
 // copyLine makes a line of m's own, at m's revision, from r (m's ref), and
 // claims it for editing.
 func (m *Map[T]) copyLine(r *ref[T]) *line[T] {
+	defer runtime.KeepAlive(r) // see ref
 	ln := &line[T]{rev: m.rev, editing: true, size: m.size}
 	ln.tab = newTable[T](m.size)
 	if r != nil {
@@ -440,15 +444,14 @@ func (b *Builder[T]) put(k uuid.UUID, val *T) (old *T, had bool) {
 
 // grow rebuilds the table at twice the live keys: a new array, so that
 // snapshots holding the old one are unaffected; slots whose key is deleted
-// at every revision still held are dropped.
+// at a finished revision are dropped.
 func (b *Builder[T]) grow() {
 	ln := b.ln
 	old := ln.tab
-	keep := ln.oldestHeld()
-	gone := func(h *version[T]) bool { // deleted at every revision still held
-		r := h.rev.Load()
-		return h.val == nil && r != unstamped && r <= keep
-	}
+	// A key deleted at a finished revision is gone for every reader of the
+	// new table: only this Builder and the snapshots it and later ones make
+	// read it, all after that revision (older snapshots read their own).
+	gone := func(h *version[T]) bool { return h.val == nil && h.rev.Load() != unstamped }
 	n := 0
 	for i := range old.slots {
 		if h := old.slots[i].head.Load(); h != nil && !gone(h) {
@@ -514,8 +517,8 @@ func (ln *line[T]) detachOld() {
 	var move []holder[T]
 	for i := ln.hfront; i < len(ln.holders) && len(move) < 16; i++ {
 		h := &ln.holders[i]
-		if h.gc+2 > now {
-			break // younger: maybe only not yet collected
+		if h.gc+2 > now || h.rev >= ln.rev {
+			break // younger (maybe only not yet collected), or the line's newest
 		}
 		if !h.detached {
 			h.detached = true
@@ -572,7 +575,7 @@ func (b *Builder[T]) Finish(rev uint64) *Map[T] {
 	}
 	b.written = nil
 	ln.finishes++
-	if ln.finishes%detachEvery == 0 && len(ln.cuts)-ln.cutFront > max(detachAfter, b.size/2) {
+	if ln.finishes%detachEvery == 0 && (len(ln.cuts)-ln.cutFront > max(detachAfter, b.size/2) || len(ln.holders)-ln.hfront > detachAfter) {
 		ln.detachOld()
 	}
 	ln.size = b.size
