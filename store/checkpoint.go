@@ -182,3 +182,110 @@ func (s *Store) LogStats() LogStats {
 		BytesSinceCheckpoint: s.logSince,
 	}
 }
+
+// checkpointSink takes a checkpoint's records: chunk by chunk, each
+// chunk's sorted by key, and every chunk's keys of one prefix after the
+// chunk before's; finish adds the revision record (the sink knows the
+// revision it checkpoints) and makes it all durable.
+type checkpointSink interface {
+	write(recs []record, vals []byte) error
+	finish() error
+}
+
+// encodeCheckpoint hands out the records that bring the checkpoint at
+// revision from to cur, whose revisions after from touched the objects in
+// ts (in revision order): each object once, as it is in cur, and cur's
+// revision record. An object created and deleted since from costs nothing,
+// and a task created before from and changed since costs its status
+// record only. ts is sorted in place.
+//
+// It hands the records to out in chunks of about chunk objects, so the
+// memory it holds is a chunk's, and the revision record last. The touched
+// list is in (kind, uid) order, and a uid's records are all in one chunk,
+// so each key prefix's records come out in key order across the chunks:
+// what an sstable writer needs.
+func (e *encoder) encodeCheckpoint(out checkpointSink, chunk int, from uint64, cur *txn.State, ts []touch) error {
+	e.reset(min(len(ts), 2*chunk))
+	e.radix = sortTouches(ts, e.radix)
+	objects, warmedTo := 0, 0
+	for i := 0; i < len(ts); {
+		if i >= warmedTo {
+			// The tasks ahead, walked side by side (txn.State.WarmTasks):
+			// the lookups below then find them in the cache.
+			e.warm = e.warm[:0]
+			for warmedTo = i; warmedTo < len(ts) && len(e.warm) < checkpointWarm; warmedTo++ {
+				if w := &ts[warmedTo]; w.kind == prefixTask && (len(e.warm) == 0 || e.warm[len(e.warm)-1] != w.uid) {
+					e.warm = append(e.warm, w.uid)
+				}
+			}
+			e.warmed += cur.WarmTasks(e.warm)
+		}
+		if objects == chunk {
+			if err := out.write(e.sorted(), e.vals); err != nil {
+				return err
+			}
+			e.reset(2 * chunk)
+			objects = 0
+		}
+		objects++
+		t := ts[i]
+		// Its first touch since from says whether the checkpoint has it.
+		newSince := t.created
+		for i < len(ts) && ts[i].kind == t.kind && ts[i].uid == t.uid {
+			i++
+		}
+		var err error
+		switch t.kind {
+		case prefixTask:
+			task, ok := cur.Task(t.uid)
+			switch {
+			case !ok:
+				if !newSince {
+					e.del(prefixTask, t.uid)
+					e.del(prefixStatus, t.uid) // it may have one: a tombstone either way
+				}
+			case task.CreateRev > from:
+				// This incarnation is new since the checkpoint: its task
+				// record, and its status record if it changed since its
+				// creation (else no status record of an earlier
+				// incarnation may stay).
+				if err = e.taskRecord(task, task.CreateRev); err != nil {
+					break
+				}
+				if task.Version != task.CreateRev {
+					e.status(task)
+				} else if !newSince {
+					e.del(prefixStatus, t.uid)
+				}
+			default:
+				e.status(task)
+			}
+		case prefixJob:
+			job, ok := cur.Job(t.uid)
+			switch {
+			case ok:
+				err = e.marshal(prefixJob, t.uid, job.Proto())
+			case !newSince:
+				e.del(prefixJob, t.uid)
+			}
+		case prefixMachine:
+			m, ok := cur.Machine(t.uid)
+			switch {
+			case ok:
+				err = e.machine(m)
+			case !newSince:
+				e.del(prefixMachine, t.uid)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("checkpoint from revision %d to %d: %w", from, cur.Revision(), err)
+		}
+	}
+	if err := out.write(e.sorted(), e.vals); err != nil {
+		return err
+	}
+	return out.finish()
+}
+
+// checkpointWarm is how many tasks a checkpoint warms at a time.
+const checkpointWarm = 64
