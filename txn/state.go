@@ -289,7 +289,7 @@ func (b *Builder) Finish(rev uint64) *State {
 	if b.machineSets {
 		machineSet = rev
 	}
-	st := &State{
+	return &State{
 		lastDelete: lastDelete,
 		machineSet: machineSet,
 		rev:        rev,
@@ -300,7 +300,6 @@ func (b *Builder) Finish(rev uint64) *State {
 		capacity:   b.capacity,
 		alloc:      b.alloc,
 	}
-	return st
 }
 
 // CheckInvariants verifies what no sequence of transactions may break: every

@@ -90,7 +90,6 @@ type line[T any] struct {
 	rev      uint64     // the newest finished revision
 	editing  bool
 	tab      *table[T]
-	size     int
 	holders  []holder[T] // by revision, oldest first
 	hfront   int
 	cuts     []*version[T] // versions whose older versions go once the oldest held revision reaches them, oldest first
@@ -325,7 +324,7 @@ func (m *Map[T]) Edit() *Builder[T] {
 // claims it for editing.
 func (m *Map[T]) copyLine(r *ref[T]) *line[T] {
 	defer runtime.KeepAlive(r) // see ref
-	ln := &line[T]{rev: m.rev, editing: true, size: m.size}
+	ln := &line[T]{rev: m.rev, editing: true}
 	ln.tab = newTable[T](m.size)
 	if r != nil {
 		for i := range r.tab.slots {
@@ -497,9 +496,9 @@ func (ln *line[T]) track(m *Map[T], r *ref[T]) {
 	ln.mu.Unlock()
 }
 
-// detachAfter is how many versions may wait for their cut before the line
-// moves its oldest live holders to copies of their own; it is checked every
-// detachEvery finishes.
+// detachAfter is how many versions may wait for their cut (or holders for
+// the collector) before the line moves its oldest live holders to copies of
+// their own; it is checked every detachEvery finishes.
 const (
 	detachAfter = 1 << 16
 	detachEvery = 256
@@ -578,7 +577,6 @@ func (b *Builder[T]) Finish(rev uint64) *Map[T] {
 	if ln.finishes%detachEvery == 0 && (len(ln.cuts)-ln.cutFront > max(detachAfter, b.size/2) || len(ln.holders)-ln.hfront > detachAfter) {
 		ln.detachOld()
 	}
-	ln.size = b.size
 	m := &Map[T]{rev: rev, size: b.size}
 	r := &ref[T]{ln: ln, tab: ln.tab}
 	m.r.Store(r)

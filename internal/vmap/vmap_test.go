@@ -171,8 +171,10 @@ func TestCutsFreeOldVersions(t *testing.T) {
 	for v := s.head.Load(); v != nil; v = v.prev.Load() {
 		n++
 	}
-	if n > 3 { // the collector frees a holder a cycle or so late
-		t.Fatalf("a key rewritten 100 times with no old holder keeps %d versions, want at most 3", n)
+	// The collector's cleanups run on their own goroutine, a cycle or so
+	// late, so a few versions may wait; without cuts there would be 100.
+	if n > 10 {
+		t.Fatalf("a key rewritten 100 times with no old holder keeps %d versions, want at most 10", n)
 	}
 	// An old holder keeps its versions.
 	old := cur
@@ -350,13 +352,20 @@ func TestDetachIdleHolder(t *testing.T) {
 	if idle.r.Load().ln == cur.r.Load().ln {
 		t.Fatal("the idle snapshot still holds the line after 120,000 versions and many collections")
 	}
+	// The moved holder's old ref goes at a collection, and its cleanup
+	// runs after: a few more collections and commits, bounded.
 	ln := cur.r.Load().ln
-	runtime.GC()
-	runtime.GC()
-	b = cur.Edit()
-	cur = b.Finish(401)
-	if pending := len(ln.cuts) - ln.cutFront; pending > detachAfter {
-		t.Fatalf("%d versions wait for their cut after the idle holder moved, want at most %d", pending, detachAfter)
+	pending := 0
+	for r := 401; r <= 450; r++ {
+		runtime.GC()
+		b = cur.Edit()
+		cur = b.Finish(uint64(r))
+		if pending = len(ln.cuts) - ln.cutFront; pending <= detachAfter {
+			break
+		}
+	}
+	if pending > detachAfter {
+		t.Fatalf("%d versions wait for their cut after the idle holder moved and 50 collections, want at most %d", pending, detachAfter)
 	}
 	for i := range keys {
 		if v, ok := idle.Get(key(i)); !ok || *v != i {
