@@ -271,10 +271,14 @@ type Sim struct {
 	Store  *store.Store
 	Fleet  *agents.SimFleet
 	cfg    Config
+	src    *aheadSource
 }
 
-// Close releases the store.
-func (s *Sim) Close() error { return s.Store.Close() }
+// Close stops the workload's generator and releases the store.
+func (s *Sim) Close() error {
+	s.src.Close()
+	return s.Store.Close()
+}
 
 // Config returns the configuration.
 func (s *Sim) Config() Config { return s.cfg }
@@ -369,7 +373,12 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := &genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000))), route: cfg.Route}
+	src := newAheadSource(&genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000))), route: cfg.Route})
+	defer func() {
+		if !ok {
+			src.Close()
+		}
+	}()
 	e, err := New(Options{
 		LockThread: cfg.CPUTime,
 		Store:      st, Submitter: sub, Runners: runners, Fleet: fleet, Jobs: jobCtl, Source: src, Clock: clock,
@@ -380,7 +389,7 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	ok = true
-	return &Sim{Engine: e, Store: st, Fleet: fleet, cfg: cfg}, nil
+	return &Sim{Engine: e, Store: st, Fleet: fleet, cfg: cfg, src: src}, nil
 }
 
 func registerMachines(ctx context.Context, c *client.Client, ms []workload.Machine) error {
