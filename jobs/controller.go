@@ -60,21 +60,21 @@ type count struct {
 	dirty    bool // queued in Controller.dirty
 }
 
-// live is a task not yet terminal: its job and state.
-type live struct {
-	job   uuid.UUID
-	state omegav1.TaskState
-}
-
 // Controller writes every job's status from its tasks. It belongs to one
 // goroutine.
 type Controller struct {
-	c        *client.Client
-	inf      *client.Informer
-	jobs     map[uuid.UUID]*count
-	live     *uidmap.Map[live] // tasks not terminal
-	dirty    []uuid.UUID       // jobs whose status may have to change, in the order they changed
-	counters Counters
+	c    *client.Client
+	inf  *client.Informer
+	jobs map[uuid.UUID]*count
+	// uncounted are the tasks seen while their job was not (created before
+	// it in a raw store, or after it was deleted): they count from their
+	// first change once the job is known. Every other task's count moves
+	// by its watched change alone, from the state the change carries as
+	// the task's previous one (txn.Change.PrevState), so the controller
+	// keeps nothing per task.
+	uncounted *uidmap.Map[struct{}]
+	dirty     []uuid.UUID // jobs whose status may have to change, in the order they changed
+	counters  Counters
 }
 
 // New starts a controller over c: it lists the cell, counts every job's
@@ -111,7 +111,7 @@ func (f feed) Apply(ws *txn.WriteSet) error {
 		case ch.Job != nil:
 			jc.noteJob(ch.Job)
 		case ch.Task != nil:
-			jc.noteTask(ch.Task, ch.Deleted, ch.Created, ws.UnixNanos, ws.Revision)
+			jc.noteTask(ch.Task, ch.Deleted, ch.Created, ch.PrevState, ws.UnixNanos, ws.Revision)
 		}
 	}
 	return nil
@@ -135,7 +135,7 @@ func (jc *Controller) Close() { jc.inf.Close() }
 // terminal are all in the view.
 func (jc *Controller) relisted(st *txn.State) {
 	jc.jobs = make(map[uuid.UUID]*count, st.NumJobs())
-	jc.live = uidmap.New[live](0)
+	jc.uncounted = uidmap.New[struct{}](0)
 	jc.dirty = jc.dirty[:0]
 	observed := map[uuid.UUID]uint64{}
 	st.RangeJobs(func(j *txn.Job) bool {
@@ -150,7 +150,7 @@ func (jc *Controller) relisted(st *txn.State) {
 		if t.Terminal() && t.Version <= observed[t.Job] {
 			return true // counted in the job's status
 		}
-		jc.noteTask(t, false, false, t.Finished, t.Version)
+		jc.noteTask(t, false, false, omegav1.TaskState_TASK_STATE_UNSPECIFIED, t.Finished, t.Version)
 		return true
 	})
 }
@@ -183,54 +183,48 @@ func (jc *Controller) mark(uid uuid.UUID, n *count) {
 }
 
 // noteTask counts a task's change at revision rev: at is the revision's
-// time (the end time of a task that ended then). A task created at rev is
-// not among the live ones (its uid was never seen, or its deletion was), so
-// it is not looked up. (A deletion is always looked up, even one that
-// carries a terminal version: a transaction that ends a task and deletes
-// it is one change, a deletion whose end was never delivered alone.)
-func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, at int64, rev uint64) {
-	var prev live
-	var had bool
-	if !created {
-		prev, had = jc.live.Get(t.UID)
-	}
+// time (the end time of a task that ended then), prev the task's state
+// before the change (UNSPECIFIED for one created then, and for a task of a
+// fresh view). A task was counted, and in its state before the change,
+// when it existed before and its job was known when it was seen (else it
+// is among the uncounted); it is counted now if it is not terminal, or if
+// it ends now. (A deletion carrying a terminal version, a transaction that
+// ends a task and deletes it in one change, counts its end as well.)
+func (jc *Controller) noteTask(t *txn.Task, deleted, created bool, prev omegav1.TaskState, at int64, rev uint64) {
 	job := t.Job
-	if had {
-		job = prev.job
-	}
 	if job == uuid.Nil {
 		return // a task of no job
 	}
 	n := jc.jobs[job]
-	if n == nil {
-		if had {
-			jc.live.Delete(t.UID)
+	if n == nil { // its job is not known, or gone
+		if deleted {
+			jc.uncounted.Delete(t.UID)
+		} else {
+			jc.uncounted.Set(t.UID, struct{}{})
 		}
-		return // its job is gone
+		return
+	}
+	had := !created && prev != omegav1.TaskState_TASK_STATE_UNSPECIFIED && !txn.IsTerminal(prev)
+	if jc.uncounted.Len() > 0 && jc.uncounted.Delete(t.UID) {
+		had = false // seen before its job: its first count is now
 	}
 	switch {
 	case deleted && !had:
 		return // a terminal task expiring: its count stays
 	case deleted:
-		n.add(prev.state, -1)
+		n.add(prev, -1)
 		n.tasks--
-		jc.live.Delete(t.UID)
 	case had:
-		n.add(prev.state, -1)
+		n.add(prev, -1)
 		n.add(t.State, 1)
 		if t.Terminal() {
-			jc.live.Delete(t.UID)
 			n.ended(t.State, at, rev)
-		} else if t.State != prev.state {
-			jc.live.Set(t.UID, live{job: job, state: t.State})
 		}
 	default: // first seen
 		n.tasks++
 		n.add(t.State, 1)
 		if t.Terminal() {
 			n.ended(t.State, at, rev)
-		} else {
-			jc.live.Set(t.UID, live{job: job, state: t.State})
 		}
 	}
 	jc.mark(job, n)

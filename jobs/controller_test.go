@@ -479,3 +479,52 @@ func TestEndedAndDeletedInOneTransaction(t *testing.T) {
 	c.tick(t0.Add(3 * time.Second))
 	c.want("one killed and deleted", j, phRunning, 0, 1, 0, 0, time.Time{})
 }
+
+// A raw store takes tasks that name a job not created yet. The controller
+// counts such a task from its first change once the job is known (not at
+// its creation, when it had no job to count it in), and then follows it
+// like any other: the previous state its later changes carry is the one it
+// was counted in. A controller that lists the cell after the job exists
+// counts them all at once.
+func TestTasksCreatedBeforeTheirJob(t *testing.T) {
+	for _, relist := range []bool{false, true} {
+		t.Run(fmt.Sprintf("relist=%v", relist), func(t *testing.T) {
+			c := newCell(t, storekit.Options(t, store.DurabilityNone))
+			j := c.ids.Next()
+			var ops []txn.Op
+			early := []uuid.UUID{c.task(j, &ops), c.task(j, &ops)}
+			c.commit(t0, ops...)
+			c.tick(t0)
+			pj := testkit.Job(j, "late", "batch")
+			pj.Spec.Replicas = 2
+			c.commit(t0.Add(time.Second), txn.CreateJob(pj))
+			if relist {
+				c.jc.Close()
+				jc, err := New(context.Background(), c.cl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.jc = jc
+				c.tick(t0.Add(time.Second))
+				c.want("listed with the job", j, phPending, 2, 0, 0, 0, time.Time{})
+			} else {
+				c.tick(t0.Add(time.Second))
+				c.want("the job is known, its tasks not yet counted", j, phPending, 0, 0, 0, 0, time.Time{})
+			}
+			c.claim(t0.Add(2*time.Second), early[0])
+			c.tick(t0.Add(2 * time.Second))
+			if relist {
+				c.want("one placed", j, phRunning, 1, 1, 0, 0, time.Time{})
+			} else {
+				c.want("one placed, counted at its first change", j, phRunning, 0, 1, 0, 0, time.Time{})
+			}
+			c.claim(t0.Add(3*time.Second), early[1])
+			c.end(t0.Add(4*time.Second), succeeded, early[0])
+			c.tick(t0.Add(4 * time.Second))
+			c.want("one placed, one ended", j, phRunning, 0, 1, 1, 0, time.Time{})
+			c.end(t0.Add(5*time.Second), succeeded, early[1])
+			c.tick(t0.Add(6 * time.Second))
+			c.want("both ended", j, phSucceeded, 0, 0, 2, 0, t0.Add(5*time.Second))
+		})
+	}
+}

@@ -321,6 +321,7 @@ func (e *evaluator) record(c Change) {
 		c.Derived = c.Derived && prev.Derived
 		c.baseVersion = prev.baseVersion
 		c.PrevMachine = prev.PrevMachine // where it was before the transaction: the first change's
+		c.PrevState = prev.PrevState
 		if c.Deleted && prev.Created {
 			// Created and deleted in one transaction: nothing to store, but
 			// keep the entry so later operations see it gone.
@@ -336,7 +337,15 @@ func (e *evaluator) record(c Change) {
 // setTask records t's new value; baseVersion is the version the task had
 // before the transaction (0 if created by it).
 func (e *evaluator) setTask(t *Task, created bool, baseVersion uint64, from *Task) {
-	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Created: created, baseVersion: baseVersion, PrevMachine: placedOn(from)})
+	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Created: created, baseVersion: baseVersion, PrevMachine: placedOn(from), PrevState: stateOf(from)})
+}
+
+// stateOf is t's state, UNSPECIFIED for no task.
+func stateOf(t *Task) omegav1.TaskState {
+	if t == nil {
+		return omegav1.TaskState_TASK_STATE_UNSPECIFIED
+	}
+	return t.State
 }
 
 // placedOn is the machine t holds resources on, or the zero uid.
@@ -656,7 +665,7 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 				return Outcome{}, err
 			}
 		}
-		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Deleted: true, baseVersion: baseVer, PrevMachine: placedOn(t)})
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Deleted: true, baseVersion: baseVer, PrevMachine: placedOn(t), PrevState: t.State})
 	case omegav1.ObjectKind_OBJECT_KIND_JOB:
 		j, baseVer, ok := e.job(uid)
 		if !ok {

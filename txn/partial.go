@@ -27,6 +27,9 @@ func (ws *WriteSet) PartialProto() *omegav1.RevisionChanges {
 			continue // created and deleted by the same transaction: nobody saw it
 		}
 		w := &omegav1.Change{Deleted: c.Deleted, Created: c.Created}
+		if c.Task != nil {
+			w.PrevState = c.PrevState
+		}
 		switch {
 		case c.Task != nil && !c.Created && !c.Deleted:
 			w.Partial = true

@@ -353,6 +353,7 @@ func runModel(t *rapid.T, stats *propStats) {
 		if r.Partial() {
 			stats.partial.Add(1)
 		}
+		checkPrevStates(t, step, curModel, ws)
 		next := cur.Apply(ws)
 		if next.Revision() != cur.Revision()+1 {
 			t.Fatalf("txn %d: revision %d after %d", step, next.Revision(), cur.Revision())
@@ -491,4 +492,41 @@ func mix64(x uint64) uint64 {
 	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
 	return x
+}
+
+// checkPrevStates: every task change carries the task's state before the
+// transaction (the model's), UNSPECIFIED for one the transaction created,
+// and the wire form carries it too.
+func checkPrevStates(t *rapid.T, step int, before *model, ws *txn.WriteSet) {
+	for i := range ws.Changes {
+		c := &ws.Changes[i]
+		if c.Task == nil {
+			if c.PrevState != omegav1.TaskState_TASK_STATE_UNSPECIFIED {
+				t.Fatalf("txn %d: a change of a %v has prev state %v", step, c.Kind, c.PrevState)
+			}
+			continue
+		}
+		want := omegav1.TaskState_TASK_STATE_UNSPECIFIED
+		if mt, ok := before.tasks[c.Task.UID]; ok {
+			want = mt.state
+		}
+		if c.PrevState != want {
+			t.Fatalf("txn %d: task %s changed from %v, the model says from %v", step, c.Task.UID, c.PrevState, want)
+		}
+	}
+	back, err := txn.WriteSetFromProto(ws.Proto())
+	if err != nil {
+		t.Fatalf("txn %d: the write set's wire form: %v", step, err)
+	}
+	var sent []*txn.Change
+	for i := range ws.Changes {
+		if c := &ws.Changes[i]; !(c.Deleted && c.Created) {
+			sent = append(sent, c)
+		}
+	}
+	for i, c := range back.Changes {
+		if c.PrevState != sent[i].PrevState {
+			t.Fatalf("txn %d: change %d's prev state %v crossed the wire as %v", step, i, sent[i].PrevState, c.PrevState)
+		}
+	}
 }

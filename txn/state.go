@@ -113,11 +113,16 @@ func (s *State) RangePendingJobs(f func(job uuid.UUID, pending int) bool) {
 // Change is one object's new value at a revision, or its deletion. Exactly
 // one of Task, Job, Machine is set (on a deletion, the last value).
 type Change struct {
-	Kind    omegav1.ObjectKind
-	Task    *Task
-	Job     *Job
-	Machine *Machine
-	Deleted bool
+	Kind omegav1.ObjectKind
+	// PrevState is, for a task's change, the task's state before the
+	// transaction (UNSPECIFIED if the transaction created it): a watcher
+	// that counts transitions needs no copy of every task (omegav1.Change.
+	// prev_state).
+	PrevState omegav1.TaskState
+	Task      *Task
+	Job       *Job
+	Machine   *Machine
+	Deleted   bool
 	// Created: the object is new at this revision (its meta and spec must be
 	// stored). Derived: only fields the store derives changed (a machine's
 	// allocation, task count and sequence number), so nothing is stored.

@@ -354,6 +354,7 @@ func (ws *WriteSet) Proto() *omegav1.RevisionChanges {
 		switch {
 		case c.Task != nil:
 			w.Object = &omegav1.Change_Task{Task: c.Task.Proto()}
+			w.PrevState = c.PrevState
 		case c.Job != nil:
 			w.Object = &omegav1.Change_Job{Job: c.Job.Proto()}
 		case c.Machine != nil:
@@ -438,6 +439,9 @@ func WriteSetFromProto(p *omegav1.RevisionChanges) (*WriteSet, error) {
 		var err error
 		switch obj := w.GetObject().(type) {
 		case *omegav1.Change_Task:
+			if c.PrevState, err = prevState(w.GetPrevState()); err != nil {
+				break
+			}
 			if c.Partial {
 				c.Kind = omegav1.ObjectKind_OBJECT_KIND_TASK
 				c.Task, err = taskFromPartial(obj.Task)
@@ -464,6 +468,14 @@ func WriteSetFromProto(p *omegav1.RevisionChanges) (*WriteSet, error) {
 		ws.Changes[i] = c
 	}
 	return ws, nil
+}
+
+// prevState checks a change's prev_state: a state the enum names.
+func prevState(s omegav1.TaskState) (omegav1.TaskState, error) {
+	if _, ok := omegav1.TaskState_name[int32(s)]; !ok {
+		return 0, fmt.Errorf("%w: prev_state %d", ErrInvalid, s)
+	}
+	return s, nil
 }
 
 // taskFromWire rebuilds a task from its full wire form (Task.Proto()).

@@ -86,6 +86,7 @@ func wireErr(what string, n int) error {
 func decodeChange(b []byte, in *interned) (Change, error) {
 	var c Change
 	var obj []byte
+	var prev omegav1.TaskState
 	objNum := protowire.Number(0)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -97,7 +98,7 @@ func decodeChange(b []byte, in *interned) (Change, error) {
 		case num >= 1 && num <= 3 && typ == protowire.BytesType:
 			obj, n = protowire.ConsumeBytes(b)
 			objNum = num // a oneof: the last one wins, as proto.Unmarshal has it
-		case num >= 4 && num <= 6 && typ == protowire.VarintType:
+		case num >= 4 && num <= 7 && typ == protowire.VarintType:
 			var v uint64
 			v, n = protowire.ConsumeVarint(b)
 			switch num {
@@ -107,6 +108,8 @@ func decodeChange(b []byte, in *interned) (Change, error) {
 				c.Created = v != 0
 			case 6:
 				c.Partial = v != 0
+			case 7:
+				prev = omegav1.TaskState(int32(v)) // as proto.Unmarshal reads an enum
 			}
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, b)
@@ -120,6 +123,9 @@ func decodeChange(b []byte, in *interned) (Change, error) {
 	switch objNum {
 	case 1:
 		c.Kind = omegav1.ObjectKind_OBJECT_KIND_TASK
+		if c.PrevState, err = prevState(prev); err != nil {
+			break
+		}
 		if c.Partial {
 			c.Task, err = in.decodePartialTask(obj)
 			break

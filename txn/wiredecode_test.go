@@ -21,7 +21,7 @@ func sameWriteSets(t testing.TB, a, b *txn.WriteSet) {
 	}
 	for i := range a.Changes {
 		x, y := &a.Changes[i], &b.Changes[i]
-		if x.Kind != y.Kind || x.Deleted != y.Deleted || x.Created != y.Created || x.Partial != y.Partial {
+		if x.Kind != y.Kind || x.Deleted != y.Deleted || x.Created != y.Created || x.Partial != y.Partial || x.PrevState != y.PrevState {
 			t.Fatalf("change %d: %+v vs %+v", i, x, y)
 		}
 		var px, py proto.Message
@@ -100,6 +100,17 @@ func TestAddBytesMatchesProto(t *testing.T) {
 	}
 	if partials == 0 {
 		t.Fatal("no partial change in the history")
+	}
+	prevs := 0
+	for _, ws := range sets {
+		for _, c := range ws.Changes {
+			if c.PrevState != 0 {
+				prevs++
+			}
+		}
+	}
+	if prevs == 0 {
+		t.Fatal("no change in the history carried a prev state")
 	}
 }
 

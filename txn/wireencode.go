@@ -236,6 +236,10 @@ func appendChange(b []byte, c *Change, partial bool) ([]byte, error) {
 		b = protowire.AppendTag(b, 6, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
+	if c.Task != nil && c.PrevState != 0 {
+		b = protowire.AppendTag(b, 7, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(c.PrevState))
+	}
 	return b, nil
 }
 

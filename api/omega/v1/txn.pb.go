@@ -1301,7 +1301,13 @@ type Change struct {
 	// (WatchRequest.partial_changes), for a task that changed (a task's meta
 	// and spec never change after it is created) and for a machine whose
 	// change the store derived (its allocation, task count, sequence).
-	Partial       bool `protobuf:"varint,6,opt,name=partial,proto3" json:"partial,omitempty"`
+	Partial bool `protobuf:"varint,6,opt,name=partial,proto3" json:"partial,omitempty"`
+	// For a task's change: the task's state before this revision
+	// (UNSPECIFIED when the revision created it). A watcher that follows
+	// state transitions (a job controller counting its tasks) needs no copy
+	// of every task to know what a change moved the task from, as etcd's
+	// prev_kv spares its watchers one.
+	PrevState     TaskState `protobuf:"varint,7,opt,name=prev_state,json=prevState,proto3,enum=omega.v1.TaskState" json:"prev_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1389,6 +1395,13 @@ func (x *Change) GetPartial() bool {
 		return x.Partial
 	}
 	return false
+}
+
+func (x *Change) GetPrevState() TaskState {
+	if x != nil {
+		return x.PrevState
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
 }
 
 type isChange_Object interface {
@@ -1712,14 +1725,16 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\tcommitted\x18\x04 \x01(\x05R\tcommitted\x12\x1c\n" +
 	"\tconflicts\x18\x05 \x01(\x05R\tconflicts\x12+\n" +
 	"\x11claims_conflicted\x18\x06 \x01(\x05R\x10claimsConflicted\x12\x1a\n" +
-	"\brejected\x18\a \x01(\x05R\brejected\"\xd8\x01\n" +
+	"\brejected\x18\a \x01(\x05R\brejected\"\x8c\x02\n" +
 	"\x06Change\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x02 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
 	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12\x18\n" +
 	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x18\n" +
 	"\acreated\x18\x05 \x01(\bR\acreated\x12\x18\n" +
-	"\apartial\x18\x06 \x01(\bR\apartialB\b\n" +
+	"\apartial\x18\x06 \x01(\bR\apartial\x122\n" +
+	"\n" +
+	"prev_state\x18\a \x01(\x0e2\x13.omega.v1.TaskStateR\tprevStateB\b\n" +
 	"\x06object\"\x8c\x01\n" +
 	"\x0fRevisionChanges\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12*\n" +
@@ -1853,16 +1868,17 @@ var file_omega_v1_txn_proto_depIdxs = []int32{
 	20, // 21: omega.v1.Change.task:type_name -> omega.v1.Task
 	21, // 22: omega.v1.Change.job:type_name -> omega.v1.Job
 	22, // 23: omega.v1.Change.machine:type_name -> omega.v1.Machine
-	16, // 24: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
-	22, // 25: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
-	21, // 26: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
-	20, // 27: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
-	5,  // 28: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	24, // 24: omega.v1.Change.prev_state:type_name -> omega.v1.TaskState
+	16, // 25: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
+	22, // 26: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
+	21, // 27: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
+	20, // 28: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
+	5,  // 29: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_txn_proto_init() }
