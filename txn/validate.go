@@ -40,6 +40,11 @@ type checker struct {
 	claimOf uuid.UUID // or, for a claim, its task's
 	n       int       // upper bound of the wire size of what was walked
 	err     error
+	// spec and specN: the last task spec walked without an error and its
+	// bound. A job's tasks share one spec (the workload's, the wire
+	// decoder's): it is walked once per transaction, not once per task.
+	spec  *omegav1.TaskSpec
+	specN int
 }
 
 // Upper bounds of an operation's wire size (Txn.WireSize counts each
@@ -274,13 +279,19 @@ func (c *checker) constraints(parent string, cs []*omegav1.Constraint) {
 
 func (c *checker) task(p *omegav1.Task) {
 	c.meta(p.GetMeta())
-	if s := p.GetSpec(); s != nil {
+	if s := p.GetSpec(); s != nil && s == c.spec {
+		c.n += c.specN
+	} else if s != nil {
+		n := c.n
 		c.msg(s)
 		c.n += 2 * boundScalar
 		c.resources("spec.resources", s.GetResources())
 		c.command("spec.command", s.GetCommand())
 		c.constraints("spec.constraints", s.GetConstraints())
 		c.lifecycle("spec", s.GetHealthCheck())
+		if c.err == nil {
+			c.spec, c.specN = s, c.n-n
+		}
 	}
 	if s := p.GetStatus(); s != nil {
 		c.msg(s)

@@ -311,6 +311,43 @@ func TestSizeLimits(t *testing.T) {
 			c.lim = lim
 		}
 	})
+	t.Run("tasks sharing a spec", func(t *testing.T) {
+		// A job's tasks share one spec, walked once per transaction: each
+		// task still counts its spec's bytes towards the transaction's
+		// size, and a shared spec that is bad is named with the first task
+		// that carries it.
+		c := std(t)
+		spec := taskP(uid(800), res(1, 1), 0).Spec
+		spec.Command = &omegav1.Command{Path: "run", Args: []string{strings.Repeat("x", 200)}}
+		var ops []txn.Op
+		for i := range 4 {
+			p := taskP(uid(uint64(801+i)), res(1, 1), 0)
+			p.Spec = spec
+			ops = append(ops, txn.CreateTask(p))
+		}
+		tx := c.tx(ops...)
+		c.lim.MaxTxnBytes = tx.WireSize()
+		c.lim.MaxTxnBytes--
+		c.mustErr(tx, txn.ErrTooLarge, -1)
+		c.lim.MaxTxnBytes++
+		if _, _, err := c.eval(tx); err != nil {
+			t.Fatalf("at exactly its size: %v", err)
+		}
+		bad := taskP(uid(810), res(1, 1), 0).Spec
+		bad.Command = &omegav1.Command{Path: "run", Args: []string{"\xff"}}
+		ops = ops[:0]
+		for i := range 3 {
+			p := taskP(uid(uint64(811+i)), res(1, 1), 0)
+			if i > 0 {
+				p.Spec = bad
+			}
+			ops = append(ops, txn.CreateTask(p))
+		}
+		err := c.mustErr(c.tx(ops...), txn.ErrInvalid, 1)
+		if !strings.Contains(err.Error(), uid(812).String()) {
+			t.Errorf("error %q does not name the first task with the bad spec", err)
+		}
+	})
 	t.Run("operations", func(t *testing.T) {
 		c := std(t)
 		c.lim.MaxOps = 2
