@@ -59,13 +59,13 @@ type Executor interface {
 // and skipped.
 type SimExecutor struct {
 	tr       *Tracker
-	finishes minHeap[finishEntry]
+	finishes *finishQueue
 }
 
 // NewSimExecutor makes the simulation's executor for the placements tr
 // follows.
 func NewSimExecutor(tr *Tracker) *SimExecutor {
-	return &SimExecutor{tr: tr, finishes: minHeap[finishEntry]{less: finishLess}}
+	return &SimExecutor{tr: tr, finishes: newFinishQueue()}
 }
 
 // Start queues the placement's finish.
@@ -83,8 +83,11 @@ func (x *SimExecutor) Stop(uuid.UUID, Placement) {}
 
 // Exits hands out the finishes due by now.
 func (x *SimExecutor) Exits(now int64, into []Exit) []Exit {
-	for x.finishes.Len() > 0 && x.finishes.Peek().at <= now {
-		e := x.finishes.Pop()
+	for {
+		e, ok := x.finishes.popDue(now)
+		if !ok {
+			break
+		}
 		if _, ok := x.tr.Current(e.uid, e.gen); !ok {
 			continue
 		}
@@ -102,14 +105,11 @@ func (x *SimExecutor) Unsent(e Exit) {
 
 // Next is the earliest finish still current.
 func (x *SimExecutor) Next() (int64, bool) {
-	for x.finishes.Len() > 0 {
-		e := x.finishes.Peek()
-		if _, ok := x.tr.Current(e.uid, e.gen); ok {
-			return e.at, true
-		}
-		x.finishes.Pop()
-	}
-	return 0, false
+	e, ok := x.finishes.first(func(e finishEntry) bool {
+		_, ok := x.tr.Current(e.uid, e.gen)
+		return ok
+	})
+	return e.at, ok
 }
 
 // compact drops the stale entries once they are surely most of the queue:
