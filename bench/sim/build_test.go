@@ -43,6 +43,16 @@ func buildRun(t *testing.T, cfg Config) *Sim {
 func runConfig(t *testing.T, cfg Config) (Summary, []byte) {
 	t.Helper()
 	s := buildRun(t, cfg)
+	// The simulation's store keeps fewer changes for its watchers than a
+	// live store (simHistory): enough for what a fleet tick brings, even in
+	// a cell loaded as the small one is, 60 times over, so the fleet and the
+	// job controller never fall behind it and re-list.
+	if n := s.Fleet.Counters().Relists; n != 0 {
+		t.Errorf("the fleet re-listed %d times", n)
+	}
+	if n := s.Engine.o.Jobs.Counters().Relists; n != 0 {
+		t.Errorf("the job controller re-listed %d times", n)
+	}
 	sum := s.Engine.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
 	var b bytes.Buffer
 	if err := s.Engine.WriteJobsCSV(&b); err != nil {
@@ -211,3 +221,4 @@ func TestJobsFinishInTheCell(t *testing.T) {
 		t.Fatalf("seed %d: %d abandoned in the cell and %d expired, the summary says %d", seed, abandoned, expiredAbandoned, sum.JobsAbandoned)
 	}
 }
+
