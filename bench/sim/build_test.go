@@ -221,4 +221,3 @@ func TestJobsFinishInTheCell(t *testing.T) {
 		t.Fatalf("seed %d: %d abandoned in the cell and %d expired, the summary says %d", seed, abandoned, expiredAbandoned, sum.JobsAbandoned)
 	}
 }
-
