@@ -42,6 +42,10 @@ func Evaluate(base *State, tx *Txn, rev uint64, lim Limits) (Result, *WriteSet, 
 // Evaluate's and share nothing with it.
 type Scratch struct {
 	touched map[objKey]int
+	// big is the map of touched objects kept for large transactions, made
+	// for bigSize of them.
+	big     map[objKey]int
+	bigSize int
 	// The uids warm collects, reused.
 	warmTasks, warmMachines []uuid.UUID
 	warmed                  uint64 // what Warm returned, kept: Warm inlines, and a dropped sum would let the compiler drop touch's loads
@@ -160,20 +164,34 @@ func (s *Scratch) EvaluateRules(base *State, tx *Txn, rev uint64, lim Limits, ru
 	default:
 		return Result{}, nil, fmt.Errorf("%w: commit mode %d", ErrInvalid, tx.Commit)
 	}
+	most := changesFor(tx.Ops)
 	e := &evaluator{
 		base:    base,
 		tx:      tx,
 		rev:     rev,
-		changes: make([]Change, 0, changesFor(tx.Ops)),
+		changes: make([]Change, 0, most),
 		res:     Result{Base: base.rev, Outcomes: make([]Outcome, len(tx.Ops))},
 	}
-	// The objects touched: a small transaction reuses the scratch map; a
-	// large one (a job's thousands of tasks) gets a map of its own made at
-	// its size, since growing the reused one rehashed it at every doubling
-	// (10% of the simulation's allocated bytes), and keeping it would make
-	// every later small transaction clear its capacity.
-	if want := len(tx.Ops) + len(tx.Ops)/2; want > keepTouched {
-		e.touched = make(map[objKey]int, want)
+	// The objects touched, at most one per change (a claim touches two: its
+	// task and its machine), so a map made for that many never grows. A
+	// small transaction reuses the scratch map. A large one (a job's
+	// thousands of tasks) reuses the large map if it was made for up to
+	// eight times as many objects (clearing costs its size), and otherwise
+	// gets one made at its size, kept if larger: a map made anew for each
+	// large transaction was 10% of the simulation's allocated bytes, and one
+	// map for all would make every small transaction clear the largest's
+	// capacity.
+	if want := most; want > keepTouched {
+		if s.big != nil && s.bigSize >= want && s.bigSize <= 8*want {
+			e.touched = s.big
+			defer clear(s.big)
+		} else {
+			e.touched = make(map[objKey]int, want)
+			if want > s.bigSize {
+				s.big, s.bigSize = e.touched, want
+				defer clear(s.big)
+			}
+		}
 	} else {
 		if s.touched == nil {
 			s.touched = make(map[objKey]int, keepTouched)
