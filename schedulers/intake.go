@@ -267,7 +267,10 @@ func (in *Intake) Observe(ws *txn.WriteSet, now time.Time) ([]*Runner, error) {
 		c := &ws.Changes[i]
 		switch {
 		case c.Job != nil && c.Deleted:
-			delete(in.owner, c.Job.UID)
+			if r, ok := in.owner[c.Job.UID]; ok {
+				r.Gone(c.Job.UID)
+				delete(in.owner, c.Job.UID)
+			}
 		case c.Job != nil && c.Created:
 			kind := c.Job.Scheduler()
 			r, served := in.route(c.Job.UID, kind)

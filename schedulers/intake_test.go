@@ -661,3 +661,32 @@ func TestIntakeJobNewerThanTheRunnersView(t *testing.T) {
 		t.Fatalf("outcome %v", o)
 	}
 }
+
+// A job's deletion, watched, reaches the runner that owned it: the runner
+// lets go of what it kept to schedule the job, and the intake of the owner.
+func TestIntakeTellsTheOwnerAJobLeft(t *testing.T) {
+	c := newCell(t, 1)
+	c.addMachines(uniform(4, 4000, 16*gib, 0)...)
+	r := c.runner(NewBatch(), "batch-0", 1, testConfig(), nil)
+	in := NewIntake()
+	in.Add(r)
+	w, err := c.st.Watch(c.state().Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &intakeFeed{t: t, in: in, w: w}
+	job, _ := c.addJob("b", jobSpec{kind: batchKind, scheduler: "batch", tasks: 2, cpu: 100, mem: gib})
+	if _, err := f.feed(); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := finish(t, r, begin(t, r, t0), t0); o != OutcomePlaced || len(r.jobs[job].placed) != 2 {
+		t.Fatalf("outcome %v, placed %v", o, r.jobs[job].placed)
+	}
+	c.commit(txn.Delete(omegav1.ObjectKind_OBJECT_KIND_JOB, job, 0))
+	if _, err := f.feed(); err != nil {
+		t.Fatal(err)
+	}
+	if _, owned := in.Owner(job); owned || r.jobs[job].placed != nil {
+		t.Fatalf("after the job's deletion: owned %v, the runner's placed set %v", owned, r.jobs[job].placed)
+	}
+}

@@ -136,8 +136,11 @@ type jobState struct {
 	// loop is the job's retry state in the client library's one optimistic
 	// loop: progress is a placement, tasks no machine took are work left.
 	loop       *client.Loop
-	placed     map[uuid.UUID]struct{}
+	placed     map[uuid.UUID]struct{} // nil once the job left the cell
 	queueIndex int
+	// gone: the job left the cell while an attempt was in flight; what the
+	// runner kept to schedule it goes when the attempt lands.
+	gone bool
 	// lost holds tasks of the job lost with their machine, waiting for a
 	// replacement (created by the job's next attempt).
 	lost []*txn.Task
@@ -212,7 +215,7 @@ func (r *Runner) Adopt(job uuid.UUID, placed []uuid.UUID, lost []*txn.Task, queu
 		j = r.newJob(job, now)
 	}
 	for _, t := range placed {
-		j.placed[t] = struct{}{}
+		j.place(t)
 	}
 	if !j.inFlight { // an attempt in flight may be replacing j.lost: its Finish trims them
 		j.lost = slices.Clone(lost)
@@ -297,6 +300,35 @@ func (r *Runner) Release(job uuid.UUID) {
 		return
 	}
 	delete(r.jobs, job)
+}
+
+func (j *jobState) place(task uuid.UUID) {
+	if j.placed == nil {
+		j.placed = map[uuid.UUID]struct{}{}
+	}
+	j.placed[task] = struct{}{}
+}
+
+// forget drops what the runner kept to schedule a job that left the cell:
+// its record stays, for the report.
+func (j *jobState) forget() { j.placed, j.lost, j.gone = nil, nil, false }
+
+// Gone tells the runner that a job left the cell (deleted: after it
+// finished, when the store's retention window passed). Its record stays for
+// Records; the set of the tasks it placed and the lost ones it would
+// replace go, so a long run keeps per task only what the live cell holds
+// (the sets of every job it ever placed were 80 MB after three simulated
+// days of a 10,000-machine cell, and growing).
+func (r *Runner) Gone(job uuid.UUID) {
+	j, ok := r.jobs[job]
+	if !ok {
+		return
+	}
+	if j.inFlight {
+		j.gone = true
+		return
+	}
+	j.forget()
 }
 
 // Lost tells the runner that task t of job was lost with its machine
@@ -472,6 +504,9 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 		return OutcomeMoved, fmt.Errorf("%s: an attempt for job %s, which the runner does not hold", r.c.Component(), a.Job)
 	}
 	j.inFlight = false
+	if j.gone {
+		defer j.forget() // after the attempt's outcome is recorded
+	}
 	if j.moved {
 		// The job moved to another instance while the attempt was in
 		// flight: the decision is dropped, not committed, so the new owner
@@ -508,7 +543,7 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 	if res.Revision != 0 {
 		for i, task := range a.claims {
 			if res.Outcomes[i].Committed() {
-				j.placed[task] = struct{}{}
+				j.place(task)
 				placedNow++
 			}
 		}

@@ -679,3 +679,45 @@ func TestRunnerSyncsToWhatItConflictedWith(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 }
+
+// A job that left the cell (deleted after its retention window) keeps its
+// record, and the runner lets go of the set of its placed tasks, at once or,
+// with an attempt in flight, when the attempt lands (whose placements the
+// record still counts).
+func TestRunnerLetsGoOfAJobThatLeftTheCell(t *testing.T) {
+	for _, inFlight := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inFlight=%v", inFlight), func(t *testing.T) {
+			c := newCell(t, 1)
+			c.addMachines(uniform(4, 4000, 16*gib, 0)...)
+			job, _ := c.addJob("b", jobSpec{kind: batchKind, scheduler: "batch", tasks: 3, cpu: 1000, mem: gib})
+			r := c.runner(NewBatch(), "batch-0", 1, testConfig(), nil)
+			r.Submit(job, t0)
+			a := begin(t, r, t0)
+			if !inFlight {
+				if o, _ := finish(t, r, a, t0); o != OutcomePlaced {
+					t.Fatalf("outcome %v", o)
+				}
+				if len(r.jobs[job].placed) != 3 {
+					t.Fatalf("placed set %v, want the 3 tasks", r.jobs[job].placed)
+				}
+			}
+			r.Gone(job)
+			if inFlight {
+				if r.jobs[job].placed == nil {
+					t.Fatal("let go of the placed set while an attempt was in flight")
+				}
+				if o, _ := finish(t, r, a, t0); o != OutcomePlaced {
+					t.Fatalf("outcome %v", o)
+				}
+			}
+			if j := r.jobs[job]; j.placed != nil || j.lost != nil || j.gone {
+				t.Fatalf("after the job left: placed %v, lost %v, gone %v", j.placed, j.lost, j.gone)
+			}
+			if rec := record(t, r, job); rec.TasksPlaced != 3 || rec.Placed.IsZero() {
+				t.Fatalf("record %+v, want its 3 placements kept", rec)
+			}
+			r.Gone(job) // again: nothing to do
+			r.Gone(uuid.New())
+		})
+	}
+}
