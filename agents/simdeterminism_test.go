@@ -119,8 +119,8 @@ func drive(t *testing.T, st *store.Store, g *ids, r *rand.Rand, now time.Time) {
 	}
 	tries := 0
 	s.RangePendingTasks(uuid.Nil, func(tk *txn.Task) bool {
-		if m, ok := fit(tk.Request); ok {
-			ops = append(ops, txn.Claim(tk.UID, m, tk.Request, tk.Version))
+		if m, ok := fit(tk.Request()); ok {
+			ops = append(ops, txn.Claim(tk.UID, m, tk.Request(), tk.Version))
 		}
 		tries++
 		return tries < 50

@@ -173,9 +173,9 @@ func firstFit(c *Client, v View, job uuid.UUID, batch int) *txn.Txn {
 			break
 		}
 		for i, m := range machines {
-			if ok, _ := txn.Fits(m.Capacity, used[i], t.Request); ok {
-				used[i] = used[i].Add(t.Request)
-				ops = append(ops, txn.Claim(t.UID, m.UID, t.Request, t.Version))
+			if ok, _ := txn.Fits(m.Capacity, used[i], t.Request()); ok {
+				used[i] = used[i].Add(t.Request())
+				ops = append(ops, txn.Claim(t.UID, m.UID, t.Request(), t.Version))
 				break
 			}
 		}

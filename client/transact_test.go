@@ -47,7 +47,7 @@ func TestTransactPartialCommitResyncs(t *testing.T) {
 						return
 					}
 					rt, _ := st.Snapshot().Task(cl.tasks["rival"][0])
-					rivalRev = mustCommit(t, st, txn.Claim(rt.UID, cl.machines[0], rt.Request, rt.Version)).Revision
+					rivalRev = mustCommit(t, st, txn.Claim(rt.UID, cl.machines[0], rt.Request(), rt.Version)).Revision
 				}
 				c, clk := newClient(t, tr, "a", 1, DefaultRetryPolicy())
 				var views []uint64
@@ -118,7 +118,7 @@ func TestTransactGivesUpOnFullMachine(t *testing.T) {
 			cl := buildCluster(t, st, g, 1, 1000, 64*gib, 2, 1000, "a")
 			full := cl.machines[0]
 			t0, _ := st.Snapshot().Task(cl.tasks["a"][0])
-			mustCommit(t, st, txn.Claim(t0.UID, full, t0.Request, t0.Version))
+			mustCommit(t, st, txn.Claim(t0.UID, full, t0.Request(), t0.Version))
 			rec, tr := record(tp.make(st))
 			policy := RetryPolicy{MaxAttempts: 4, Backoff: 10 * ms, MaxBackoff: 25 * ms}
 			c, clk := newClient(t, tr, "a", 1, policy)
@@ -127,7 +127,7 @@ func TestTransactGivesUpOnFullMachine(t *testing.T) {
 				decides++
 				tk, _ := v.Task(cl.tasks["a"][1])
 				tx := c.NewTxn(v)
-				tx.Ops = []txn.Op{txn.Claim(tk.UID, full, tk.Request, tk.Version)}
+				tx.Ops = []txn.Op{txn.Claim(tk.UID, full, tk.Request(), tk.Version)}
 				return tx, nil
 			})
 			if !errors.Is(err, ErrGaveUp) {
@@ -333,7 +333,7 @@ func TestCommitCountsAllOrNothing(t *testing.T) {
 	tx := c.NewTxn(v)
 	for _, u := range cl.tasks["a"] {
 		tk, _ := v.Task(u)
-		tx.Ops = append(tx.Ops, txn.Claim(u, cl.machines[0], tk.Request, tk.Version)) // only one fits
+		tx.Ops = append(tx.Ops, txn.Claim(u, cl.machines[0], tk.Request(), tk.Version)) // only one fits
 	}
 	if tx.Commit != allOrNothing || tx.Component != "a" || tx.ViewRevision != v.Revision() {
 		t.Fatalf("NewTxn built %+v", tx)

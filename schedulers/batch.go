@@ -26,9 +26,9 @@ func (b *Batch) Decide(v client.View, req Request, env Env) Decision {
 	d := Decision{AllOrNothing: req.Job.Gang(), Considered: len(req.Pending), Ops: make([]txn.Op, 0, len(req.Pending))}
 	for _, t := range req.Pending {
 		placed := false
-		Sample(&b.idx, v, p, env, t.Request, t.Constraints(), 1, b.Tries, func(m *txn.Machine) bool {
-			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request, t.Version))
-			p.Take(m, t.Request)
+		Sample(&b.idx, v, p, env, t.Request(), t.Constraints(), 1, b.Tries, func(m *txn.Machine) bool {
+			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request(), t.Version))
+			p.Take(m, t.Request())
 			placed = true
 			return false
 		})

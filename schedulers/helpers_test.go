@@ -366,8 +366,8 @@ func checkClaimsFit(t testing.TB, v client.View, d Decision) {
 		}
 		seen[op.Task] = true
 		if tk, ok := v.Task(op.Task); ok {
-			if op.ExpectVersion != tk.Version || !op.Resources.Equal(tk.Request) {
-				t.Fatalf("claim of %s: version %d resources %v, the view has %d and %v", op.Task, op.ExpectVersion, op.Resources, tk.Version, tk.Request)
+			if op.ExpectVersion != tk.Version || !op.Resources.Equal(tk.Request()) {
+				t.Fatalf("claim of %s: version %d resources %v, the view has %d and %v", op.Task, op.ExpectVersion, op.Resources, tk.Version, tk.Request())
 			}
 		}
 		m, ok := v.Machine(op.Machine)

@@ -144,9 +144,9 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 
 	claim := func(t *txn.Task, version uint64) bool {
 		ok := false
-		Sample(&s.idx, v, p, env, t.Request, t.Constraints(), 1, s.Tries, func(m *txn.Machine) bool {
-			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request, version))
-			p.Take(m, t.Request)
+		Sample(&s.idx, v, p, env, t.Request(), t.Constraints(), 1, s.Tries, func(m *txn.Machine) bool {
+			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request(), version))
+			p.Take(m, t.Request())
 			ok = true
 			return false
 		})

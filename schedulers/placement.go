@@ -170,14 +170,14 @@ func Classes(tasks []*txn.Task) []*Class {
 	var sb strings.Builder
 	for _, t := range tasks {
 		sb.Reset()
-		sb.WriteString(t.Request.String())
+		sb.WriteString(t.Request().String())
 		for _, c := range t.Constraints() {
 			sb.WriteString("|" + c.GetAttribute() + c.GetOperator().String() + c.GetValue())
 		}
 		k := sb.String()
 		c, ok := byKey[k]
 		if !ok {
-			c = &Class{Request: t.Request, Constraints: t.Constraints()}
+			c = &Class{Request: t.Request(), Constraints: t.Constraints()}
 			byKey[k] = c
 			out = append(out, c)
 		}

@@ -113,7 +113,7 @@ func TestClassesGroupInterchangeableTasks(t *testing.T) {
 	eqA := []*omegav1.Constraint{{Attribute: "zone", Operator: omegav1.Constraint_OPERATOR_EQUAL, Value: "a"}}
 	eqB := []*omegav1.Constraint{{Attribute: "zone", Operator: omegav1.Constraint_OPERATOR_EQUAL, Value: "b"}}
 	mk := func(name string, cpu int64, cons []*omegav1.Constraint) *txn.Task {
-		return &txn.Task{Meta: &omegav1.ObjectMeta{Name: name}, Request: txn.Resources{CPU: cpu, Memory: gib}, Spec: &omegav1.TaskSpec{Constraints: cons}}
+		return txn.PlannedTask(uuid.Nil, uuid.Nil, &omegav1.Task{Meta: &omegav1.ObjectMeta{Name: name}, Spec: &omegav1.TaskSpec{Constraints: cons}}, txn.Resources{CPU: cpu, Memory: gib})
 	}
 	tasks := []*txn.Task{
 		mk("a1", 1000, nil), mk("b1", 2000, nil), mk("a2", 1000, nil), mk("c1", 1000, diff),

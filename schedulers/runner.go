@@ -370,7 +370,7 @@ func replacement(lost *txn.Task, uid uuid.UUID) replaced {
 		Labels:          lost.Labels(),
 		OwnerReferences: lost.OwnerReferences(),
 	}
-	return replaced{p, txn.PlannedTask(uid, lost.Job, p, lost.Request)}
+	return replaced{p, txn.PlannedTask(uid, lost.Job, p, lost.Request())}
 }
 
 // Resubmit queues again a job the runner placed earlier whose tasks became

@@ -90,5 +90,5 @@ func (t *Task) OwnerReferences() []*omegav1.OwnerReference { return t.Meta.GetOw
 // and hands it to the placement toolkit as it would a task of the view. It
 // does not check p: the create in that transaction does.
 func PlannedTask(uid, job uuid.UUID, p *omegav1.Task, request Resources) *Task {
-	return &Task{UID: uid, Job: job, Meta: p.GetMeta(), Spec: p.GetSpec(), Request: request, State: omegav1.TaskState_TASK_STATE_PENDING}
+	return &Task{UID: uid, Job: job, Meta: p.GetMeta(), Spec: p.GetSpec(), req: &request, State: omegav1.TaskState_TASK_STATE_PENDING}
 }

@@ -28,7 +28,7 @@ func TestCreateCommits(t *testing.T) {
 		if tk.Version != 3 || tk.CreateRev != 3 || tk.Created != tx.UnixNanos {
 			t.Fatalf("version %d createRev %d created %d, want 3, 3, %d", tk.Version, tk.CreateRev, tk.Created, tx.UnixNanos)
 		}
-		wantRes(t, "request", tk.Request, res(300, 400, "gpu", 1))
+		wantRes(t, "request", tk.Request(), res(300, 400, "gpu", 1))
 		if tk.Job != j1 {
 			t.Fatalf("owner job %s, want %s", tk.Job, j1)
 		}

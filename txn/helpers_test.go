@@ -391,7 +391,7 @@ func dump(s *txn.State) string {
 	pendingTasks := map[uuid.UUID][]string{}
 	s.RangeTasks(func(t *txn.Task) bool {
 		lines = append(lines, fmt.Sprintf("task %s job %s v%d c%d at %d req{%v} %s on %s claimed{%v} by %q a%d s%d f%d ev%d %q | %s",
-			t.UID, t.Job, t.Version, t.CreateRev, t.Created, t.Request, t.State, t.Machine, t.Claimed, t.Scheduler,
+			t.UID, t.Job, t.Version, t.CreateRev, t.Created, t.Request(), t.State, t.Machine, t.Claimed, t.Scheduler,
 			t.Assigned, t.Started, t.Finished, t.Evictions, t.Message(), text(t.Proto())))
 		if t.State == pending {
 			pendingTasks[t.Job] = append(pendingTasks[t.Job], t.UID.String())

@@ -48,9 +48,11 @@ type Task struct {
 	Created   int64
 	Meta      *omegav1.ObjectMeta
 	Spec      *omegav1.TaskSpec
-	Request   Resources // parsed from Spec.Resources
+	// req is Spec.Resources parsed, shared by the tasks that share their
+	// spec (a job's): read it as Request().
+	req       *Resources
 	State     omegav1.TaskState
-	Evictions int32     // beside State: the two share a word (the struct is 208 bytes, a size class)
+	Evictions int32     // beside State: the two share a word (the struct is 192 bytes, a size class of whole cache lines)
 	Machine   uuid.UUID // where it is (or was, once terminal) placed; zero while PENDING
 	Claimed   Resources // what the claim declared; held on Machine while not terminal
 	Scheduler string
@@ -66,6 +68,14 @@ type Task struct {
 	// from one template) and so cannot hold it; else Meta has it. Read it
 	// as Name().
 	name string
+}
+
+// Request is what the task asks for: its spec's resources, parsed.
+func (t *Task) Request() Resources {
+	if t.req == nil {
+		return Resources{}
+	}
+	return *t.req
 }
 
 // taskRare is a task's rarely set fields, behind one pointer.
@@ -280,17 +290,12 @@ func newTask(p *omegav1.Task, ms *metaShare) (*Task, error) {
 	if spec == nil {
 		spec = &omegav1.TaskSpec{}
 	}
-	req := ResourcesFromProto(spec.GetResources())
-	if err := req.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: task %s resources: %v", ErrInvalid, uid, err)
-	}
-	if hasLifecycle(spec.GetRestartPolicy(), spec.GetHealthCheck(), spec.GetGracePeriodMillis(), spec.GetRestartDelayMillis(), spec.GetCommand()) {
-		if err := ValidateLifecycle("task "+uid.String(), spec.GetRestartPolicy(), spec.GetHealthCheck(), spec.GetGracePeriodMillis(), spec.GetRestartDelayMillis(), spec.GetCommand()); err != nil {
-			return nil, err
-		}
+	req, err := ms.request(uid, spec)
+	if err != nil {
+		return nil, err
 	}
 	meta, name := ms.share(p.GetMeta())
-	return &Task{UID: uid, Job: job, Meta: meta, name: name, Spec: spec, Request: req, State: omegav1.TaskState_TASK_STATE_PENDING}, nil
+	return &Task{UID: uid, Job: job, Meta: meta, name: name, Spec: spec, req: req, State: omegav1.TaskState_TASK_STATE_PENDING}, nil
 }
 
 func newMachine(p *omegav1.Machine) (*Machine, error) {
@@ -360,6 +365,32 @@ func newJob(p *omegav1.Job) (*Job, error) {
 type metaShare struct {
 	last   *omegav1.ObjectMeta // the last meta seen
 	shared *omegav1.ObjectMeta // its stripped copy, once a second task matched it
+	// spec and req: the last spec checked and its resources, parsed: the
+	// tasks that share a spec share them.
+	spec *omegav1.TaskSpec
+	req  *Resources
+}
+
+// request returns a spec's resources, parsed and checked with its
+// lifecycle: the same *Resources for the tasks that share the spec (a nil
+// share parses every time).
+func (s *metaShare) request(uid uuid.UUID, spec *omegav1.TaskSpec) (*Resources, error) {
+	if s != nil && s.spec == spec && s.req != nil {
+		return s.req, nil
+	}
+	req := ResourcesFromProto(spec.GetResources())
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: task %s resources: %v", ErrInvalid, uid, err)
+	}
+	if hasLifecycle(spec.GetRestartPolicy(), spec.GetHealthCheck(), spec.GetGracePeriodMillis(), spec.GetRestartDelayMillis(), spec.GetCommand()) {
+		if err := ValidateLifecycle("task "+uid.String(), spec.GetRestartPolicy(), spec.GetHealthCheck(), spec.GetGracePeriodMillis(), spec.GetRestartDelayMillis(), spec.GetCommand()); err != nil {
+			return nil, err
+		}
+	}
+	if s != nil {
+		s.spec, s.req = spec, &req
+	}
+	return &req, nil
 }
 
 // share returns the meta to store and, when it is a shared one, the

@@ -111,7 +111,7 @@ func (ws *WriteSet) Complete(s *State) error {
 				return fmt.Errorf("%w: revision %d: a partial change of task %s, which the copy does not hold", ErrInvalid, ws.Revision, c.Task.UID)
 			}
 			t := c.Task
-			t.Job, t.CreateRev, t.Created, t.Meta, t.name, t.Spec, t.Request = prev.Job, prev.CreateRev, prev.Created, prev.Meta, prev.name, prev.Spec, prev.Request
+			t.Job, t.CreateRev, t.Created, t.Meta, t.name, t.Spec, t.req = prev.Job, prev.CreateRev, prev.Created, prev.Meta, prev.name, prev.Spec, prev.req
 		case c.Machine != nil:
 			prev, ok := s.Machine(c.Machine.UID)
 			if !ok {

@@ -31,7 +31,7 @@ func (r *testRules) Check(o txn.Overlay, i int, op *txn.Op) *txn.Rejection {
 		}
 		if op.Resources.IsZero() {
 			if t, _, ok := o.Task(op.Task); ok {
-				op.Resources = t.Request
+				op.Resources = t.Request()
 			}
 		}
 	case txn.OpSetStatus:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/txn"
@@ -399,4 +400,13 @@ func TestCheckInvariantsDetectsCorruption(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestTaskSize: a task version is 192 bytes, a size class of whole cache
+// lines (an allocation of 208, the next class, spans five lines when it
+// starts mid-line); a field added must pay for itself.
+func TestTaskSize(t *testing.T) {
+	if got := unsafe.Sizeof(txn.Task{}); got > 192 {
+		t.Fatalf("txn.Task is %d bytes, want at most 192", got)
+	}
 }

@@ -602,7 +602,7 @@ func (in *interned) decodeCreatedTask(obj []byte) (*Task, error) {
 	if err != nil {
 		return slowTask(obj)
 	}
-	t.Request = sp.request
+	t.req = &sp.request // shared by the tasks of the spec
 	t.Version, t.CreateRev, t.Created = m.GetVersion(), m.GetCreateRevision(), m.GetCreationUnixNanos()
 	if err := in.decodeTaskStatus(t, status); err != nil {
 		return nil, err

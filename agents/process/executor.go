@@ -471,7 +471,7 @@ func (x *Executor) start(t *txn.Task, gen uint64, address string) (*proc, error)
 	cmd.Env = x.env(t, address)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // its own session: it outlives the agent
 	if x.cfg.Cgroups != nil {
-		cg, err := x.cfg.Cgroups.Prepare(t.UID, t.Request.CPU, t.Request.Memory)
+		cg, err := x.cfg.Cgroups.Prepare(t.UID, t.Request().CPU, t.Request().Memory)
 		if err != nil {
 			return nil, fmt.Errorf("confine the task: %w", err)
 		}

@@ -291,7 +291,7 @@ func (w *workload) step(ctx context.Context, cm *committer, finish, claims int) 
 			if !ok || t.State != omegav1.TaskState_TASK_STATE_PENDING {
 				continue
 			}
-			req, ver = t.Request, t.Version
+			req, ver = t.Request(), t.Version
 		} else {
 			uid = cm.c.NewUID()
 			spec := w.specs[cm.rng.IntN(len(w.specs))]

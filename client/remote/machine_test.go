@@ -111,7 +111,7 @@ func TestMachineTransportTaskLeaves(t *testing.T) {
 	defer cancel()
 	for name, leave := range map[string]func(tk *txn.Task, other uuid.UUID) []txn.Op{
 		"evict and claim elsewhere": func(tk *txn.Task, other uuid.UUID) []txn.Op {
-			return []txn.Op{txn.ForceEvict(tk.UID, tk.Version, "move"), txn.Claim(tk.UID, other, tk.Request, tk.Version)}
+			return []txn.Op{txn.ForceEvict(tk.UID, tk.Version, "move"), txn.Claim(tk.UID, other, tk.Request(), tk.Version)}
 		},
 		"evict and delete": func(tk *txn.Task, _ uuid.UUID) []txn.Op {
 			return []txn.Op{txn.ForceEvict(tk.UID, tk.Version, "gone"), txn.Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, tk.UID, 0)}

@@ -33,7 +33,7 @@ func (s *LeastLoaded) Decide(v client.View, req schedulers.Request, env schedule
 	d := schedulers.Decision{Considered: len(req.Pending)}
 	for _, t := range req.Pending {
 		var best *txn.Machine
-		schedulers.Sample(&s.idx, v, p, env, t.Request, t.Constraints(), s.Choices, 8*s.Choices,
+		schedulers.Sample(&s.idx, v, p, env, t.Request(), t.Constraints(), s.Choices, 8*s.Choices,
 			func(m *txn.Machine) bool {
 				if best == nil || p.Used(m).CPU < p.Used(best).CPU {
 					best = m
@@ -44,8 +44,8 @@ func (s *LeastLoaded) Decide(v client.View, req schedulers.Request, env schedule
 			d.Unplaceable++
 			continue
 		}
-		d.Ops = append(d.Ops, txn.Claim(t.UID, best.UID, t.Request, t.Version))
-		p.Take(best, t.Request)
+		d.Ops = append(d.Ops, txn.Claim(t.UID, best.UID, t.Request(), t.Version))
+		p.Take(best, t.Request())
 	}
 	return d
 }

@@ -56,7 +56,7 @@ func machineFP(m *txn.Machine) MachineFP {
 }
 
 func taskFP(t *txn.Task) TaskFP {
-	return TaskFP{t.Version, t.CreateRev, t.Job, t.Machine, t.State, t.Request.String(), t.Claimed.String(), t.Scheduler, t.Message(), t.Assigned, t.Started, t.Finished, t.Evictions, prototext.MarshalOptions{}.Format(t.Run())}
+	return TaskFP{t.Version, t.CreateRev, t.Job, t.Machine, t.State, t.Request().String(), t.Claimed.String(), t.Scheduler, t.Message(), t.Assigned, t.Started, t.Finished, t.Evictions, prototext.MarshalOptions{}.Format(t.Run())}
 }
 
 func jobFP(j *txn.Job) JobFP { return JobFP{j.Version, j.CreateRev, j.Phase()} }

@@ -382,7 +382,7 @@ func (d *Decoder) claimResources(view *txn.State, task uuid.UUID) txn.Resources 
 	switch d.choice(3) {
 	case 0:
 		if t, ok := view.Task(task); ok {
-			return t.Request
+			return t.Request()
 		}
 		return txn.Resources{CPU: 100, Memory: 100}
 	case 1:

@@ -106,11 +106,11 @@ func (d *Driver) TryStep() (uint64, error) {
 				if !seen {
 					u = m.Allocated
 				}
-				if ok, _ := txn.Fits(m.Capacity, u, t.Request); !ok || slices.ContainsFunc(ops, func(o txn.Op) bool { return o.Task == t.UID }) {
+				if ok, _ := txn.Fits(m.Capacity, u, t.Request()); !ok || slices.ContainsFunc(ops, func(o txn.Op) bool { return o.Task == t.UID }) {
 					continue
 				}
-				used[m.UID] = u.Add(t.Request)
-				ops = append(ops, txn.Claim(t.UID, m.UID, t.Request, t.Version))
+				used[m.UID] = u.Add(t.Request())
+				ops = append(ops, txn.Claim(t.UID, m.UID, t.Request(), t.Version))
 			}
 		case k == 6 && len(placed) > 0:
 			t := pick(d.rng, placed)
