@@ -301,6 +301,21 @@ func testWatch(t *testing.T, b Backend) {
 		}
 		for _, ws := range sets {
 			got = append(got, ws.Revision)
+			// Each task's change carries the state the task left (as the
+			// watcher's copy before the revision has it), UNSPECIFIED for a
+			// task the revision created.
+			for _, c := range ws.Changes {
+				if c.Task == nil {
+					continue
+				}
+				want := omegav1.TaskState_TASK_STATE_UNSPECIFIED
+				if prev, ok := state.Task(c.Task.UID); ok && !c.Created {
+					want = prev.State
+				}
+				if c.PrevState != want {
+					t.Fatalf("revision %d: task %s changed from %s, the copy had %s", ws.Revision, c.Task.UID, c.PrevState, want)
+				}
+			}
 			state = state.Apply(ws)
 		}
 	}
