@@ -82,8 +82,11 @@ type Fitted struct {
 type ClassFit struct {
 	Jobs int
 	// Interarrival statistics of the SUBMIT times (seconds); zero for
+	// Prefill. Gaps is their empirical distribution (the paper's simulator
+	// samples arrivals from it: Config.Arrivals Empirical), empty for
 	// Prefill.
 	InterarrivalMean, InterarrivalCV float64
+	Gaps                             QuantileTable
 	// Tasks per job, CPU per task, memory per task: the fitted tables and
 	// the means of the samples they were fitted to.
 	Tasks, CPU, Memory             QuantileTable
@@ -307,6 +310,7 @@ func (c *classSamples) fit(arrivals bool) ClassFit {
 		m := mean(gaps)
 		out.InterarrivalMean = m
 		out.InterarrivalCV = stddev(gaps, m) / m
+		out.Gaps = FitQuantileTable(gaps, TableKnots)
 	}
 	out.Tasks, out.TasksMean = FitQuantileTable(c.tasks, TableKnots), mean(c.tasks)
 	for _, n := range c.tasks {

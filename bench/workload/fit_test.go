@@ -100,6 +100,9 @@ func fittedSource(f Fitted) ([]byte, error) {
 	class := func(name, doc string, c ClassFit) {
 		fmt.Fprintf(&b, "// %s\n%s: ClassFit{\n", doc, name)
 		fmt.Fprintf(&b, "Jobs: %d,\nInterarrivalMean: %s, InterarrivalCV: %s,\n", c.Jobs, num(c.InterarrivalMean), num(c.InterarrivalCV))
+		if len(c.Gaps.P) > 0 {
+			table("Gaps", c.Gaps)
+		}
 		table("Tasks", c.Tasks)
 		table("CPU", c.CPU)
 		table("Memory", c.Memory)

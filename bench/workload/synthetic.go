@@ -79,6 +79,10 @@ type Config struct {
 	// trace (Google2011Fit).
 	BatchInterarrival   time.Duration
 	ServiceInterarrival time.Duration
+	// Arrivals is how the time between a class's arrivals is drawn, with
+	// the means above: PoissonArrivals (exponential gaps, the default) or
+	// EmpiricalArrivals (the trace's own gaps, scaled to the mean).
+	Arrivals ArrivalModel
 	// TraceMachines is the size of the cell the interarrivals were measured
 	// in. Default 12,500, the fitted trace's cell. Set it to Machines when
 	// the interarrivals are for the simulated cell itself.
@@ -235,6 +239,8 @@ func (c Config) Validate() error {
 		return bad("ServiceInterarrival", c.ServiceInterarrival, fmt.Sprintf("a mean time between arrivals from %v to %v", MinInterarrival, MaxInterarrival))
 	case c.TraceMachines < 1 || c.TraceMachines > MaxMachines:
 		return bad("TraceMachines", c.TraceMachines, fmt.Sprintf("the machines of the cell the interarrivals are for, from 1 to %d", MaxMachines))
+	case c.Arrivals != PoissonArrivals && c.Arrivals != EmpiricalArrivals:
+		return bad("Arrivals", c.Arrivals, "poisson or empirical")
 	case !(c.Load >= MinLoad && c.Load <= MaxLoad): // also NaN
 		return bad("Load", c.Load, fmt.Sprintf("the offered load per machine as a multiple of the trace cell's, from %v to %v", MinLoad, MaxLoad))
 	case !(float64(c.BatchInterarrival)*c.arrivalScale() >= float64(MinInterarrival)):
@@ -350,7 +356,7 @@ type Generator struct {
 // arrivals is one Poisson stream.
 type arrivals struct {
 	r     *rand.Rand
-	gap   Exponential // seconds
+	gap   Dist // seconds
 	next  time.Duration
 	clock float64 // seconds, exact sum of the gaps
 }
@@ -389,8 +395,16 @@ func New(cfg Config) (*Generator, error) {
 		return nil, fmt.Errorf("fitted prefill class: %w", err)
 	}
 	scale := cfg.arrivalScale()
-	g.bs = arrivals{r: g.rand(streamBatch), gap: Exponential{cfg.BatchInterarrival.Seconds() * scale}}
-	g.ss = arrivals{r: g.rand(streamService), gap: Exponential{cfg.ServiceInterarrival.Seconds() * scale}}
+	bgap, err := cfg.Arrivals.gaps(Google2011Fit.Batch, cfg.BatchInterarrival.Seconds()*scale)
+	if err != nil {
+		return nil, fmt.Errorf("fitted batch gaps: %w", err)
+	}
+	sgap, err := cfg.Arrivals.gaps(Google2011Fit.Service, cfg.ServiceInterarrival.Seconds()*scale)
+	if err != nil {
+		return nil, fmt.Errorf("fitted service gaps: %w", err)
+	}
+	g.bs = arrivals{r: g.rand(streamBatch), gap: bgap}
+	g.ss = arrivals{r: g.rand(streamService), gap: sgap}
 	g.bs.advance()
 	g.ss.advance()
 	return g, nil
@@ -508,3 +522,63 @@ func (g *Generator) runtime(r *rand.Rand, m LognormalPareto) time.Duration {
 	ms := math.Round(m.Sample(r) * 1000)
 	return time.Duration(max(ms, 1)) * time.Millisecond
 }
+
+// ArrivalModel is how the time between a class's arrivals is drawn.
+type ArrivalModel int
+
+const (
+	// PoissonArrivals draws exponential gaps with the class's mean: a Poisson
+	// process, far smoother than the trace (coefficient of variation 1).
+	PoissonArrivals ArrivalModel = iota
+	// EmpiricalArrivals draws the trace's own gaps (ClassFit.Gaps), scaled to the
+	// class's mean, as the Omega paper's simulator samples its arrivals
+	// from the trace: burstier (the batch gaps' coefficient of variation
+	// is 1.6), and job wait times depend on it.
+	EmpiricalArrivals
+)
+
+func (m ArrivalModel) String() string {
+	switch m {
+	case PoissonArrivals:
+		return "poisson"
+	case EmpiricalArrivals:
+		return "empirical"
+	}
+	return fmt.Sprintf("ArrivalModel(%d)", int(m))
+}
+
+// ParseArrivalModel reads poisson or empirical.
+func ParseArrivalModel(s string) (ArrivalModel, error) {
+	switch s {
+	case "poisson":
+		return PoissonArrivals, nil
+	case "empirical":
+		return EmpiricalArrivals, nil
+	}
+	return 0, fmt.Errorf("arrivals %q: want poisson or empirical", s)
+}
+
+// gaps is the distribution of the time between a class's arrivals, in
+// seconds, with the given mean.
+func (m ArrivalModel) gaps(fit ClassFit, mean float64) (Dist, error) {
+	if m == PoissonArrivals {
+		return Exponential{mean}, nil
+	}
+	e, err := fit.Gaps.Empirical()
+	if err != nil {
+		return nil, err
+	}
+	if !(e.Mean() > 0) {
+		return nil, fmt.Errorf("the fitted gaps have mean %v", e.Mean())
+	}
+	return scaled{e, mean / e.Mean()}, nil
+}
+
+// scaled is a distribution's values times k.
+type scaled struct {
+	d Dist
+	k float64
+}
+
+func (s scaled) Sample(r *rand.Rand) float64 { return s.k * s.d.Sample(r) }
+func (s scaled) Mean() float64               { return s.k * s.d.Mean() }

@@ -429,3 +429,65 @@ func TestLoadIsPerMachine(t *testing.T) {
 		t.Errorf("half the machines at twice the load: %d arrivals vs %d (ratio %.3f), want the same", double, full, r)
 	}
 }
+
+// TestArrivalModels: both models keep the class's mean gap; the empirical
+// one keeps the trace's burstiness (the fitted gaps' coefficient of
+// variation) where the Poisson one has 1. A model out of range is refused
+// by name, and the names parse back.
+func TestArrivalModels(t *testing.T) {
+	const n = 200_000
+	for _, m := range []ArrivalModel{PoissonArrivals, EmpiricalArrivals} {
+		mean := 3.5 // seconds: a scaled class
+		d, err := m.gaps(Google2011Fit.Batch, mean)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(7, 7))
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = d.Sample(r)
+			if xs[i] < 0 {
+				t.Fatalf("%s: a negative gap %v", m, xs[i])
+			}
+		}
+		got := mean64(xs)
+		cv := stddev64(xs, got) / got
+		if math.Abs(got-mean)/mean > 0.02 || math.Abs(d.Mean()-mean) > 1e-9 {
+			t.Errorf("%s: sampled mean %v, Mean() %v, want %v", m, got, d.Mean(), mean)
+		}
+		want := 1.0
+		if m == EmpiricalArrivals {
+			want = Google2011Fit.Batch.InterarrivalCV
+		}
+		if math.Abs(cv-want)/want > 0.1 {
+			t.Errorf("%s: coefficient of variation %.3f, want about %.3f", m, cv, want)
+		}
+		if back, err := ParseArrivalModel(m.String()); err != nil || back != m {
+			t.Errorf("ParseArrivalModel(%q) = %v, %v", m.String(), back, err)
+		}
+	}
+	if _, err := ParseArrivalModel("bursty"); err == nil {
+		t.Error("ParseArrivalModel took bursty")
+	}
+	cfg := Default()
+	cfg.Arrivals = ArrivalModel(9)
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "Arrivals") {
+		t.Errorf("Validate of arrivals 9: %v", err)
+	}
+}
+
+func mean64(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func stddev64(xs []float64, m float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += (x - m) * (x - m)
+	}
+	return math.Sqrt(s / float64(len(xs)))
+}

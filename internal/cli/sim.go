@@ -20,18 +20,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omega-cell/omega/bench/sim"
+	"github.com/omega-cell/omega/bench/workload"
 	"github.com/omega-cell/omega/internal/finite"
 	"github.com/omega-cell/omega/schedulers"
 )
 
 type simFlags struct {
-	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime string
-	machines, seeds, jobs                                                                          int
-	days, failures, loadFactor                                                                     float64
-	mrShare                                                                                        optFloat
-	seed                                                                                           uint64
-	asJSON                                                                                         bool
-	file                                                                                           configFile
+	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals string
+	machines, seeds, jobs                                                                                    int
+	days, failures, loadFactor                                                                               float64
+	mrShare                                                                                                  optFloat
+	seed                                                                                                     uint64
+	asJSON                                                                                                   bool
+	file                                                                                                     configFile
 }
 
 // simCmd is `omega sim`: its flags, and the config they make once checked.
@@ -87,6 +88,7 @@ as it was.`,
 	fl.StringVar(&f.conflict, "conflict", "fine", "conflict detection: fine or coarse")
 	fl.StringVar(&f.commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
 	fl.StringVar(&f.policy, "mapreduce-policy", "max-parallelism", "max-parallelism, global-cap or relative-size")
+	fl.StringVar(&f.arrivals, "arrivals", "poisson", "time between a class's arrivals: poisson (exponential gaps with the trace's mean) or empirical (the trace's own gaps, far burstier, as the Omega paper's simulator draws them)")
 	fl.Var(&f.mrShare, "mapreduce-share", "share of batch jobs that are MapReduce, 0 to 1 (default 0.2 when a mapreduce scheduler runs, else 0)")
 	fl.Float64Var(&f.failures, "machine-failures-per-day", 0, fmt.Sprintf("machine failures per simulated day, 0 to %d per machine (a failed machine is repaired in an hour)", failuresPerMachineDay))
 	fl.StringVar(&f.fleetTick, "fleet-tick", "1s", fmt.Sprintf("interval of the fleet's batched status transactions, %s to %s", fmtDuration(minFleetTick), fmtDuration(maxFleetTick)))
@@ -191,6 +193,9 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	}
 	if cfg.MapReducePolicy, err = schedulers.ParseMapReducePolicy(f.policy); err != nil {
 		p.add(name("mapreduce-policy"), strconv.Quote(f.policy), "want max-parallelism, global-cap or relative-size")
+	}
+	if cfg.Workload.Arrivals, err = workload.ParseArrivalModel(f.arrivals); err != nil {
+		p.add(name("arrivals"), strconv.Quote(f.arrivals), "want poisson or empirical")
 	}
 	switch f.decisionTime {
 	case "model":

@@ -73,6 +73,7 @@ func TestSimRefusesBadFlags(t *testing.T) {
 		{[]string{"--schedulers", ""}, "--schedulers"},
 		{[]string{"--schedulers", "batch=1,service=1,magic=1"}, "--schedulers magic=1"},
 		{[]string{"--schedulers", "service=1"}, "batch jobs"},
+		{[]string{"--arrivals", "bursty"}, "--arrivals \"bursty\""},
 		{[]string{"--mapreduce-share", "NaN", "--schedulers", "batch=1,service=1,mapreduce=1"}, "--mapreduce-share NaN"},
 		{[]string{"--mapreduce-share", "-0.1", "--schedulers", "batch=1,service=1,mapreduce=1"}, "--mapreduce-share -0.1"},
 		{[]string{"--mapreduce-share", "1.5", "--schedulers", "batch=1,service=1,mapreduce=1"}, "--mapreduce-share 1.5"},
