@@ -33,6 +33,7 @@ var (
 		"service": func(p Params) (Scheduler, error) {
 			return NewService(), p.Only("service")
 		},
+		"monolithic": func(p Params) (Scheduler, error) { return NewMonolithic(), p.Only("monolithic") },
 		"mapreduce": func(p Params) (Scheduler, error) {
 			if err := p.Only("mapreduce", "policy"); err != nil {
 				return nil, err

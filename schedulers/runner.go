@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -32,12 +33,18 @@ type RunnerConfig struct {
 	// TJob and TTask model the decision time of an attempt:
 	// TJob + TTask × tasks considered. Defaults 0.1s and 5ms (the paper's).
 	TJob, TTask time.Duration
+	// ByKind, if set, gives jobs of the kinds it names their own decision
+	// times instead (a multi-path monolithic scheduler's).
+	ByKind map[omegav1.JobKind]DecisionTime
 	// Measure, if set, replaces the model: an attempt's decision time is
 	// what Measure advanced by while the scheduler decided (the simulator
 	// passes the thread's CPU time). The Runner itself reads no clock.
 	// Results then depend on the machine, so they are not reproducible.
 	Measure func() time.Duration
 }
+
+// DecisionTime is a decision-time model: TJob + TTask × tasks considered.
+type DecisionTime struct{ TJob, TTask time.Duration }
 
 // DefaultRunnerConfig returns the paper's defaults.
 func DefaultRunnerConfig() RunnerConfig {
@@ -51,6 +58,8 @@ func (c RunnerConfig) Validate() error {
 		return errors.New("runner config: MaxAttempts and MaxAttemptsNoPlacement must be at least 1")
 	case c.RetryDelay < 0 || c.TJob < 0 || c.TTask < 0:
 		return errors.New("runner config: RetryDelay, TJob and TTask must not be negative")
+	case slices.ContainsFunc(slices.Collect(maps.Values(c.ByKind)), func(d DecisionTime) bool { return d.TJob < 0 || d.TTask < 0 }):
+		return errors.New("runner config: a ByKind decision time is negative")
 	}
 	return nil
 }
@@ -480,7 +489,11 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 				a.claims[i] = op.Task
 			}
 		}
-		a.DecisionTime = r.cfg.TJob + time.Duration(d.Considered)*r.cfg.TTask
+		tj, tt := r.cfg.TJob, r.cfg.TTask
+		if dt, ok := r.cfg.ByKind[job.Kind()]; ok {
+			tj, tt = dt.TJob, dt.TTask
+		}
+		a.DecisionTime = tj + time.Duration(d.Considered)*tt
 		if r.cfg.Measure != nil {
 			a.DecisionTime = measured
 		}

@@ -33,6 +33,9 @@ type SchedulerSpec struct {
 	TJob, TTask time.Duration
 	// Params go to the kind's factory (schedulers.Params).
 	Params schedulers.Params
+	// ByKind, if set, gives jobs of the kinds it names their own decision
+	// times (a multi-path monolithic scheduler: WithArchitecture).
+	ByKind map[omegav1.JobKind]schedulers.DecisionTime
 }
 
 // Config is one simulation. Start from DefaultConfig.
@@ -341,7 +344,7 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 				return nil, err
 			}
 			rc := cfg.Runner
-			rc.TJob, rc.TTask = spec.TJob, spec.TTask
+			rc.TJob, rc.TTask, rc.ByKind = spec.TJob, spec.TTask, spec.ByKind
 			if cfg.CPUTime {
 				rc.Measure = threadCPUTime
 			}

@@ -26,13 +26,13 @@ import (
 )
 
 type simFlags struct {
-	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals string
-	machines, seeds, jobs                                                                                    int
-	days, failures, loadFactor                                                                               float64
-	mrShare                                                                                                  optFloat
-	seed                                                                                                     uint64
-	asJSON                                                                                                   bool
-	file                                                                                                     configFile
+	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch string
+	machines, seeds, jobs                                                                                          int
+	days, failures, loadFactor                                                                                     float64
+	mrShare                                                                                                        optFloat
+	seed                                                                                                           uint64
+	asJSON                                                                                                         bool
+	file                                                                                                           configFile
 }
 
 // simCmd is `omega sim`: its flags, and the config they make once checked.
@@ -88,6 +88,7 @@ as it was.`,
 	fl.StringVar(&f.conflict, "conflict", "fine", "conflict detection: fine or coarse")
 	fl.StringVar(&f.commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
 	fl.StringVar(&f.policy, "mapreduce-policy", "max-parallelism", "max-parallelism, global-cap or relative-size")
+	fl.StringVar(&f.arch, "architecture", "shared", "how scheduling is organised (the Omega paper's section 4): shared (--schedulers on shared state), single-path (one monolithic scheduler, every job at the service scheduler's decision time) or multi-path (one monolithic scheduler, each job at its kind's decision time); the monolithic ones take --schedulers batch=1,service=1")
 	fl.StringVar(&f.arrivals, "arrivals", "poisson", "time between a class's arrivals: poisson (exponential gaps with the trace's mean) or empirical (the trace's own gaps, far burstier, as the Omega paper's simulator draws them)")
 	fl.Var(&f.mrShare, "mapreduce-share", "share of batch jobs that are MapReduce, 0 to 1 (default 0.2 when a mapreduce scheduler runs, else 0)")
 	fl.Float64Var(&f.failures, "machine-failures-per-day", 0, fmt.Sprintf("machine failures per simulated day, 0 to %d per machine (a failed machine is repaired in an hour)", failuresPerMachineDay))
@@ -241,6 +242,13 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 		p = append(p, errors.New("--out: required (or --json)"))
 	}
 	p.dir("--out", f.out)
+	if arch, err := sim.ParseArchitecture(f.arch); err != nil {
+		p.add(name("architecture"), strconv.Quote(f.arch), "want shared, single-path or multi-path")
+	} else if len(p) == 0 {
+		if cfg, err = cfg.WithArchitecture(arch); err != nil {
+			p.add(name("architecture"), f.arch, "%v", strings.TrimPrefix(err.Error(), "sim: "))
+		}
+	}
 	if len(p) > 0 {
 		return sim.Config{}, 0, p.err()
 	}

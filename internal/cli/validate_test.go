@@ -74,6 +74,8 @@ func TestSimRefusesBadFlags(t *testing.T) {
 		{[]string{"--schedulers", "batch=1,service=1,magic=1"}, "--schedulers magic=1"},
 		{[]string{"--schedulers", "service=1"}, "batch jobs"},
 		{[]string{"--arrivals", "bursty"}, "--arrivals \"bursty\""},
+		{[]string{"--architecture", "two-level"}, "--architecture \"two-level\""},
+		{[]string{"--architecture", "single-path", "--schedulers", "batch=2,service=1"}, "--architecture single-path"},
 		{[]string{"--mapreduce-share", "NaN", "--schedulers", "batch=1,service=1,mapreduce=1"}, "--mapreduce-share NaN"},
 		{[]string{"--mapreduce-share", "-0.1", "--schedulers", "batch=1,service=1,mapreduce=1"}, "--mapreduce-share -0.1"},
 		{[]string{"--mapreduce-share", "1.5", "--schedulers", "batch=1,service=1,mapreduce=1"}, "--mapreduce-share 1.5"},

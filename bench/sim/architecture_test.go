@@ -1,0 +1,89 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+)
+
+// archConfig is a small cell under the trace cell's whole load.
+func archConfig(tJobService time.Duration) Config {
+	cfg := DefaultConfig()
+	cfg.Workload.Machines = 100
+	cfg.Workload.Load = 10
+	cfg.Workload.Days = 0.02
+	cfg.Workload.Seed = 4
+	cfg.Workload.MapReduceShare = 0 // no mapreduce scheduler runs
+	cfg.Schedulers[1].TJob = tJobService
+	return cfg
+}
+
+// The monolithic architectures run one scheduler taking every job: the
+// single-path one at the service scheduler's decision time for every job,
+// the multi-path one at each kind's. Their busyness follows: the
+// single-path scheduler's grows with t_job(service) (never falls), and once
+// that is the slower time it is at least the multi-path one's, which pays it
+// for service jobs only. Every job of the workload is accounted for.
+func TestMonolithicArchitectures(t *testing.T) {
+	var last float64
+	for _, tj := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second, 5 * time.Second} {
+		busy := map[Architecture]float64{}
+		for _, a := range []Architecture{SinglePath, MultiPath} {
+			cfg, err := archConfig(tj).WithArchitecture(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Schedulers) != 1 || cfg.Schedulers[0].Kind != "monolithic" || cfg.Route["batch"] != "monolithic" || cfg.Route["service"] != "monolithic" {
+				t.Fatalf("%s: schedulers %+v, route %v", a, cfg.Schedulers, cfg.Route)
+			}
+			sum, _ := runConfig(t, cfg)
+			if len(sum.Schedulers) != 1 || sum.JobsScheduled+sum.JobsAbandoned+sum.JobsPending != sum.JobsSubmitted || sum.JobsSubmitted == 0 {
+				t.Fatalf("%s at t_job %v: %+v", a, tj, sum)
+			}
+			busy[a] = sum.Schedulers[0].BusynessMedian
+		}
+		// At least the multi-path one's once the service time is the slower
+		// (below the batch scheduler's 100 ms, multi-path's batch jobs pay
+		// more than single-path's).
+		if busy[SinglePath] < last || tj >= 100*time.Millisecond && busy[SinglePath] < busy[MultiPath] {
+			t.Fatalf("t_job(service) %v: single-path busyness %v (%v at the t_job before), multi-path %v", tj, busy[SinglePath], last, busy[MultiPath])
+		}
+		last = busy[SinglePath]
+	}
+}
+
+// WithArchitecture refuses what it cannot turn into one scheduler, naming
+// the architecture, and leaves the shared one as it was.
+func TestWithArchitectureRefuses(t *testing.T) {
+	cfg := DefaultConfig()
+	if got, err := cfg.WithArchitecture(SharedState); err != nil || len(got.Schedulers) != 2 {
+		t.Fatalf("shared: %+v, %v", got.Schedulers, err)
+	}
+	two := DefaultConfig()
+	two.Schedulers[0].Count = 2
+	routed := DefaultConfig()
+	routed.Route = map[string]string{"batch": "service"}
+	mr := DefaultConfig()
+	mr.Schedulers = append(mr.Schedulers, SchedulerSpec{Kind: "mapreduce", Count: 1})
+	noService := DefaultConfig()
+	noService.Schedulers = noService.Schedulers[:1]
+	for name, c := range map[string]Config{"two batch": two, "routed": routed, "mapreduce": mr, "no service": noService} {
+		if _, err := c.WithArchitecture(MultiPath); err == nil || !strings.Contains(err.Error(), "multi-path") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := ParseArchitecture("two-level-someday"); err == nil {
+		t.Error("parsed an unknown architecture")
+	}
+	for _, a := range []Architecture{SharedState, SinglePath, MultiPath} {
+		if back, err := ParseArchitecture(a.String()); err != nil || back != a {
+			t.Errorf("%v: %v %v", a, back, err)
+		}
+	}
+	multi, _ := DefaultConfig().WithArchitecture(MultiPath)
+	if bt := multi.Schedulers[0].ByKind[omegav1.JobKind_JOB_KIND_BATCH]; bt.TJob != 100*time.Millisecond {
+		t.Errorf("multi-path batch time %+v", bt)
+	}
+}
