@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
 )
 
 // archConfig is a small cell under the trace cell's whole load.
@@ -85,5 +88,31 @@ func TestWithArchitectureRefuses(t *testing.T) {
 	multi, _ := DefaultConfig().WithArchitecture(MultiPath)
 	if bt := multi.Schedulers[0].ByKind[omegav1.JobKind_JOB_KIND_BATCH]; bt.TJob != 100*time.Millisecond {
 		t.Errorf("multi-path batch time %+v", bt)
+	}
+}
+
+// A cell with GPU machines and jobs that ask for GPUs: the GPU tasks are
+// placed, and only on machines that have GPUs (the schedulers and the
+// store count the "gpu" dimension like cpu and memory).
+func TestGPUTasksOnGPUMachines(t *testing.T) {
+	cfg := archConfig(100 * time.Millisecond)
+	cfg.Workload.GPUMachineShare, cfg.Workload.GPUJobShare = 0.2, 0.3
+	cfg.CheckInvariants = true
+	s := buildRun(t, cfg)
+	st := s.Store.Snapshot()
+	placed := 0
+	st.RangeTasks(func(tk *txn.Task) bool {
+		if tk.Request().Ext["gpu"] == 0 || tk.Machine == (uuid.UUID{}) {
+			return true
+		}
+		m, ok := st.Machine(tk.Machine)
+		if !ok || m.Capacity.Ext["gpu"] == 0 {
+			t.Fatalf("GPU task %s on machine %s, which has no GPU", tk.UID, tk.Machine)
+		}
+		placed++
+		return true
+	})
+	if placed == 0 {
+		t.Fatal("no GPU task was placed")
 	}
 }

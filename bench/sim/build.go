@@ -403,7 +403,7 @@ func registerMachines(ctx context.Context, c *client.Client, ms []workload.Machi
 			tx.Ops = append(tx.Ops, txn.CreateMachine(&omegav1.Machine{
 				Meta: &omegav1.ObjectMeta{Uid: c.NewUID().String(), Name: m.Name},
 				Spec: &omegav1.MachineSpec{
-					Capacity:      &omegav1.Resources{CpuMillis: m.CPUMillis, MemoryBytes: m.MemoryBytes},
+					Capacity:      machineCapacity(m),
 					FailureDomain: m.FailureDomain,
 				},
 			}))
@@ -416,6 +416,14 @@ func registerMachines(ctx context.Context, c *client.Client, ms []workload.Machi
 		}
 	}
 	return nil
+}
+
+func machineCapacity(m workload.Machine) *omegav1.Resources {
+	r := &omegav1.Resources{CpuMillis: m.CPUMillis, MemoryBytes: m.MemoryBytes}
+	if m.GPUs > 0 {
+		r.Extended = map[string]int64{workload.GPU: m.GPUs}
+	}
+	return r
 }
 
 // prefill creates the pre-fill's long-running service jobs and places them

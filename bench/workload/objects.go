@@ -27,6 +27,9 @@ func (k Kind) Proto() omegav1.JobKind {
 	return omegav1.JobKind_JOB_KIND_UNSPECIFIED
 }
 
+// GPU is the name of the extended resource the workload's GPUs are.
+const GPU = "gpu"
+
 // Objects returns the job and its PENDING tasks as the store's objects, for
 // a submitter to create in one transaction. Uids are drawn from ids with
 // uuid.NewRandomFromReader (pass a seeded source for reproducible ids); the
@@ -54,7 +57,11 @@ func (a JobArrival) Objects(ids io.Reader, epochUnixNanos int64) (*omegav1.Job, 
 		return nil, nil, fmt.Errorf("job %s: uid: %w", a.Name, err)
 	}
 	res := func() *omegav1.Resources {
-		return &omegav1.Resources{CpuMillis: a.CPUMillis, MemoryBytes: a.MemoryBytes}
+		r := &omegav1.Resources{CpuMillis: a.CPUMillis, MemoryBytes: a.MemoryBytes}
+		if a.GPUs > 0 {
+			r.Extended = map[string]int64{GPU: a.GPUs}
+		}
+		return r
 	}
 	spec := &omegav1.JobSpec{
 		Kind:      a.Kind.Proto(),

@@ -101,6 +101,17 @@ type Config struct {
 	// has no such figure; default 16, the mapreduce scheduler's own default
 	// for a job without map tasks.
 	MapTasksPerWorker int
+	// GPUMachineShare of the machines (spread evenly over the cell) carry
+	// GPUsPerMachine GPUs each, the extended resource "gpu"; GPUJobShare of
+	// the batch jobs (not MapReduce) ask for one GPU per task, at most a
+	// tenth of the cell's GPUs a job. All default 0 (GPUsPerMachine 8 once
+	// GPUMachineShare is set): the workload has no GPUs, and its other
+	// draws are the same either way (the GPU draws have a stream of their
+	// own). A newer resource dimension, for a scheduler that does not know
+	// it (issue 10's faults).
+	GPUMachineShare float64
+	GPUsPerMachine  int
+	GPUJobShare     float64
 	// BatchRuntime and ServiceRuntime model a job's runtime in seconds
 	// (every task of the job runs that long; MapReduce jobs use
 	// BatchRuntime). Defaults: DefaultBatchRuntime, DefaultServiceRuntime.
@@ -250,6 +261,14 @@ func (c Config) Validate() error {
 		return bad("Load", c.Load, fmt.Sprintf("a load at which %d machines get at most one service job every %v", c.Machines, MinInterarrival))
 	case !(c.MapReduceShare >= 0 && c.MapReduceShare <= 1): // also NaN
 		return bad("MapReduceShare", c.MapReduceShare, "a share of batch arrivals from 0 to 1")
+	case !(c.GPUMachineShare >= 0 && c.GPUMachineShare <= 1): // also NaN
+		return bad("GPUMachineShare", c.GPUMachineShare, "a share of the machines from 0 to 1")
+	case c.GPUsPerMachine < 0 || c.GPUsPerMachine > MaxGPUsPerMachine:
+		return bad("GPUsPerMachine", c.GPUsPerMachine, fmt.Sprintf("a whole number from 0 to %d", MaxGPUsPerMachine))
+	case !(c.GPUJobShare >= 0 && c.GPUJobShare <= 1):
+		return bad("GPUJobShare", c.GPUJobShare, "a share of the batch jobs from 0 to 1")
+	case c.GPUJobShare > 0 && c.gpus() == 0:
+		return bad("GPUJobShare", c.GPUJobShare, "0, or GPU machines (GPUMachineShare) for the jobs to use")
 	case c.MapTasksPerWorker < 1 || c.MapTasksPerWorker > MaxMapTasksPerWorker:
 		return bad("MapTasksPerWorker", c.MapTasksPerWorker, fmt.Sprintf("a whole number from 1 to %d", MaxMapTasksPerWorker))
 	}
@@ -277,6 +296,7 @@ type Machine struct {
 	CPUMillis     int64
 	MemoryBytes   int64
 	FailureDomain string
+	GPUs          int64 // the extended resource "gpu"; 0: none
 }
 
 // JobArrival is one job of the workload, in plain values (see Objects for
@@ -294,6 +314,7 @@ type JobArrival struct {
 	// Per-task request.
 	CPUMillis   int64
 	MemoryBytes int64
+	GPUs        int64 // the extended resource "gpu"; 0: none
 	// Duration is every task's runtime; 0 means "runs until stopped" (the
 	// pre-fill).
 	Duration time.Duration
@@ -338,7 +359,30 @@ const (
 	streamBatch uint64 = iota + 1
 	streamService
 	streamPrefill
+	streamGPU
 )
+
+// MaxGPUsPerMachine bounds Config.GPUsPerMachine.
+const MaxGPUsPerMachine = 64
+
+// gpuMachine reports whether machine i of the cell carries GPUs: a
+// GPUMachineShare of them, spread evenly.
+func (c Config) gpuMachine(i int) bool {
+	return math.Floor(float64(i+1)*c.GPUMachineShare) > math.Floor(float64(i)*c.GPUMachineShare)
+}
+
+// gpusPerMachine is GPUsPerMachine, 8 when unset.
+func (c Config) gpusPerMachine() int64 {
+	if c.GPUsPerMachine == 0 {
+		return 8
+	}
+	return int64(c.GPUsPerMachine)
+}
+
+// gpus is how many GPUs the cell has.
+func (c Config) gpus() int64 {
+	return int64(math.Floor(float64(c.Machines)*c.GPUMachineShare)) * c.gpusPerMachine()
+}
 
 // Generator produces a synthetic cell from a Config: its machines, its
 // pre-fill, and a lazily generated stream of job arrivals in time order.
@@ -350,6 +394,7 @@ type Generator struct {
 	cpuScale, memScale      float64 // per normalised unit
 	batch, service, prefill class
 	bs, ss                  arrivals
+	gpu                     *rand.Rand // which batch jobs ask for GPUs
 	seq                     int64
 }
 
@@ -403,6 +448,7 @@ func New(cfg Config) (*Generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fitted service gaps: %w", err)
 	}
+	g.gpu = g.rand(streamGPU)
 	g.bs = arrivals{r: g.rand(streamBatch), gap: bgap}
 	g.ss = arrivals{r: g.rand(streamService), gap: sgap}
 	g.bs.advance()
@@ -430,6 +476,9 @@ func (g *Generator) Machines() []Machine {
 			CPUMillis:     g.cfg.MachineCPUMillis,
 			MemoryBytes:   g.cfg.MachineMemoryBytes,
 			FailureDomain: fmt.Sprintf("fd%04d", i/g.cfg.MachinesPerFailureDomain),
+		}
+		if g.cfg.gpuMachine(i) {
+			out[i].GPUs = g.cfg.gpusPerMachine()
 		}
 	}
 	return out
@@ -481,6 +530,9 @@ func (g *Generator) Next() (JobArrival, bool) {
 			j.Kind = KindMapReduce
 			j.Workers = j.Tasks
 			j.MapTasks = int(min(int64(j.Tasks)*int64(g.cfg.MapTasksPerWorker), math.MaxInt32))
+		} else if g.cfg.GPUJobShare > 0 && g.gpu.Float64() < g.cfg.GPUJobShare {
+			j.GPUs = 1
+			j.Tasks = int(min(int64(j.Tasks), max(g.cfg.gpus()/10, 1)))
 		}
 	} else {
 		j = g.draw(s.r, &g.service)

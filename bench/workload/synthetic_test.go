@@ -2,6 +2,7 @@ package workload
 
 import (
 	"errors"
+	"github.com/omega-cell/omega/client"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -490,4 +491,81 @@ func stddev64(xs []float64, m float64) float64 {
 		s += (x - m) * (x - m)
 	}
 	return math.Sqrt(s / float64(len(xs)))
+}
+
+// GPUs: a share of the machines carry them, spread evenly; a share of the
+// batch jobs ask for one a task, at most a tenth of the cell's a job; the
+// job and task objects carry the "gpu" dimension; every other draw of the
+// workload is what it is without GPUs.
+func TestGPUWorkload(t *testing.T) {
+	plain := Default()
+	plain.Machines, plain.Days, plain.Load = 400, 0.2, 5
+	gpu := plain
+	gpu.GPUMachineShare, gpu.GPUJobShare = 0.125, 0.3
+	g0, err := New(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1, err := New(gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := 0
+	for i, m := range g1.Machines() {
+		if m.GPUs != 0 && m.GPUs != 8 {
+			t.Fatalf("machine %d has %d GPUs", i, m.GPUs)
+		}
+		if m.GPUs > 0 {
+			with++
+		}
+		if i%8 == 7 && m.GPUs == 0 || i%8 != 7 && m.GPUs != 0 {
+			t.Fatalf("machine %d: %d GPUs, not spread one in eight", i, m.GPUs)
+		}
+	}
+	if with != 50 || gpu.gpus() != 400 {
+		t.Fatalf("%d GPU machines, %d GPUs; want 50 and 400", with, gpu.gpus())
+	}
+	batch, asking := 0, 0
+	for {
+		a, ok0 := g0.Next()
+		b, ok1 := g1.Next()
+		if ok0 != ok1 {
+			t.Fatal("the two workloads end apart")
+		}
+		if !ok0 {
+			break
+		}
+		if a.Submit != b.Submit || a.Kind != b.Kind || a.CPUMillis != b.CPUMillis || a.MemoryBytes != b.MemoryBytes || a.Duration != b.Duration || a.Priority != b.Priority {
+			t.Fatalf("arrival %s differs beyond its GPUs: %+v against %+v", a.Name, a, b)
+		}
+		if a.GPUs != 0 {
+			t.Fatalf("a GPU in the plain workload: %+v", a)
+		}
+		if b.Kind == KindBatch {
+			batch++
+		}
+		if b.GPUs > 0 {
+			asking++
+			if b.Kind != KindBatch || b.GPUs != 1 || b.Tasks > 40 || b.Tasks != min(a.Tasks, 40) {
+				t.Fatalf("GPU job %+v (without GPUs %d tasks)", b, a.Tasks)
+			}
+			job, tasks, err := b.Objects(client.RandReader(rand.New(rand.NewPCG(1, 1))), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if job.Spec.Template.Resources.Extended[GPU] != 1 || tasks[0].Spec.Resources.Extended[GPU] != 1 {
+				t.Fatalf("GPU job objects: template %v, task %v", job.Spec.Template.Resources, tasks[0].Spec.Resources)
+			}
+		} else if b.Tasks != a.Tasks {
+			t.Fatalf("job %s: %d tasks, %d without GPUs", b.Name, b.Tasks, a.Tasks)
+		}
+	}
+	if share := float64(asking) / float64(batch); batch < 200 || share < 0.2 || share > 0.4 {
+		t.Fatalf("%d of %d batch jobs ask for GPUs, want about 30%%", asking, batch)
+	}
+	bad := plain
+	bad.GPUJobShare = 0.1
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "GPUJobShare") {
+		t.Fatalf("GPU jobs without GPU machines: %v", err)
+	}
 }

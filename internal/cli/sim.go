@@ -28,7 +28,8 @@ import (
 type simFlags struct {
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch string
 	machines, seeds, jobs                                                                                          int
-	days, failures, loadFactor                                                                                     float64
+	days, failures, loadFactor, gpuMachines, gpuJobs                                                               float64
+	gpusPerMachine                                                                                                 int
 	mrShare                                                                                                        optFloat
 	seed                                                                                                           uint64
 	asJSON                                                                                                         bool
@@ -88,6 +89,9 @@ as it was.`,
 	fl.StringVar(&f.conflict, "conflict", "fine", "conflict detection: fine or coarse")
 	fl.StringVar(&f.commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
 	fl.StringVar(&f.policy, "mapreduce-policy", "max-parallelism", "max-parallelism, global-cap or relative-size")
+	fl.Float64Var(&f.gpuMachines, "gpu-machines", 0, "share of the machines, 0 to 1, that carry GPUs (the extended resource \"gpu\"), spread evenly")
+	fl.IntVar(&f.gpusPerMachine, "gpus-per-machine", 8, fmt.Sprintf("GPUs on each GPU machine, 1 to %d", workload.MaxGPUsPerMachine))
+	fl.Float64Var(&f.gpuJobs, "gpu-jobs", 0, "share of the batch jobs, 0 to 1, whose tasks each ask for one GPU (needs --gpu-machines)")
 	fl.StringVar(&f.arch, "architecture", "shared", "how scheduling is organised (the Omega paper's section 4): shared (--schedulers on shared state), single-path (one monolithic scheduler, every job at the service scheduler's decision time) or multi-path (one monolithic scheduler, each job at its kind's decision time); the monolithic ones take --schedulers batch=1,service=1")
 	fl.StringVar(&f.arrivals, "arrivals", "poisson", "time between a class's arrivals: poisson (exponential gaps with the trace's mean) or empirical (the trace's own gaps, far burstier, as the Omega paper's simulator draws them)")
 	fl.Var(&f.mrShare, "mapreduce-share", "share of batch jobs that are MapReduce, 0 to 1 (default 0.2 when a mapreduce scheduler runs, else 0)")
@@ -194,6 +198,18 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	}
 	if cfg.MapReducePolicy, err = schedulers.ParseMapReducePolicy(f.policy); err != nil {
 		p.add(name("mapreduce-policy"), strconv.Quote(f.policy), "want max-parallelism, global-cap or relative-size")
+	}
+	if p.float(name("gpu-machines"), f.gpuMachines, 0, 1, "the share of the machines with GPUs") {
+		cfg.Workload.GPUMachineShare = f.gpuMachines
+	}
+	if p.count(name("gpus-per-machine"), f.gpusPerMachine, 1, workload.MaxGPUsPerMachine, "GPUs on a GPU machine") {
+		cfg.Workload.GPUsPerMachine = f.gpusPerMachine
+	}
+	if p.float(name("gpu-jobs"), f.gpuJobs, 0, 1, "the share of the batch jobs that ask for GPUs") {
+		cfg.Workload.GPUJobShare = f.gpuJobs
+		if f.gpuJobs > 0 && int(float64(min(max(f.machines, 1), maxMachines))*f.gpuMachines) == 0 {
+			p.add(name("gpu-jobs"), fmtFloat(f.gpuJobs), "the cell has no GPU machine for them (--gpu-machines)")
+		}
 	}
 	if cfg.Workload.Arrivals, err = workload.ParseArrivalModel(f.arrivals); err != nil {
 		p.add(name("arrivals"), strconv.Quote(f.arrivals), "want poisson or empirical")
