@@ -116,3 +116,44 @@ func TestGPUTasksOnGPUMachines(t *testing.T) {
 		t.Fatal("no GPU task was placed")
 	}
 }
+
+// The raw store takes a faulty scheduler at its word: with the batch jobs
+// routed to the unit bug (claims declaring memory in MiB), the cell ends
+// with tasks whose claim is less than their request; the correct
+// schedulers leave none, nor a machine whose tasks ask for more memory than
+// it has. (In this cell the CPU, which the bug declares right, fills first,
+// so the short memory claims over-commit no machine yet: the violation is
+// in the claims, for an auditor to find.)
+func TestRawStorePersistsAUnitBug(t *testing.T) {
+	violations := func(kind string) (short, over int) {
+		cfg := archConfig(100 * time.Millisecond)
+		if kind != "batch" {
+			cfg.Schedulers[0].Kind = kind
+			cfg.Route = map[string]string{"batch": kind}
+		}
+		st := buildRun(t, cfg).Store.Snapshot()
+		used := map[uuid.UUID]int64{}
+		st.RangeTasks(func(tk *txn.Task) bool {
+			if tk.Placed() {
+				if tk.Claimed.Memory < tk.Request().Memory {
+					short++
+				}
+				used[tk.Machine] += tk.Request().Memory
+			}
+			return true
+		})
+		st.RangeMachines(func(m *txn.Machine) bool {
+			if used[m.UID] > m.Capacity.Memory {
+				over++
+			}
+			return true
+		})
+		return short, over
+	}
+	if short, over := violations("batch"); short != 0 || over != 0 {
+		t.Fatalf("the batch scheduler left %d short claims and %d over-committed machines", short, over)
+	}
+	if short, _ := violations("faulty-units"); short == 0 {
+		t.Fatal("the unit bug left no short claim")
+	}
+}

@@ -1,0 +1,110 @@
+package schedulers
+
+import (
+	"bytes"
+	"maps"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
+)
+
+// The faulty schedulers of the "don't expose raw state" experiment (issue
+// 10): each is the batch scheduler with one small, named bug, the kind a
+// store that takes raw state at its word lets persist. Each is registered
+// under its name, to run beside the correct ones (route the batch jobs to
+// it: --schedulers faulty-units=1,service=1 --route batch=faulty-units).
+
+// UnitBug declares its claims' memory in MiB where the store counts bytes:
+// every claim declares 1/1,048,576 of the memory its task requests, so a
+// raw store charges the machine almost nothing and over-commits it.
+type UnitBug struct{ batch *Batch }
+
+// Outdated predates the "gpu" resource dimension: it places as the batch
+// scheduler does, but its claims reserve only the dimensions it knows (cpu
+// and memory), never a GPU, so GPU machines' GPUs are handed out again.
+type Outdated struct{ batch *Batch }
+
+// Thief also claims, in each attempt, a pending task of a job another
+// scheduler owns (the first other job in the view with a pending task that
+// fits on the machine it chose for its own job's first task).
+type Thief struct{ batch *Batch }
+
+func NewUnitBug() *UnitBug   { return &UnitBug{batch: NewBatch()} }
+func NewOutdated() *Outdated { return &Outdated{batch: NewBatch()} }
+func NewThief() *Thief       { return &Thief{batch: NewBatch()} }
+
+func (*UnitBug) Kind() string  { return "faulty-units" }
+func (*Outdated) Kind() string { return "faulty-outdated" }
+func (*Thief) Kind() string    { return "faulty-thief" }
+
+func (s *UnitBug) Decide(v client.View, req Request, env Env) Decision {
+	d := s.batch.Decide(v, req, env)
+	for i := range d.Ops {
+		if d.Ops[i].Kind == txn.OpClaim {
+			d.Ops[i].Resources.Memory >>= 20
+		}
+	}
+	return d
+}
+
+func (s *Outdated) Decide(v client.View, req Request, env Env) Decision {
+	d := s.batch.Decide(v, req, env)
+	for i := range d.Ops {
+		if d.Ops[i].Kind == txn.OpClaim {
+			d.Ops[i].Resources.Ext = nil
+		}
+	}
+	return d
+}
+
+func (s *Thief) Decide(v client.View, req Request, env Env) Decision {
+	d := s.batch.Decide(v, req, env)
+	var machine uuid.UUID
+	for _, op := range d.Ops {
+		if op.Kind == txn.OpClaim {
+			machine = op.Machine
+			break
+		}
+	}
+	if machine == uuid.Nil || req.Job == nil {
+		return d
+	}
+	m, ok := v.Machine(machine)
+	if !ok {
+		return d
+	}
+	// The other jobs in uid order, so the theft is deterministic.
+	jobs := map[uuid.UUID]bool{}
+	v.RangeJobs(func(j *txn.Job) bool {
+		if j.UID != req.Job.UID {
+			jobs[j.UID] = true
+		}
+		return true
+	})
+	p := NewPlacer(v, nil)
+	for _, op := range d.Ops {
+		if op.Kind == txn.OpClaim {
+			if mm, ok := v.Machine(op.Machine); ok {
+				p.Take(mm, op.Resources)
+			}
+		}
+	}
+	for _, j := range slices.SortedFunc(maps.Keys(jobs), func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }) {
+		var stolen *txn.Task
+		v.RangePendingTasks(j, func(t *txn.Task) bool {
+			if p.Feasible(m, t.Request(), nil) {
+				stolen = t
+				return false
+			}
+			return true
+		})
+		if stolen != nil {
+			d.Ops = append(d.Ops, txn.Claim(stolen.UID, m.UID, stolen.Request(), stolen.Version))
+			return d
+		}
+	}
+	return d
+}
