@@ -570,7 +570,15 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 	// was left without a machine; abandoned at the paper's bounds;
 	// otherwise retried — at once after a conflict, after RetryDelay when
 	// tasks found no machine — on a view synced to what the attempt saw.
+	// A claim the store's policy rejected left its task without a machine
+	// too (a scheduler whose every claim is refused gives up at the bound,
+	// and its job is not counted placed).
 	left := a.Decision.Unplaceable
+	for i := range a.claims {
+		if i < len(res.Outcomes) && res.Outcomes[i].Code == omegav1.OutcomeCode_OUTCOME_CODE_REJECTED {
+			left++
+		}
+	}
 	if len(a.Txn.Ops) == 0 && left == 0 {
 		left = 1 // the scheduler asked for nothing: try again later
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -125,8 +126,9 @@ func TestGPUTasksOnGPUMachines(t *testing.T) {
 // so the short memory claims over-commit no machine yet: the violation is
 // in the claims, for an auditor to find.)
 func TestRawStorePersistsAUnitBug(t *testing.T) {
-	violations := func(kind string) (short, over int) {
+	violations := func(kind string, policy store.Policy) (short, over int) {
 		cfg := archConfig(100 * time.Millisecond)
+		cfg.Policy = policy
 		if kind != "batch" {
 			cfg.Schedulers[0].Kind = kind
 			cfg.Route = map[string]string{"batch": kind}
@@ -150,10 +152,34 @@ func TestRawStorePersistsAUnitBug(t *testing.T) {
 		})
 		return short, over
 	}
-	if short, over := violations("batch"); short != 0 || over != 0 {
+	if short, over := violations("batch", nil); short != 0 || over != 0 {
 		t.Fatalf("the batch scheduler left %d short claims and %d over-committed machines", short, over)
 	}
-	if short, _ := violations("faulty-units"); short == 0 {
+	if short, _ := violations("faulty-units", nil); short == 0 {
 		t.Fatal("the unit bug left no short claim")
+	}
+	// The mediated store rejects every one of the bug's claims.
+	if short, over := violations("faulty-units", store.Mediated()); short != 0 || over != 0 {
+		t.Fatalf("under the mediated policy the unit bug left %d short claims and %d over-committed machines", short, over)
+	}
+}
+
+// Under the mediated policy every claim of the unit bug is rejected: its
+// runner counts the rejected tasks as left without a machine, so its jobs
+// are abandoned at the paper's bound instead of counted placed, and the
+// service jobs of the correct scheduler are placed as ever.
+func TestRejectedClaimsAreWorkLeft(t *testing.T) {
+	cfg := archConfig(100 * time.Millisecond)
+	cfg.Workload.Days = 0.05
+	cfg.Schedulers[0].Kind = "faulty-units"
+	cfg.Route = map[string]string{"batch": "faulty-units"}
+	cfg.Policy = store.Mediated()
+	sum, _ := runConfig(t, cfg)
+	bug, svc := sum.Schedulers[0], sum.Schedulers[1]
+	if bug.TasksPlaced != 0 || bug.JobsScheduled != 0 || bug.JobsAbandoned == 0 {
+		t.Fatalf("the unit bug under mediation: %+v", bug)
+	}
+	if svc.TasksPlaced == 0 || svc.JobsAbandoned != 0 {
+		t.Fatalf("the service scheduler: %+v", svc)
 	}
 }

@@ -46,6 +46,9 @@ type Config struct {
 	// all-or-nothing whatever Commit says).
 	Conflict omegav1.ConflictMode
 	Commit   omegav1.CommitMode
+	// Policy is the store's (nil: store.Raw, Omega's); store.Mediated
+	// validates every operation, as Kubernetes' API server does.
+	Policy store.Policy
 	// Route sends the workload's jobs of one kind ("batch", "service",
 	// "mapreduce") to schedulers of another (registered) kind: how a custom
 	// scheduler takes over a class of jobs. Unrouted kinds go to schedulers
@@ -299,6 +302,9 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	opts := store.DefaultOptions(cfg.Dir)
 	opts.Durability, opts.CheckInvariants = cfg.Durability, cfg.CheckInvariants
 	opts.HistoryChanges = simHistory(cfg.Workload.Machines)
+	if cfg.Policy != nil {
+		opts.Policy = cfg.Policy
+	}
 	opts.Logger = quietLogger()
 	opts.JobsManaged = true // the simulation runs the job controller
 	st, err := store.Open(opts)

@@ -55,6 +55,9 @@ type Config struct {
 	Dir string
 	// Durability of the store (the baseline always syncs). Default sync.
 	Durability store.Durability
+	// Policy is the store's: nil, the raw one (store.Raw); store.Mediated
+	// measures what validating every operation costs the commit path.
+	Policy store.Policy
 	// MemTableMB overrides the store's pebble memtable size (and so the
 	// baseline's); 0 keeps the store's default.
 	MemTableMB int
@@ -177,6 +180,7 @@ type Report struct {
 	Commit      string  `json:"commit"`
 	Durability  string  `json:"durability"`
 	Transport   string  `json:"transport"`
+	Policy      string  `json:"policy"`
 
 	ClaimsPerSec     float64 `json:"claims_per_sec"`
 	TxnsPerSec       float64 `json:"txns_per_sec"`
@@ -227,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{
 		Machines: cfg.Machines, Committers: cfg.Committers, Claims: cfg.Claims, Fill: cfg.Fill,
 		DurationSec: cfg.Duration.Seconds(), Conflict: cfg.Conflict.String(), Commit: cfg.Commit.String(),
-		Durability: cfg.Durability.String(), Transport: cfg.Transport, GoMaxProcs: runtime.GOMAXPROCS(0),
+		Durability: cfg.Durability.String(), Transport: cfg.Transport, Policy: policyName(cfg.Policy), GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
 
 	opts := store.DefaultOptions(dir + "/store")
@@ -235,6 +239,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// cell neither fills nor grows; their deletions are commits too.
 	opts.Retention = time.Second
 	opts.Durability = cfg.Durability
+	if cfg.Policy != nil {
+		opts.Policy = cfg.Policy
+	}
 	if cfg.MemTableMB > 0 {
 		opts.MemTableSize = uint64(cfg.MemTableMB) << 20
 	}
@@ -369,4 +376,11 @@ func percentileMs(lat []time.Duration, q float64) float64 {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	i := int(q * float64(len(s)-1))
 	return float64(s[i].Microseconds()) / 1000
+}
+
+func policyName(p store.Policy) string {
+	if p == nil {
+		return store.Raw().Name()
+	}
+	return p.Name()
 }

@@ -44,6 +44,7 @@ func newBenchStoreCmd() *cobra.Command {
 		commit     string
 		out        string
 		durability string
+		policy     string
 	)
 	cmd := &cobra.Command{
 		Use:   "store",
@@ -83,6 +84,9 @@ the table (or, with --json, one JSON object) to stdout.`,
 			if cfg.Durability, err = store.ParseDurability(durability); err != nil {
 				p.add("--durability", strconv.Quote(durability), "want sync or none")
 			}
+			if cfg.Policy, err = store.ParsePolicy(policy); err != nil {
+				p.add("--policy", strconv.Quote(policy), "want raw or mediated")
+			}
 			p.dir("--dir", cfg.Dir)
 			p.dir("--out", out)
 			switch cfg.Transport {
@@ -90,6 +94,9 @@ the table (or, with --json, one JSON object) to stdout.`,
 			case storebench.TransportGRPC:
 				if cfg.Durability != store.DurabilitySync {
 					p.add("--transport", strconv.Quote(cfg.Transport), "a server always syncs: use --durability sync")
+				}
+				if cfg.Policy != nil && cfg.Policy.Name() != "raw" {
+					p.add("--policy", strconv.Quote(policy), "the server runs the raw policy: measure the mediated one in process (--transport inproc)")
 				}
 				bin, err := os.Executable()
 				if err != nil {
@@ -143,6 +150,7 @@ the table (or, with --json, one JSON object) to stdout.`,
 	f.StringVar(&commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
 	f.IntVar(&cfg.MemTableMB, "memtable-mb", 0, fmt.Sprintf("pebble memtable size in MiB for the store and the baseline, 0 to %d (0: the store's default, 64)", maxMemTableMB))
 	f.StringVar(&durability, "durability", "sync", "store durability: sync, or none (in memory: isolates the store's CPU cost)")
+	f.StringVar(&policy, "policy", "raw", "the store's policy: raw (Omega's: the state as the clients write it) or mediated (the store validates every operation, as Kubernetes' API server)")
 	f.StringVar(&cfg.ServerCPUProfile, "server-cpuprofile", "", "with --transport grpc: the server process writes its CPU profile (pprof) here")
 	f.StringVar(&cfg.Transport, "transport", storebench.TransportInProc, "how the committers reach the store: inproc (sharing its snapshots), copy (in-process, each client keeping its own copy from the watch, as a remote one must), or grpc (the store in an `omega server` process of its own, over loopback)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")

@@ -23,17 +23,18 @@ import (
 	"github.com/omega-cell/omega/bench/workload"
 	"github.com/omega-cell/omega/internal/finite"
 	"github.com/omega-cell/omega/schedulers"
+	"github.com/omega-cell/omega/store"
 )
 
 type simFlags struct {
-	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch string
-	machines, seeds, jobs                                                                                          int
-	days, failures, loadFactor, gpuMachines, gpuJobs                                                               float64
-	gpusPerMachine                                                                                                 int
-	mrShare                                                                                                        optFloat
-	seed                                                                                                           uint64
-	asJSON                                                                                                         bool
-	file                                                                                                           configFile
+	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch, storePolicy string
+	machines, seeds, jobs                                                                                                       int
+	days, failures, loadFactor, gpuMachines, gpuJobs                                                                            float64
+	gpusPerMachine                                                                                                              int
+	mrShare                                                                                                                     optFloat
+	seed                                                                                                                        uint64
+	asJSON                                                                                                                      bool
+	file                                                                                                                        configFile
 }
 
 // simCmd is `omega sim`: its flags, and the config they make once checked.
@@ -92,6 +93,7 @@ as it was.`,
 	fl.Float64Var(&f.gpuMachines, "gpu-machines", 0, "share of the machines, 0 to 1, that carry GPUs (the extended resource \"gpu\"), spread evenly")
 	fl.IntVar(&f.gpusPerMachine, "gpus-per-machine", 8, fmt.Sprintf("GPUs on each GPU machine, 1 to %d", workload.MaxGPUsPerMachine))
 	fl.Float64Var(&f.gpuJobs, "gpu-jobs", 0, "share of the batch jobs, 0 to 1, whose tasks each ask for one GPU (needs --gpu-machines)")
+	fl.StringVar(&f.storePolicy, "policy", "raw", "the store's policy: raw (Omega's: the state as the schedulers and agents write it) or mediated (the store validates every operation, as Kubernetes' API server)")
 	fl.StringVar(&f.arch, "architecture", "shared", "how scheduling is organised (the Omega paper's section 4): shared (--schedulers on shared state), single-path (one monolithic scheduler, every job at the service scheduler's decision time) or multi-path (one monolithic scheduler, each job at its kind's decision time); the monolithic ones take --schedulers batch=1,service=1")
 	fl.StringVar(&f.arrivals, "arrivals", "poisson", "time between a class's arrivals: poisson (exponential gaps with the trace's mean) or empirical (the trace's own gaps, far burstier, as the Omega paper's simulator draws them)")
 	fl.Var(&f.mrShare, "mapreduce-share", "share of batch jobs that are MapReduce, 0 to 1 (default 0.2 when a mapreduce scheduler runs, else 0)")
@@ -210,6 +212,9 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 		if f.gpuJobs > 0 && int(float64(min(max(f.machines, 1), maxMachines))*f.gpuMachines) == 0 {
 			p.add(name("gpu-jobs"), fmtFloat(f.gpuJobs), "the cell has no GPU machine for them (--gpu-machines)")
 		}
+	}
+	if cfg.Policy, err = store.ParsePolicy(f.storePolicy); err != nil {
+		p.add(name("policy"), strconv.Quote(f.storePolicy), "want raw or mediated")
 	}
 	if cfg.Workload.Arrivals, err = workload.ParseArrivalModel(f.arrivals); err != nil {
 		p.add(name("arrivals"), strconv.Quote(f.arrivals), "want poisson or empirical")
