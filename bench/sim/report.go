@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/csv"
 	"fmt"
+	"github.com/omega-cell/omega/bench/audit"
 	"io"
 	"math"
 	"slices"
@@ -30,6 +31,9 @@ type Summary struct {
 	TasksPlaced     int                `json:"tasks_placed"`
 	UtilizationMean float64            `json:"utilization_mean"`
 	Schedulers      []SchedulerSummary `json:"schedulers"`
+	// Violations counts, by kind, the invariant violations the cell's final
+	// state holds (bench/audit): what the store's policy let persist.
+	Violations map[string]int `json:"violations"`
 	// Warnings say, in words, where the run saturated (the cell full, a
 	// scheduler busy nearly all the time, jobs left pending), so a
 	// figure from a saturated run is not read as one from a healthy one.
@@ -101,6 +105,7 @@ type Host struct {
 // Summarize computes the summary of a finished engine.
 func (e *Engine) Summarize(seed uint64, machines int) Summary {
 	s := Summary{Seed: seed, SimSeconds: e.o.Duration.Seconds(), Events: e.events, Machines: machines}
+	s.Violations = audit.Check(e.o.Store.Snapshot()).Counts
 	if e.o.Jobs != nil {
 		s.JobsFinished = e.o.Jobs.Counters().Finished
 	}
