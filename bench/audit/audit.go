@@ -60,47 +60,77 @@ type Report struct {
 // Total is the number of violations.
 func (r Report) Total() int { return len(r.Violations) }
 
-// dims is a resource vector over named dimensions ("cpu", "memory", and
-// each extended one), the auditor's own arithmetic.
-type dims map[string]int64
+// dims is a resource vector: cpu, memory, and the extended dimensions by
+// name (nil when there are none) — the auditor's own arithmetic.
+type dims struct {
+	cpu, mem int64
+	ext      map[string]int64
+}
 
 func vec(cpu, mem int64, ext map[string]int64) dims {
-	d := dims{"cpu": cpu, "memory": mem}
+	d := dims{cpu: cpu, mem: mem}
 	for k, v := range ext {
-		d[k] += v
+		if v != 0 {
+			if d.ext == nil {
+				d.ext = map[string]int64{}
+			}
+			d.ext[k] += v
+		}
 	}
 	return d
 }
 
-func (d dims) add(o dims) {
-	for k, v := range o {
-		d[k] += v
+func (d *dims) add(o dims) {
+	d.cpu += o.cpu
+	d.mem += o.mem
+	for k, v := range o.ext {
+		if d.ext == nil {
+			d.ext = map[string]int64{}
+		}
+		d.ext[k] += v
 	}
 }
 
 // short names the dimensions in which d is below want.
 func (d dims) short(want dims) []string {
 	var out []string
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		if d[k] < want[k] {
-			out = append(out, fmt.Sprintf("%s %d < %d", k, d[k], want[k]))
+	if d.cpu < want.cpu {
+		out = append(out, fmt.Sprintf("cpu %d < %d", d.cpu, want.cpu))
+	}
+	if d.mem < want.mem {
+		out = append(out, fmt.Sprintf("memory %d < %d", d.mem, want.mem))
+	}
+	for _, k := range slices.Sorted(maps.Keys(want.ext)) {
+		if d.ext[k] < want.ext[k] {
+			out = append(out, fmt.Sprintf("%s %d < %d", k, d.ext[k], want.ext[k]))
 		}
 	}
 	return out
 }
 
 func (d dims) equal(o dims) bool {
-	for k := range d {
-		if d[k] != o[k] {
+	if d.cpu != o.cpu || d.mem != o.mem {
+		return false
+	}
+	for k, v := range d.ext {
+		if o.ext[k] != v {
 			return false
 		}
 	}
-	for k := range o {
-		if d[k] != o[k] {
+	for k, v := range o.ext {
+		if d.ext[k] != v {
 			return false
 		}
 	}
 	return true
+}
+
+func (d dims) String() string {
+	s := fmt.Sprintf("cpu %d memory %d", d.cpu, d.mem)
+	for _, k := range slices.Sorted(maps.Keys(d.ext)) {
+		s += fmt.Sprintf(" %s %d", k, d.ext[k])
+	}
+	return s
 }
 
 func taskRequest(t *txn.Task) dims {
@@ -136,8 +166,8 @@ func Check(s *txn.State) Report {
 	for _, k := range Kinds {
 		r.Counts[k] = 0
 	}
-	requested := map[uuid.UUID]dims{}
-	claimed := map[uuid.UUID]dims{}
+	requested := map[uuid.UUID]*dims{}
+	claimed := map[uuid.UUID]*dims{}
 	add := func(kind string, obj uuid.UUID, format string, args ...any) {
 		r.Violations = append(r.Violations, Violation{Kind: kind, Object: obj, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -149,7 +179,7 @@ func Check(s *txn.State) Report {
 				add(ClaimShort, t.UID, "task %s claims less than it requests: %s", t.Name(), strings.Join(short, ", "))
 			}
 			if requested[t.Machine] == nil {
-				requested[t.Machine], claimed[t.Machine] = dims{}, dims{}
+				requested[t.Machine], claimed[t.Machine] = &dims{}, &dims{}
 			}
 			requested[t.Machine].add(req)
 			claimed[t.Machine].add(c)
@@ -168,28 +198,17 @@ func Check(s *txn.State) Report {
 		cp := m.Spec.GetCapacity()
 		capacity := vec(cp.GetCpuMillis(), cp.GetMemoryBytes(), cp.GetExtended())
 		if req := requested[m.UID]; req != nil {
-			if over := capacity.short(req); len(over) > 0 {
+			if over := capacity.short(*req); len(over) > 0 {
 				add(OverCommitted, m.UID, "machine %s: its tasks request more than it has: %s", m.Meta.GetName(), strings.Join(over, ", "))
 			}
 		}
 		got := vec(m.Allocated.CPU, m.Allocated.Memory, m.Allocated.Ext)
-		want := claimed[m.UID]
-		if want == nil {
-			want = dims{}
-		}
-		// Zero dimensions are absent from one side and zero on the other.
-		for k, v := range got {
-			if v == 0 {
-				delete(got, k)
-			}
-		}
-		for k, v := range want {
-			if v == 0 {
-				delete(want, k)
-			}
+		want := dims{}
+		if c := claimed[m.UID]; c != nil {
+			want = *c
 		}
 		if !got.equal(want) {
-			add(AllocationDrift, m.UID, "machine %s records %v allocated, its tasks claim %v", m.Meta.GetName(), map[string]int64(got), map[string]int64(want))
+			add(AllocationDrift, m.UID, "machine %s records %v allocated, its tasks claim %v", m.Meta.GetName(), got, want)
 		}
 		return true
 	})
