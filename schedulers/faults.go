@@ -32,13 +32,18 @@ type Outdated struct{ batch *Batch }
 // fits on the machine it chose for its own job's first task).
 type Thief struct{ batch *Batch }
 
+// NewUnitBug, NewOutdated and NewThief return the faulty schedulers, each
+// over the batch scheduler's defaults.
 func NewUnitBug() *UnitBug   { return &UnitBug{batch: NewBatch()} }
 func NewOutdated() *Outdated { return &Outdated{batch: NewBatch()} }
 func NewThief() *Thief       { return &Thief{batch: NewBatch()} }
 
+// Kind is the name each is registered under.
 func (*UnitBug) Kind() string  { return "faulty-units" }
 func (*Outdated) Kind() string { return "faulty-outdated" }
 func (*Thief) Kind() string    { return "faulty-thief" }
+
+// Decide is the batch scheduler's decision with the fault's bug.
 
 func (s *UnitBug) Decide(v client.View, req Request, env Env) Decision {
 	d := s.batch.Decide(v, req, env)
