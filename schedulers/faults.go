@@ -1,10 +1,6 @@
 package schedulers
 
 import (
-	"bytes"
-	"maps"
-	"slices"
-
 	"github.com/google/uuid"
 
 	"github.com/omega-cell/omega/client"
@@ -27,9 +23,10 @@ type UnitBug struct{ batch *Batch }
 // and memory), never a GPU, so GPU machines' GPUs are handed out again.
 type Outdated struct{ batch *Batch }
 
-// Thief also claims, in each attempt, a pending task of a job another
-// scheduler owns (the first other job in the view with a pending task that
-// fits on the machine it chose for its own job's first task).
+// Thief also claims, in each attempt, a pending task of another job (the
+// first other job of the view with a pending task that fits on the machine
+// it chose for its own job's first task): of a job another scheduler owns
+// once the thief shares the cell's load with correct ones.
 type Thief struct{ batch *Batch }
 
 // NewUnitBug, NewOutdated and NewThief return the faulty schedulers, each
@@ -81,14 +78,6 @@ func (s *Thief) Decide(v client.View, req Request, env Env) Decision {
 	if !ok {
 		return d
 	}
-	// The other jobs in uid order, so the theft is deterministic.
-	jobs := map[uuid.UUID]bool{}
-	v.RangeJobs(func(j *txn.Job) bool {
-		if j.UID != req.Job.UID {
-			jobs[j.UID] = true
-		}
-		return true
-	})
 	p := NewPlacer(v, nil)
 	for _, op := range d.Ops {
 		if op.Kind == txn.OpClaim {
@@ -97,19 +86,24 @@ func (s *Thief) Decide(v client.View, req Request, env Env) Decision {
 			}
 		}
 	}
-	for _, j := range slices.SortedFunc(maps.Keys(jobs), func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }) {
-		var stolen *txn.Task
-		v.RangePendingTasks(j, func(t *txn.Task) bool {
+	// The view's jobs in its range order, which depends only on the set of
+	// uids: the same view steals the same task.
+	var stolen *txn.Task
+	v.RangeJobs(func(j *txn.Job) bool {
+		if j.UID == req.Job.UID {
+			return true
+		}
+		v.RangePendingTasks(j.UID, func(t *txn.Task) bool {
 			if p.Feasible(m, t.Request(), nil) {
 				stolen = t
 				return false
 			}
 			return true
 		})
-		if stolen != nil {
-			d.Ops = append(d.Ops, txn.Claim(stolen.UID, m.UID, stolen.Request(), stolen.Version))
-			return d
-		}
+		return stolen == nil
+	})
+	if stolen != nil {
+		d.Ops = append(d.Ops, txn.Claim(stolen.UID, m.UID, stolen.Request(), stolen.Version))
 	}
 	return d
 }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -17,52 +15,6 @@ import (
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/txn"
 )
-
-// RunnerConfig configures a Runner. Start from DefaultRunnerConfig.
-type RunnerConfig struct {
-	// MaxAttempts: a job is abandoned after this many attempts. Default
-	// 1,000 (the Omega paper's bound).
-	MaxAttempts int
-	// MaxAttemptsNoPlacement: a job is abandoned after this many attempts
-	// if none of them placed a task. Default 100 (the paper's bound).
-	MaxAttemptsNoPlacement int
-	// RetryDelay is how long a job that still has tasks no machine could
-	// take waits before its next attempt. A job whose claims merely
-	// conflicted is retried at once, on a fresh view. Default 1s.
-	RetryDelay time.Duration
-	// TJob and TTask model the decision time of an attempt:
-	// TJob + TTask × tasks considered. Defaults 0.1s and 5ms (the paper's).
-	TJob, TTask time.Duration
-	// ByKind, if set, gives jobs of the kinds it names their own decision
-	// times instead (a multi-path monolithic scheduler's).
-	ByKind map[omegav1.JobKind]DecisionTime
-	// Measure, if set, replaces the model: an attempt's decision time is
-	// what Measure advanced by while the scheduler decided (the simulator
-	// passes the thread's CPU time). The Runner itself reads no clock.
-	// Results then depend on the machine, so they are not reproducible.
-	Measure func() time.Duration
-}
-
-// DecisionTime is a decision-time model: TJob + TTask × tasks considered.
-type DecisionTime struct{ TJob, TTask time.Duration }
-
-// DefaultRunnerConfig returns the paper's defaults.
-func DefaultRunnerConfig() RunnerConfig {
-	return RunnerConfig{MaxAttempts: 1000, MaxAttemptsNoPlacement: 100, RetryDelay: time.Second, TJob: 100 * time.Millisecond, TTask: 5 * time.Millisecond}
-}
-
-// Validate reports the first invalid field.
-func (c RunnerConfig) Validate() error {
-	switch {
-	case c.MaxAttempts < 1 || c.MaxAttemptsNoPlacement < 1:
-		return errors.New("runner config: MaxAttempts and MaxAttemptsNoPlacement must be at least 1")
-	case c.RetryDelay < 0 || c.TJob < 0 || c.TTask < 0:
-		return errors.New("runner config: RetryDelay, TJob and TTask must not be negative")
-	case slices.ContainsFunc(slices.Collect(maps.Values(c.ByKind)), func(d DecisionTime) bool { return d.TJob < 0 || d.TTask < 0 }):
-		return errors.New("runner config: a ByKind decision time is negative")
-	}
-	return nil
-}
 
 // JobRecord is what a Runner knows of a job, for the reports.
 type JobRecord struct {
@@ -162,14 +114,6 @@ func NewRunner(sched Scheduler, c *client.Client, rng *rand.Rand, cfg RunnerConf
 		return nil, err
 	}
 	return &Runner{cfg: cfg, sched: sched, c: c, rng: rng, jobs: map[uuid.UUID]*jobState{}}, nil
-}
-
-// retryPolicy is the paper's per-job bounds as the client's retry policy:
-// MaxAttemptsNoPlacement attempts without a placement, MaxAttempts in all,
-// conflicts retried at once (the decision time is the pause), and
-// RetryDelay before retrying tasks that found no machine.
-func (c RunnerConfig) retryPolicy() client.RetryPolicy {
-	return client.RetryPolicy{MaxAttempts: c.MaxAttemptsNoPlacement, MaxTotal: c.MaxAttempts, WaitLeft: c.RetryDelay}
 }
 
 // Name is the runner's component name (its client's).
@@ -679,70 +623,4 @@ func (r *Runner) Records() []JobRecord {
 		return bytes.Compare(a.UID[:], b.UID[:])
 	})
 	return out
-}
-
-// Pick chooses which of the named instances of one kind takes a job:
-// rendezvous (highest random weight) hashing of the job id with each name
-// — the paper shares a kind's load by hashing job ids — so the choice
-// needs no coordination, depends only on the set of names, and when an
-// instance joins or leaves only the jobs it gains or loses move. names
-// must not be empty.
-func Pick(job uuid.UUID, names []string) int {
-	best, bestW := 0, uint64(0)
-	for i, n := range names {
-		// FNV-1a over the job id and the name, then a 64-bit finaliser
-		// (splitmix64's) so that near names weigh independently.
-		h := uint64(14695981039346656037)
-		for _, b := range job {
-			h = (h ^ uint64(b)) * 1099511628211
-		}
-		for k := 0; k < len(n); k++ {
-			h = (h ^ uint64(n[k])) * 1099511628211
-		}
-		h ^= h >> 30
-		h *= 0xbf58476d1ce4e5b9
-		h ^= h >> 27
-		h *= 0x94d049bb133111eb
-		h ^= h >> 31
-		if i == 0 || h > bestW {
-			best, bestW = i, h
-		}
-	}
-	return best
-}
-
-func sortedUIDs(m map[uuid.UUID]struct{}) []uuid.UUID {
-	out := make([]uuid.UUID, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	return out
-}
-
-// jobQueue orders queued jobs by ready time, then submission order.
-type jobQueue []*jobState
-
-func (q jobQueue) Len() int { return len(q) }
-func (q jobQueue) Less(i, k int) bool {
-	if !q[i].readyAt.Equal(q[k].readyAt) {
-		return q[i].readyAt.Before(q[k].readyAt)
-	}
-	return q[i].seq < q[k].seq
-}
-func (q jobQueue) Swap(i, k int) {
-	q[i], q[k] = q[k], q[i]
-	q[i].queueIndex, q[k].queueIndex = i, k
-}
-func (q *jobQueue) Push(x any) {
-	j := x.(*jobState)
-	j.queueIndex = len(*q)
-	*q = append(*q, j)
-}
-func (q *jobQueue) Pop() any {
-	old := *q
-	j := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	return j
 }

@@ -438,8 +438,8 @@ func TestLoadIsPerMachine(t *testing.T) {
 func TestArrivalModels(t *testing.T) {
 	const n = 200_000
 	for _, m := range []ArrivalModel{PoissonArrivals, EmpiricalArrivals} {
-		mean := 3.5 // seconds: a scaled class
-		d, err := m.gaps(Google2011Fit.Batch, mean)
+		const gap = 3.5 // seconds: a scaled class's mean
+		d, err := m.gaps(Google2011Fit.Batch, gap)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -451,10 +451,10 @@ func TestArrivalModels(t *testing.T) {
 				t.Fatalf("%s: a negative gap %v", m, xs[i])
 			}
 		}
-		got := mean64(xs)
-		cv := stddev64(xs, got) / got
-		if math.Abs(got-mean)/mean > 0.02 || math.Abs(d.Mean()-mean) > 1e-9 {
-			t.Errorf("%s: sampled mean %v, Mean() %v, want %v", m, got, d.Mean(), mean)
+		got := mean(xs)
+		cv := stddev(xs, got) / got
+		if math.Abs(got-gap)/gap > 0.02 || math.Abs(d.Mean()-gap) > 1e-9 {
+			t.Errorf("%s: sampled mean %v, Mean() %v, want %v", m, got, d.Mean(), gap)
 		}
 		want := 1.0
 		if m == EmpiricalArrivals {
@@ -475,22 +475,6 @@ func TestArrivalModels(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "Arrivals") {
 		t.Errorf("Validate of arrivals 9: %v", err)
 	}
-}
-
-func mean64(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
-func stddev64(xs []float64, m float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += (x - m) * (x - m)
-	}
-	return math.Sqrt(s / float64(len(xs)))
 }
 
 // GPUs: a share of the machines carry them, spread evenly; a share of the
