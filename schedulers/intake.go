@@ -199,7 +199,7 @@ func (in *Intake) adopt(r *Runner, j *txn.Job, st *txn.State, f *facts, now time
 		work = g.WantsMore(j, len(placed))
 	}
 	r.Adopt(j.UID, placed, lost, work, now)
-	r.saw(j.UID, st.Revision())
+	r.saw(j.UID, st.Revision(), j.Kind())
 	return work
 }
 
@@ -235,7 +235,7 @@ func (in *Intake) Recover(st *txn.State, now time.Time) []*Runner {
 		if r, owned := in.owner[j.UID]; owned {
 			pending := false
 			st.RangePendingTasks(j.UID, func(*txn.Task) bool { pending = true; return false })
-			r.saw(j.UID, st.Revision())
+			r.saw(j.UID, st.Revision(), j.Kind())
 			if r.Reconcile(j.UID, facts[j.UID].wanted(j), pending, now) {
 				wake(r)
 			}
@@ -282,7 +282,7 @@ func (in *Intake) Observe(ws *txn.WriteSet, now time.Time) ([]*Runner, error) {
 			}
 			in.owner[c.Job.UID] = r
 			r.Submit(c.Job.UID, now)
-			r.saw(c.Job.UID, ws.Revision)
+			r.saw(c.Job.UID, ws.Revision, c.Job.Kind())
 			wake(r)
 		case c.Task != nil && !c.Deleted:
 			r, ok := in.owner[c.Task.Job]
@@ -293,10 +293,10 @@ func (in *Intake) Observe(ws *txn.WriteSet, now time.Time) ([]*Runner, error) {
 			switch {
 			case c.Task.State == omegav1.TaskState_TASK_STATE_LOST:
 				queued = r.Lost(c.Task.Job, c.Task, now)
-				r.saw(c.Task.Job, ws.Revision)
+				r.saw(c.Task.Job, ws.Revision, 0)
 			case c.Task.State == omegav1.TaskState_TASK_STATE_PENDING && !c.Created:
 				queued = r.Resubmit(c.Task.Job, now)
-				r.saw(c.Task.Job, ws.Revision)
+				r.saw(c.Task.Job, ws.Revision, 0)
 			}
 			if queued {
 				wake(r)

@@ -28,7 +28,10 @@ type JobRecord struct {
 	Lost         int // tasks lost with their machines
 	Replaced     int // replacements created for them
 	Abandoned    bool
-	Conflicted   int // attempts with at least one conflicting operation
+	// Kind is the job's kind (batch, service), as the intake or an attempt
+	// saw it; unspecified for a job of which the runner only knows the uid.
+	Kind       omegav1.JobKind
+	Conflicted int // attempts with at least one conflicting operation
 }
 
 // Attempt is one decision waiting for its commit: the Runner made it at
@@ -228,9 +231,12 @@ func (r *Runner) Reconcile(job uuid.UUID, lost []*txn.Task, pending bool, now ti
 }
 
 // saw notes that the intake routed something of job from revision rev.
-func (r *Runner) saw(job uuid.UUID, rev uint64) {
+func (r *Runner) saw(job uuid.UUID, rev uint64, kind omegav1.JobKind) {
 	if j, ok := r.jobs[job]; ok {
 		j.seen = max(j.seen, rev)
+		if kind != omegav1.JobKind_JOB_KIND_UNSPECIFIED {
+			j.Kind = kind
+		}
 	}
 }
 
@@ -382,7 +388,7 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 			j.done = true // deleted: nothing to do
 			continue
 		}
-		j.Requested = int(job.Replicas())
+		j.Requested, j.Kind = int(job.Replicas()), job.Kind()
 		req := Request{Job: job, Attempt: j.Attempts}
 		v.RangePendingTasks(j.UID, func(t *txn.Task) bool { req.Pending = append(req.Pending, t); return true })
 		wantNew := false

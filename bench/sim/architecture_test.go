@@ -47,6 +47,7 @@ func TestMonolithicArchitectures(t *testing.T) {
 				t.Fatalf("%s at t_job %v: %+v", a, tj, sum)
 			}
 			busy[a] = sum.Schedulers[0].BusynessMedian
+			checkJobKinds(t, sum, "batch", "service")
 		}
 		// At least the multi-path one's once the service time is the slower
 		// (below the batch scheduler's 100 ms, multi-path's batch jobs pay
@@ -181,5 +182,27 @@ func TestRejectedClaimsAreWorkLeft(t *testing.T) {
 	}
 	if svc.TasksPlaced == 0 || svc.JobsAbandoned != 0 {
 		t.Fatalf("the service scheduler: %+v", svc)
+	}
+}
+
+// checkJobKinds checks that a summary's figures by kind of job name the
+// kinds given, in order, and add up to its totals.
+func checkJobKinds(t *testing.T, sum Summary, kinds ...string) {
+	t.Helper()
+	var names []string
+	var submitted, scheduled, abandoned, pending int
+	for _, k := range sum.JobKinds {
+		names = append(names, k.Kind)
+		submitted, scheduled, abandoned, pending = submitted+k.JobsSubmitted, scheduled+k.JobsScheduled, abandoned+k.JobsAbandoned, pending+k.JobsPending
+		if k.JobsSubmitted == 0 || k.JobsScheduled+k.JobsAbandoned+k.JobsPending != k.JobsSubmitted {
+			t.Errorf("kind %s: %+v", k.Kind, k)
+		}
+	}
+	if strings.Join(names, ",") != strings.Join(kinds, ",") {
+		t.Errorf("job kinds %v, want %v", names, kinds)
+	}
+	if submitted != sum.JobsSubmitted || scheduled != sum.JobsScheduled || abandoned != sum.JobsAbandoned || pending != sum.JobsPending {
+		t.Errorf("job kinds add up to %d submitted, %d scheduled, %d abandoned, %d pending; the summary says %d, %d, %d, %d",
+			submitted, scheduled, abandoned, pending, sum.JobsSubmitted, sum.JobsScheduled, sum.JobsAbandoned, sum.JobsPending)
 	}
 }

@@ -3,13 +3,15 @@ package sim
 import (
 	"encoding/csv"
 	"fmt"
-	"github.com/omega-cell/omega/bench/audit"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"time"
 
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/bench/audit"
 	"github.com/omega-cell/omega/internal/finite"
 	"github.com/omega-cell/omega/schedulers"
 )
@@ -31,6 +33,10 @@ type Summary struct {
 	TasksPlaced     int                `json:"tasks_placed"`
 	UtilizationMean float64            `json:"utilization_mean"`
 	Schedulers      []SchedulerSummary `json:"schedulers"`
+	// JobKinds are the jobs' figures by the kind of job (batch, service,
+	// mapreduce), whoever scheduled them: a monolithic scheduler's batch
+	// and service jobs apart, several instances of a kind together.
+	JobKinds []JobKindSummary `json:"job_kinds"`
 	// Violations counts, by kind, the invariant violations the cell's final
 	// state holds (bench/audit): what the store's policy let persist.
 	Violations map[string]int `json:"violations"`
@@ -93,6 +99,33 @@ type SchedulerSummary struct {
 	SpeedupP90  float64 `json:"speedup_p90,omitempty"`
 }
 
+// JobKindSummary is one kind of job's figures, over every scheduler.
+type JobKindSummary struct {
+	Kind            string  `json:"kind"`
+	JobsSubmitted   int     `json:"jobs_submitted"`
+	JobsScheduled   int     `json:"jobs_scheduled"`
+	JobsAbandoned   int     `json:"jobs_abandoned"`
+	JobsPending     int     `json:"jobs_pending"`
+	WaitMeanS       float64 `json:"wait_mean_s"`
+	WaitP50S        float64 `json:"wait_p50_s"`
+	WaitP90S        float64 `json:"wait_p90_s"`
+	PlacedWaitMeanS float64 `json:"placed_wait_mean_s"`
+	PlacedWaitP90S  float64 `json:"placed_wait_p90_s"`
+}
+
+// kindName is a job kind as the workload names it.
+func kindName(k omegav1.JobKind) string {
+	switch k {
+	case omegav1.JobKind_JOB_KIND_BATCH:
+		return "batch"
+	case omegav1.JobKind_JOB_KIND_SERVICE:
+		return "service"
+	case omegav1.JobKind_JOB_KIND_MAPREDUCE:
+		return "mapreduce"
+	}
+	return "unknown"
+}
+
 // Host is how the machine running the simulation fared; it varies between
 // runs.
 type Host struct {
@@ -109,10 +142,33 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 	if e.o.Jobs != nil {
 		s.JobsFinished = e.o.Jobs.Counters().Finished
 	}
+	type kindFigures struct {
+		JobKindSummary
+		waits, placedWaits []float64
+	}
+	byKind := map[omegav1.JobKind]*kindFigures{}
 	for i, r := range e.o.Runners {
 		ss := SchedulerSummary{Name: r.Name(), Kind: r.Scheduler().Kind()}
 		var waits, placedWaits, speedups []float64
 		for _, j := range r.Records() {
+			k := byKind[j.Kind]
+			if k == nil {
+				k = &kindFigures{JobKindSummary: JobKindSummary{Kind: kindName(j.Kind)}}
+				byKind[j.Kind] = k
+			}
+			k.JobsSubmitted++
+			switch {
+			case j.Abandoned:
+				k.JobsAbandoned++
+			case !j.Placed.IsZero():
+				k.JobsScheduled++
+				k.placedWaits = append(k.placedWaits, j.Placed.Sub(j.Submitted).Seconds())
+			default:
+				k.JobsPending++
+			}
+			if !j.FirstAttempt.IsZero() {
+				k.waits = append(k.waits, j.FirstAttempt.Sub(j.Submitted).Seconds())
+			}
 			if ss.Kind == "mapreduce" && !j.Placed.IsZero() && j.Requested > 0 {
 				speedups = append(speedups, float64(j.TasksPlaced)/float64(j.Requested))
 			}
@@ -145,6 +201,12 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 		s.JobsAbandoned += ss.JobsAbandoned
 		s.TasksPlaced += ss.TasksPlaced
 		s.Schedulers = append(s.Schedulers, ss)
+	}
+	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
+		k := byKind[kind]
+		k.WaitMeanS, k.WaitP50S, k.WaitP90S = mean(k.waits), quantile(k.waits, 0.5), quantile(k.waits, 0.9)
+		k.PlacedWaitMeanS, k.PlacedWaitP90S = mean(k.placedWaits), quantile(k.placedWaits, 0.9)
+		s.JobKinds = append(s.JobKinds, k.JobKindSummary)
 	}
 	var u []float64
 	for _, x := range e.samples {
@@ -220,7 +282,7 @@ func (s Summary) WriteJSON(w io.Writer) error {
 // WriteJobsCSV writes jobs.csv: one row per job, ordered by submission.
 func (e *Engine) WriteJobsCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"job", "scheduler", "submitted_s", "first_attempt_s", "placed_s", "attempts", "conflicted_attempts", "tasks_placed", "abandoned"})
+	cw.Write([]string{"job", "scheduler", "submitted_s", "first_attempt_s", "placed_s", "attempts", "conflicted_attempts", "tasks_placed", "abandoned", "kind", "requested"})
 	secs := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -241,7 +303,7 @@ func (e *Engine) WriteJobsCSV(w io.Writer) error {
 	for _, x := range rows {
 		j := x.rec
 		cw.Write([]string{j.UID.String(), x.name, secs(j.Submitted), secs(j.FirstAttempt), secs(j.Placed),
-			strconv.Itoa(j.Attempts), strconv.Itoa(j.Conflicted), strconv.Itoa(j.TasksPlaced), strconv.FormatBool(j.Abandoned)})
+			strconv.Itoa(j.Attempts), strconv.Itoa(j.Conflicted), strconv.Itoa(j.TasksPlaced), strconv.FormatBool(j.Abandoned), kindName(j.Kind), strconv.Itoa(j.Requested)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -29,7 +29,7 @@ import (
 type simFlags struct {
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch, storePolicy string
 	machines, seeds, jobs                                                                                                       int
-	days, failures, loadFactor, gpuMachines, gpuJobs                                                                            float64
+	days, failures, loadFactor, batchLoad, gpuMachines, gpuJobs                                                                 float64
 	gpusPerMachine                                                                                                              int
 	mrShare                                                                                                                     optFloat
 	seed                                                                                                                        uint64
@@ -83,6 +83,7 @@ as it was.`,
 	fl.IntVar(&f.machines, "machines", 10000, fmt.Sprintf("machines in the cell, 1 to %d", maxMachines))
 	fl.Float64Var(&f.days, "days", 7, fmt.Sprintf("simulated days, %v (86.4 simulated seconds) to %d", minDays, maxDays))
 	fl.Float64Var(&f.loadFactor, "load", 1, fmt.Sprintf("offered load per machine, as a multiple of the fitted trace's cell (1: jobs arrive at the trace's rate scaled to --machines), %v to %v", minLoad, maxLoad))
+	fl.Float64Var(&f.batchLoad, "batch-load", 1, fmt.Sprintf("the batch jobs' arrival rate as a multiple of --load's, %v to %v (the Omega paper's Figure 8 scales the batch load alone)", minLoad, maxLoad))
 	fl.StringVar(&f.schedulers, "schedulers", "batch=1,service=1", fmt.Sprintf("scheduler instances per kind, each 1 to %d, e.g. batch=2,service=1,mapreduce=1 (a kind left out runs none)", maxPerKind))
 	fl.StringVar(&f.tJob, "t-job", "batch=0.1s,service=0.1s", fmt.Sprintf("per-job decision time per kind, 0 to %s (a kind not named: 0.1s)", fmtDuration(maxTJob)))
 	fl.StringVar(&f.tTask, "t-task", "batch=5ms,service=5ms", fmt.Sprintf("per-task decision time per kind, 0 to %s (a kind not named: 5ms)", fmtDuration(maxTTask)))
@@ -140,6 +141,9 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	}
 	if p.float(name("load"), f.loadFactor, minLoad, maxLoad, "the offered load per machine as a multiple of the trace cell's") {
 		cfg.Workload.Load = f.loadFactor
+	}
+	if p.float(name("batch-load"), f.batchLoad, minLoad, maxLoad, "the batch arrival rate as a multiple of --load's") && f.batchLoad != 1 {
+		cfg.Workload.BatchInterarrival = time.Duration(math.Round(float64(cfg.Workload.BatchInterarrival) / f.batchLoad))
 	}
 
 	counts := parseSchedulers(&p, name("schedulers"), f.schedulers)
