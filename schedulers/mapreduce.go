@@ -24,6 +24,9 @@ const (
 	// RelativeSize gives a job at most RelativeFactor times the workers it
 	// asked for (4x in the paper).
 	RelativeSize
+	// NoExtra gives a job the workers it asked for and no more: the
+	// paper's baseline, against which the others' speedups are measured.
+	NoExtra
 )
 
 func (p MapReducePolicy) String() string {
@@ -34,18 +37,20 @@ func (p MapReducePolicy) String() string {
 		return "global-cap"
 	case RelativeSize:
 		return "relative-size"
+	case NoExtra:
+		return "none"
 	}
 	return fmt.Sprintf("policy(%d)", int(p))
 }
 
 // ParseMapReducePolicy parses a policy name.
 func ParseMapReducePolicy(s string) (MapReducePolicy, error) {
-	for _, p := range []MapReducePolicy{MaxParallelism, GlobalCap, RelativeSize} {
+	for _, p := range []MapReducePolicy{MaxParallelism, GlobalCap, RelativeSize, NoExtra} {
 		if p.String() == s {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("mapreduce policy %q: want max-parallelism, global-cap or relative-size", s)
+	return 0, fmt.Errorf("mapreduce policy %q: want max-parallelism, global-cap, relative-size or none", s)
 }
 
 // MapReduce is the paper's MapReduce-aware scheduler: when the cell has idle

@@ -30,9 +30,10 @@ const (
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench NAME",
-		Short: "Run a named experiment (store: the commit path against raw pebble)",
+		Short: "Run a named experiment: the Omega paper's (arch, batch-load, n-batch, service-times, conflict-modes, mapreduce), raw-vs-mediated, all, or store (the commit path against raw pebble)",
 	}
 	cmd.AddCommand(newBenchStoreCmd())
+	cmd.AddCommand(newBenchExperimentCmds()...)
 	return cmd
 }
 

@@ -90,7 +90,7 @@ as it was.`,
 	fl.StringVar(&f.route, "route", "", "send a workload kind's jobs (batch, service, mapreduce) to another scheduler kind that --schedulers runs, e.g. batch=leastloaded (a custom scheduler)")
 	fl.StringVar(&f.conflict, "conflict", "fine", "conflict detection: fine or coarse")
 	fl.StringVar(&f.commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
-	fl.StringVar(&f.policy, "mapreduce-policy", "max-parallelism", "max-parallelism, global-cap or relative-size")
+	fl.StringVar(&f.policy, "mapreduce-policy", "max-parallelism", "max-parallelism, global-cap, relative-size or none (the workers requested, no more)")
 	fl.Float64Var(&f.gpuMachines, "gpu-machines", 0, "share of the machines, 0 to 1, that carry GPUs (the extended resource \"gpu\"), spread evenly")
 	fl.IntVar(&f.gpusPerMachine, "gpus-per-machine", 8, fmt.Sprintf("GPUs on each GPU machine, 1 to %d", workload.MaxGPUsPerMachine))
 	fl.Float64Var(&f.gpuJobs, "gpu-jobs", 0, "share of the batch jobs, 0 to 1, whose tasks each ask for one GPU (needs --gpu-machines)")
@@ -203,7 +203,7 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 		p.add(name("commit"), strconv.Quote(f.commit), "%v", err)
 	}
 	if cfg.MapReducePolicy, err = schedulers.ParseMapReducePolicy(f.policy); err != nil {
-		p.add(name("mapreduce-policy"), strconv.Quote(f.policy), "want max-parallelism, global-cap or relative-size")
+		p.add(name("mapreduce-policy"), strconv.Quote(f.policy), "want max-parallelism, global-cap, relative-size or none")
 	}
 	if p.float(name("gpu-machines"), f.gpuMachines, 0, 1, "the share of the machines with GPUs") {
 		cfg.Workload.GPUMachineShare = f.gpuMachines

@@ -1,0 +1,134 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// Every experiment lays out a grid whose cells have distinct ids, their
+// axes in the experiment's order, and the paper's full-size cell; --quick
+// makes it smaller.
+func TestGrids(t *testing.T) {
+	if got := strings.Join(Names(), ","); got != "arch,batch-load,n-batch,service-times,conflict-modes,mapreduce,raw-vs-mediated,all" {
+		t.Fatalf("names %s", got)
+	}
+	for _, e := range All() {
+		full, err := e.Cells(Size{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		quick, _ := e.Cells(Size{Quick: true}, nil)
+		if len(quick) > len(full) || len(quick) == 0 {
+			t.Errorf("%s: %d quick cells, %d full", e.Name, len(quick), len(full))
+		}
+		for _, c := range full {
+			if len(c.Axes) != len(e.Axes) {
+				t.Errorf("%s %s: axes %v, want %v", e.Name, c.ID, c.Axes, e.Axes)
+			}
+			for i, a := range c.Axes {
+				if a.Name != e.Axes[i] {
+					t.Errorf("%s %s: axis %d is %s, want %s", e.Name, c.ID, i, a.Name, e.Axes[i])
+				}
+			}
+			if c.Flag("machines") != "10000" || c.Flag("days") != "7" || c.Flag("arrivals") != "empirical" {
+				t.Errorf("%s %s: flags %v", e.Name, c.ID, c.Flags)
+			}
+			if strings.ContainsAny(c.ID, "/ ") {
+				t.Errorf("%s: cell id %q is not a directory name", e.Name, c.ID)
+			}
+		}
+	}
+}
+
+// Overrides apply to every cell, replacing the experiment's value in
+// place; a flag the grid sets is refused, naming it.
+func TestOverrides(t *testing.T) {
+	e, err := Lookup("arch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := e.Cells(Size{}, []Param{{"machines", "500"}, {"load", "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cells {
+		if c.Flags[0] != (Param{"machines", "500"}) || c.Flag("load") != "2" {
+			t.Fatalf("%s: %v", c.ID, c.Flags)
+		}
+	}
+	if _, err := e.Cells(Size{}, []Param{{"t-job", "batch=1s"}}); err == nil || !strings.Contains(err.Error(), "--t-job") {
+		t.Errorf("overriding the swept t-job: %v", err)
+	}
+	if _, err := Lookup("fig99"); err == nil || !strings.Contains(err.Error(), "arch") {
+		t.Errorf("an unknown experiment: %v", err)
+	}
+}
+
+// The plan is one command per run with its seed and directory, quoted for
+// a shell where a value needs it.
+func TestPlan(t *testing.T) {
+	e, _ := Lookup("mapreduce")
+	s, err := NewSweep(e, Size{Quick: true}, []Param{{"load", "1 2"}}, 7, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := s.Plan(&b, "omega", "/out dir"); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 8 {
+		t.Fatalf("%d lines:\n%s", len(lines), b.String())
+	}
+	want := "omega sim --machines=1000 --days=0.25 --arrivals=empirical --mapreduce-share=0.2 '--load=1 2' --schedulers=batch=1,mapreduce=1,service=1 --mapreduce-policy=none --seed=7 '--out=/out dir/runs/mapreduce_policy=none/seed-7'"
+	if lines[0] != want {
+		t.Errorf("first line\n %s\nwant\n %s", lines[0], want)
+	}
+	if !strings.Contains(lines[1], "--seed=8") {
+		t.Errorf("second line %s: want seed 8", lines[1])
+	}
+}
+
+// Execute runs what is not done, resumes what is, and stops the others
+// when a run fails; a run whose arguments changed runs again.
+func TestExecuteResumes(t *testing.T) {
+	e, _ := Lookup("batch-load")
+	s, _ := NewSweep(e, Size{Quick: true}, nil, 1, 2)
+	out := t.TempDir()
+	var ran atomic.Int32
+	fake := func(ctx context.Context, args []string, dir string, tick func()) error {
+		ran.Add(1)
+		tick()
+		return os.WriteFile(filepath.Join(dir, "utilization.csv"), []byte("sim_seconds,cpu,memory\n"), 0o644)
+	}
+	hours := 0
+	progress := func(total int) func() { hours = total; return func() {} }
+	if err := s.Execute(context.Background(), out, 2, fake, progress); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != 6 || hours != 6*6 {
+		t.Fatalf("ran %d runs over %d hours, want 6 over 36", ran.Load(), hours)
+	}
+	ran.Store(0)
+	if err := s.Execute(context.Background(), out, 2, fake, progress); err != nil || ran.Load() != 0 {
+		t.Fatalf("resumed: ran %d, err %v", ran.Load(), err)
+	}
+	// Another seed range shares no run; other flags share none either.
+	s2, _ := NewSweep(e, Size{Quick: true}, []Param{{"load", "2"}}, 1, 1)
+	if err := s2.Execute(context.Background(), out, 1, fake, progress); err != nil || ran.Load() != 3 {
+		t.Fatalf("with other flags: ran %d, err %v", ran.Load(), err)
+	}
+	if s.Runs[0].Done(out) {
+		t.Error("a run rerun with other flags still counts as done with the old ones")
+	}
+	boom := errors.New("boom")
+	failing := func(ctx context.Context, args []string, dir string, tick func()) error { return boom }
+	if err := s.Execute(context.Background(), out, 2, failing, progress); !errors.Is(err, boom) || !strings.Contains(err.Error(), "batch_load=1 seed 1") {
+		t.Errorf("a failing run: %v", err)
+	}
+}

@@ -1,0 +1,295 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/omega-cell/omega/bench/experiment"
+	"github.com/omega-cell/omega/bench/sim"
+	"github.com/omega-cell/omega/internal/finite"
+)
+
+// overridable are the `omega sim` flags `omega bench NAME` passes to every
+// simulation of the sweep (an experiment that sweeps one refuses it).
+var overridable = []struct{ name, usage string }{
+	{"machines", "machines in the cell (default: the experiment's, 10,000; 1,000 with --quick)"},
+	{"days", "simulated days (default: the experiment's, 7; 0.25 with --quick)"},
+	{"load", "offered load per machine, as omega sim's --load"},
+	{"arrivals", "poisson or empirical (default: empirical, the paper's)"},
+	{"machine-failures-per-day", "machine failures per simulated day, as omega sim's"},
+	{"fleet-tick", "the fleet's reporting period, as omega sim's"},
+	{"decision-time", "model or cpu, as omega sim's"},
+	{"conflict", "fine or coarse, as omega sim's (conflict-modes sweeps it)"},
+	{"commit", "incremental or all-or-nothing, as omega sim's (conflict-modes sweeps it)"},
+	{"t-task", "per-task decision times, as omega sim's (service-times sweeps it)"},
+}
+
+type benchExpFlags struct {
+	quick          bool
+	seeds          int
+	seed           uint64
+	parallel       int
+	out, collect   string
+	plan, cost     bool
+	binary         string
+	overrideValues map[string]*string
+}
+
+func newBenchExperimentCmds() []*cobra.Command {
+	var cmds []*cobra.Command
+	for _, name := range experiment.Names() {
+		cmds = append(cmds, newBenchExperimentCmd(name))
+	}
+	return cmds
+}
+
+func newBenchExperimentCmd(name string) *cobra.Command {
+	f := &benchExpFlags{overrideValues: map[string]*string{}}
+	short := "every experiment, each into --out/NAME, and an index report"
+	var e *experiment.Experiment
+	if name != "all" {
+		e, _ = experiment.Lookup(name)
+		short = e.Title
+		if e.Figures != "" {
+			short += " (the Omega paper's " + e.Figures + ")"
+		}
+	}
+	cmd := &cobra.Command{
+		Use:   name,
+		Short: short,
+		Long: short + `
+
+Runs the experiment's grid of simulations (every cell at every seed), --parallel
+at a time, with one progress bar for the sweep, into --out: runs/CELL/seed-N
+(each run's omega sim outputs), results.csv (a row per run: every parameter and
+metric), host.csv (wall time and memory per run, which vary between runs),
+PNG figures, summary.json and report.md (each result beside the published one).
+A run already finished in --out is kept, so an interrupted sweep resumes.
+
+--plan prints each run as an independent omega sim command line (for a batch
+system); run them, then --collect DIR assembles the same results.csv, figures
+and report from their outputs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd, name)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.quick, "quick", false, "a small cell and a short horizon (the figures' shape in seconds, not the paper's values)")
+	fl.IntVar(&f.seeds, "seeds", 1, fmt.Sprintf("seeds per cell, 1 to %d: results vary widely between seeds; the report gives medians and ranges", maxSeeds))
+	fl.Uint64Var(&f.seed, "seed", 1, "the first seed")
+	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "simulations at once (default: one per core)")
+	fl.StringVar(&f.out, "out", "", "directory for the sweep (required; with --collect, default the collected directory)")
+	fl.StringVar(&f.collect, "collect", "", "assemble the results of a plan's runs from this directory instead of running them")
+	fl.BoolVar(&f.plan, "plan", false, "print every run as an omega sim command line (writing under --out) and run nothing")
+	fl.BoolVar(&f.cost, "store-cost", true, "raw-vs-mediated: also measure the policies on the commit path (omega bench store under each, interleaved) into store-cost.json")
+	fl.StringVar(&f.binary, "plan-binary", "omega", "with --plan: the omega binary the command lines name")
+	for _, o := range overridable {
+		f.overrideValues[o.name] = fl.String(o.name, "", o.usage)
+	}
+	return cmd
+}
+
+// overrides are the sim flags the user set, in a fixed order.
+func (f *benchExpFlags) overrides(cmd *cobra.Command) []experiment.Param {
+	var out []experiment.Param
+	for _, o := range overridable {
+		if cmd.Flags().Changed(o.name) {
+			out = append(out, experiment.Param{Name: o.name, Value: *f.overrideValues[o.name]})
+		}
+	}
+	return out
+}
+
+func (f *benchExpFlags) run(cmd *cobra.Command, name string) error {
+	var p problems
+	p.count("--seeds", f.seeds, 1, maxSeeds, "seeds per cell")
+	p.count("--parallel", f.parallel, 1, 1024, "simulations at once")
+	if f.out == "" {
+		f.out = f.collect
+	}
+	if f.out == "" {
+		p.add("--out", `""`, "required: the directory of the sweep")
+	}
+	if f.plan && f.collect != "" {
+		p.add("--plan", "true", "--plan prints the runs and --collect gathers them: give one")
+	}
+	exps := experiment.All()
+	if name != "all" {
+		e, _ := experiment.Lookup(name)
+		exps = []*experiment.Experiment{e}
+	}
+	size := experiment.Size{Quick: f.quick}
+	var sweeps []*experiment.Sweep
+	for _, e := range exps {
+		ov := f.overrides(cmd)
+		if name == "all" {
+			// An override an experiment sweeps is left to it.
+			ov = slices.DeleteFunc(ov, func(o experiment.Param) bool { _, err := e.Cells(size, []experiment.Param{o}); return err != nil })
+		}
+		s, err := experiment.NewSweep(e, size, ov, f.seed, f.seeds)
+		if err != nil {
+			p = append(p, err)
+			continue
+		}
+		sweeps = append(sweeps, s)
+	}
+	if len(p) > 0 {
+		return p.err()
+	}
+	// Every run's settings are checked before anything runs: a bad
+	// override is one error, not a failure an hour into the sweep.
+	for _, s := range sweeps {
+		for _, c := range s.Cells {
+			if _, err := simConfigFromArgs(append(runArgs(c), "--out=check")); err != nil {
+				return fmt.Errorf("%s, cell %s: %w", s.Experiment.Name, c.ID, err)
+			}
+		}
+	}
+	dirOf := func(s *experiment.Sweep, root string) string {
+		if name == "all" {
+			return filepath.Join(root, s.Experiment.Name)
+		}
+		return root
+	}
+	if f.plan {
+		for _, s := range sweeps {
+			if err := s.Plan(cmd.OutOrStdout(), f.binary, dirOf(s, f.out)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	defer useBatchCollector()()
+	stderr := cmd.ErrOrStderr()
+	var index []indexEntry
+	for _, s := range sweeps {
+		out := dirOf(s, f.out)
+		if f.collect == "" {
+			fmt.Fprintf(stderr, "omega bench %s: %d runs (%d cells x %d seeds), %d at a time, into %s\n", s.Experiment.Name, len(s.Runs), len(s.Cells), len(s.Seeds), f.parallel, out)
+			if err := s.Execute(ctx, out, f.parallel, simRunFunc(stderr), sweepBar(stderr, s.Experiment.Name)); err != nil {
+				return fmt.Errorf("bench %s: %w (the finished runs stay in %s: run again to resume)", s.Experiment.Name, err, out)
+			}
+		}
+		res, err := experiment.Load(s, dirOf(s, cmp(f.collect, f.out)))
+		if err != nil {
+			return fmt.Errorf("bench %s: %w", s.Experiment.Name, err)
+		}
+		if s.Experiment.Name == "raw-vs-mediated" && f.collect == "" && f.cost {
+			if err := measureStoreCost(ctx, stderr, out, f.quick); err != nil {
+				return fmt.Errorf("bench %s: the policies' cost on the commit path: %w", s.Experiment.Name, err)
+			}
+		}
+		if err := res.Write(out); err != nil {
+			return fmt.Errorf("bench %s: %w", s.Experiment.Name, err)
+		}
+		index = append(index, indexEntry{s.Experiment, res})
+		fmt.Fprintf(stderr, "omega bench %s: %s\n", s.Experiment.Name, filepath.Join(out, "report.md"))
+	}
+	if name == "all" {
+		return writeIndex(f.out, index)
+	}
+	return nil
+}
+
+// cmp is a if set, else b.
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func runArgs(c experiment.Cell) []string {
+	r := experiment.Run{Cell: &c, Seed: 1}
+	return r.Args()
+}
+
+// simConfigFromArgs parses `omega sim` arguments exactly as the command
+// does and returns the config it would run.
+func simConfigFromArgs(args []string) (sim.Config, error) {
+	var s simCmd
+	cmd := s.command()
+	if err := cmd.ParseFlags(args); err != nil {
+		return sim.Config{}, err
+	}
+	cfg, seeds, err := s.f.build(cmd)
+	if err == nil && seeds != 1 {
+		err = fmt.Errorf("one seed per run, not %d", seeds)
+	}
+	return cfg, err
+}
+
+// simRunFunc runs one simulation of a sweep as `omega sim ARGS --out DIR`
+// runs it.
+func simRunFunc(stderr io.Writer) experiment.RunFunc {
+	return func(ctx context.Context, args []string, dir string, tick func()) error {
+		cfg, err := simConfigFromArgs(append(slices.Clone(args), "--out="+dir))
+		if err != nil {
+			return err
+		}
+		_, err = runOne(ctx, io.Discard, cfg, dir, tick)
+		return err
+	}
+}
+
+// sweepBar is one progress bar for a sweep's simulated hours.
+func sweepBar(stderr io.Writer, name string) func(int) func() {
+	return func(hours int) func() {
+		bar := progressbar.NewOptions(hours, progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetDescription(name+": simulated hours"), progressbar.OptionShowCount(),
+			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
+		var mu sync.Mutex
+		return func() { mu.Lock(); bar.Add(1); mu.Unlock() }
+	}
+}
+
+func measureStoreCost(ctx context.Context, stderr io.Writer, out string, quick bool) error {
+	cost, err := experiment.MeasureStoreCost(ctx, stderr, quick)
+	if err != nil {
+		return err
+	}
+	b, err := finite.JSON(cost)
+	if err != nil {
+		return err
+	}
+	return writeFiles(out, []outFile{{experiment.StoreCostFile, bytesFile(b)}})
+}
+
+type indexEntry struct {
+	e   *experiment.Experiment
+	res *experiment.Results
+}
+
+// writeIndex writes `omega bench all`'s report.md: every experiment's
+// findings, linking to its own report.
+func writeIndex(out string, index []indexEntry) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# omega bench all\n\nEach experiment's report is in its directory; their findings:\n\n")
+	fmt.Fprintf(&b, "| experiment | published | measured | verdict |\n|---|---|---|---|\n")
+	runs := 0
+	for _, x := range index {
+		runs += len(x.res.Rows)
+		for _, f := range x.res.Findings() {
+			fmt.Fprintf(&b, "| [%s](%s/report.md) | %s | %s | **%s** |\n", x.e.Name, x.e.Name,
+				strings.ReplaceAll(f.Published, "|", "\\|"), strings.ReplaceAll(f.Measured, "|", "\\|"), f.Verdict)
+		}
+	}
+	fmt.Fprintf(&b, "\n%d simulations in all; the wall time of each is in its experiment's host.csv.\n", runs)
+	return writeFiles(out, []outFile{{"report.md", bytesFile([]byte(b.String()))}})
+}

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/omega-cell/omega/bench/experiment"
+)
+
+// benchTable is an experiment's results.csv, by column.
+type benchTable struct {
+	head []string
+	rows []map[string]string
+}
+
+func readBenchTable(t *testing.T, path string) benchTable {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil || len(recs) < 2 {
+		t.Fatalf("%s: %v (%d records)", path, err, len(recs))
+	}
+	tb := benchTable{head: recs[0]}
+	for _, r := range recs[1:] {
+		m := map[string]string{}
+		for i, h := range recs[0] {
+			m[h] = r[i]
+		}
+		tb.rows = append(tb.rows, m)
+	}
+	return tb
+}
+
+// num is a row's figure (0 when empty).
+func (tb benchTable) num(t *testing.T, row map[string]string, col string) float64 {
+	t.Helper()
+	if row[col] == "" {
+		return 0
+	}
+	v, err := strconv.ParseFloat(row[col], 64)
+	if err != nil {
+		t.Fatalf("%s = %q: %v", col, row[col], err)
+	}
+	return v
+}
+
+// series is col over the rows where the other columns have the values
+// given (name, value pairs), in results.csv order.
+func (tb benchTable) series(t *testing.T, col string, where ...string) []float64 {
+	t.Helper()
+	var out []float64
+	for _, r := range tb.rows {
+		ok := true
+		for k := 0; k+1 < len(where); k += 2 {
+			if r[where[k]] != where[k+1] {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, tb.num(t, r, col))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no rows with %v", where)
+	}
+	return out
+}
+
+func nonDecreasing(xs []float64) bool {
+	for i := 1; i < len(xs); i++ {
+		if xs[i] < xs[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestBenchAllQuick runs every experiment at --quick, as `omega bench all
+// --quick` does, and checks each output's shape: the files, results.csv's
+// columns (every flag of the grid and the metrics the analysis reads, a
+// row per run) and the trends the engine guarantees.
+func TestBenchAllQuick(t *testing.T) {
+	out := t.TempDir()
+	if msg, err := run(t, "bench", "all", "--quick", "--store-cost=false", "--out", out); err != nil {
+		t.Fatalf("%v\n%s", err, msg)
+	}
+	index, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range experiment.All() {
+		dir := filepath.Join(out, e.Name)
+		if !strings.Contains(string(index), "]("+e.Name+"/report.md)") {
+			t.Errorf("the index report does not link %s", e.Name)
+		}
+		rep, err := os.ReadFile(filepath.Join(dir, "report.md"))
+		if err != nil || !strings.Contains(string(rep), "## Findings") || !strings.Contains(string(rep), "--arrivals empirical") {
+			t.Errorf("%s/report.md: %v, findings and arrivals said: %v", e.Name, err, strings.Contains(string(rep), "## Findings"))
+		}
+		var sum experiment.Report
+		if b, err := os.ReadFile(filepath.Join(dir, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil || len(sum.Findings) == 0 || !sum.Quick {
+			t.Errorf("%s/summary.json: %v, %d findings", e.Name, err, len(sum.Findings))
+		}
+		pngs, _ := filepath.Glob(filepath.Join(dir, "*.png"))
+		if len(pngs) == 0 {
+			t.Errorf("%s: no figures", e.Name)
+		}
+		for _, p := range pngs {
+			if b, _ := os.ReadFile(p); !bytes.HasPrefix(b, []byte("\x89PNG")) {
+				t.Errorf("%s is not a PNG", p)
+			}
+		}
+		tb := readBenchTable(t, filepath.Join(dir, "results.csv"))
+		if len(tb.rows) != sum.Runs {
+			t.Errorf("%s: %d rows, %d runs", e.Name, len(tb.rows), sum.Runs)
+		}
+		for _, col := range []string{"experiment", "cell", "seed", "machines", "days", "arrivals", "jobs_submitted", "violations", "batch_wait_mean_s"} {
+			if !strings.Contains(","+strings.Join(tb.head, ",")+",", ","+col+",") {
+				t.Errorf("%s: results.csv has no column %s: %v", e.Name, col, tb.head)
+			}
+		}
+		if h, err := os.ReadFile(filepath.Join(dir, "host.csv")); err != nil || !strings.HasPrefix(string(h), "cell,seed,wall_seconds") {
+			t.Errorf("%s/host.csv: %v", e.Name, err)
+		}
+		switch e.Name {
+		case "arch":
+			if b := tb.series(t, "sched_monolithic_busyness_median", "architecture", "single-path"); !nonDecreasing(b) || b[len(b)-1] < 0.8 {
+				t.Errorf("arch: single-path busyness by t_job(service) %v: want non-decreasing, saturated at 100 s", b)
+			}
+			sp := tb.series(t, "batch_wait_mean_s", "architecture", "single-path")
+			mp := tb.series(t, "batch_wait_mean_s", "architecture", "multi-path")
+			if mp[len(mp)-1] >= sp[len(sp)-1] {
+				t.Errorf("arch: batch wait at t_job(service) 100 s: multi-path %v, single-path %v", mp, sp)
+			}
+		case "batch-load":
+			if s := tb.series(t, "batch_jobs_submitted"); !nonDecreasing(s) || s[len(s)-1] < 5*s[0] {
+				t.Errorf("batch-load: batch jobs by load %v", s)
+			}
+			if b := tb.series(t, "sched_batch_busyness_median"); !nonDecreasing(b) {
+				t.Errorf("batch-load: busyness by load %v", b)
+			}
+		case "n-batch":
+			for _, r := range tb.rows {
+				want := strings.TrimPrefix(strings.Split(r["schedulers"], ",")[0], "batch=")
+				if r["sched_batch_instances"] != want {
+					t.Errorf("n-batch: %s ran %s batch schedulers", r["cell"], r["sched_batch_instances"])
+				}
+			}
+		case "service-times":
+			for _, tj := range []string{"batch=0.1s,service=0.1s", "batch=0.1s,service=10s"} {
+				if b := tb.series(t, "sched_service_busyness_median", "t-job", tj); !nonDecreasing(b) {
+					t.Errorf("service-times: busyness by t_task at %s: %v", tj, b)
+				}
+			}
+		case "mapreduce":
+			none := tb.series(t, "mapreduce_speedup_p80", "mapreduce-policy", "none")
+			rel := tb.series(t, "mapreduce_speedup_p80", "mapreduce-policy", "relative-size")
+			mp := tb.series(t, "mapreduce_speedup_p80", "mapreduce-policy", "max-parallelism")
+			if none[0] != 1 || rel[0] > 4 || rel[0] < 1 || mp[0] < rel[0] {
+				t.Errorf("mapreduce: speedup p80 none %v, relative-size %v (at most 4), max-parallelism %v", none, rel, mp)
+			}
+		case "raw-vs-mediated":
+			for _, v := range tb.series(t, "violations", "policy", "mediated") {
+				if v != 0 {
+					t.Errorf("raw-vs-mediated: the mediated store persisted %v violations", v)
+				}
+			}
+			if v := tb.series(t, "violations", "policy", "raw", "route", "mapreduce=batch"); v[0] != 0 {
+				t.Errorf("raw-vs-mediated: raw, no fault: %v violations", v)
+			}
+		}
+	}
+}
