@@ -23,11 +23,17 @@ type UnitBug struct{ batch *Batch }
 // and memory), never a GPU, so GPU machines' GPUs are handed out again.
 type Outdated struct{ batch *Batch }
 
-// Thief also claims, in each attempt, a pending task of another job (the
-// first other job of the view with a pending task that fits on the machine
-// it chose for its own job's first task): of a job another scheduler owns
-// once the thief shares the cell's load with correct ones.
+// Thief does not know what it owns: it takes every batch job as its own
+// (Shadows), racing the batch scheduler the job was routed to, and also
+// claims, in each attempt, a pending task of another job (the first other
+// job of the view with a pending task that fits on the machine it chose
+// for its own job's first task). Where it wins the race, a task of a job
+// another scheduler owns carries its claim.
 type Thief struct{ batch *Batch }
+
+// Shadows is the kind whose jobs the thief takes though none is routed to
+// it.
+func (*Thief) Shadows() string { return "batch" }
 
 // NewUnitBug, NewOutdated and NewThief return the faulty schedulers, each
 // over the batch scheduler's defaults.

@@ -44,6 +44,18 @@ type Intake struct {
 	members map[string][]string  // kind → the names of its instances (here and elsewhere), sorted
 	set     map[string]bool      // kinds whose members SetMembers set
 	owner   map[uuid.UUID]*Runner
+	// shadows are, by kind, the runners whose scheduler takes that kind's
+	// jobs too though none is routed to it (Shadower: a fault).
+	shadows map[string][]*Runner
+}
+
+// Shadower is a scheduler that also takes every job of another kind,
+// though the intake routes none to it: a component with a broken notion of
+// what it owns, racing the kind's own scheduler for its jobs (the faulty
+// thief of the "don't expose raw state" experiment). No correct scheduler
+// is one.
+type Shadower interface {
+	Shadows() string
 }
 
 // instance names an instance of a kind: names are unique within a kind.
@@ -64,6 +76,12 @@ func (in *Intake) Add(r *Runner) error {
 		return fmt.Errorf("intake: two %s instances named %q", id.kind, id.name)
 	}
 	in.local[id] = r
+	if sh, ok := r.Scheduler().(Shadower); ok {
+		if in.shadows == nil {
+			in.shadows = map[string][]*Runner{}
+		}
+		in.shadows[sh.Shadows()] = append(in.shadows[sh.Shadows()], r)
+	}
 	if ms := in.members[id.kind]; !in.set[id.kind] && !slices.Contains(ms, id.name) {
 		ms = append(ms, id.name)
 		slices.Sort(ms)
@@ -284,6 +302,13 @@ func (in *Intake) Observe(ws *txn.WriteSet, now time.Time) ([]*Runner, error) {
 			r.Submit(c.Job.UID, now)
 			r.saw(c.Job.UID, ws.Revision, c.Job.Kind())
 			wake(r)
+			for _, sh := range in.shadows[kind] {
+				if sh != r {
+					sh.Submit(c.Job.UID, now)
+					sh.saw(c.Job.UID, ws.Revision, c.Job.Kind())
+					wake(sh)
+				}
+			}
 		case c.Task != nil && !c.Deleted:
 			r, ok := in.owner[c.Task.Job]
 			if !ok {

@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -82,6 +83,8 @@ type Runner struct {
 	// verdicts counts the transactions that wrote abandoned jobs' verdicts
 	// (not scheduling attempts: the reports leave them out).
 	verdicts client.Counters
+	// rejected counts the operations the store's policy refused, by reason.
+	rejected map[omegav1.RejectReason]int64
 }
 
 type jobState struct {
@@ -529,6 +532,16 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 			left++
 		}
 	}
+	if res.Rejected > 0 {
+		for _, o := range res.Outcomes {
+			if o.Code == omegav1.OutcomeCode_OUTCOME_CODE_REJECTED {
+				if r.rejected == nil {
+					r.rejected = map[omegav1.RejectReason]int64{}
+				}
+				r.rejected[o.Reason]++
+			}
+		}
+	}
 	if len(a.Txn.Ops) == 0 && left == 0 {
 		left = 1 // the scheduler asked for nothing: try again later
 	}
@@ -614,6 +627,10 @@ func (r *Runner) markPlaced(j *jobState, now time.Time) {
 		j.Placed = now
 	}
 }
+
+// Rejected returns how many of the runner's operations the store's policy
+// refused, by reason (nil when none were).
+func (r *Runner) Rejected() map[omegav1.RejectReason]int64 { return maps.Clone(r.rejected) }
 
 // Records returns every job the runner has seen, ordered by submission
 // time, then uid.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -122,6 +123,75 @@ func TestMediatedPolicy(t *testing.T) {
 			if !x.Placed() || (p.Name() == "mediated") != (y.State == omegav1.TaskState_TASK_STATE_PENDING) {
 				t.Fatalf("after: the good claim placed %v, the lie left the task %s", x.Placed(), y.State)
 			}
+		})
+	}
+}
+
+// TestMediatedOwnership: under the mediated policy a scheduler claims only
+// tasks of jobs routed to it (the job's scheduler, or an instance of that
+// kind), an operator may claim any, an agent none; an agent reports only on
+// tasks placed on its own machine, a declared fleet on any. The raw store
+// accepts every one of them.
+func TestMediatedOwnership(t *testing.T) {
+	for _, p := range []Policy{Raw(), MediatedFor(Identities{Fleets: []string{"fleet"}})} {
+		t.Run(p.Name(), func(t *testing.T) {
+			s := openTest(t, t.TempDir(), func(o *Options) { o.Policy = p })
+			defer s.Close()
+			m0, m1 := testUID(uidMachine, 0, 0), testUID(uidMachine, 0, 1)
+			job := testUID(uidJob, 0, 0)
+			jp := jobProto(job, "j", 8)
+			jp.Spec.Scheduler = "batch"
+			mp0, mp1 := machineProto(m0, 64000, 64<<30), machineProto(m1, 64000, 64<<30)
+			mp0.Meta.Name, mp1.Meta.Name = "m0", "m1"
+			var tasks []uuid.UUID
+			ops := []txn.Op{txn.CreateMachine(mp0), txn.CreateMachine(mp1), txn.CreateJob(jp)}
+			for i := range 10 {
+				u := testUID(uidTask, 0, uint32(i))
+				tasks = append(tasks, u)
+				ops = append(ops, txn.CreateTask(taskProto(u, job, 100, 1<<20)))
+			}
+			mustCommitAll(t, s, &txn.Txn{Ops: ops})
+			mediated := p.Name() == "mediated"
+			try := func(component string, op func(ver func(uuid.UUID) uint64) txn.Op, wantOK bool) {
+				t.Helper()
+				st := s.Snapshot()
+				ver := func(u uuid.UUID) uint64 { x, _ := st.Task(u); return x.Version }
+				r, err := s.Commit(context.Background(), &txn.Txn{ViewRevision: st.Revision(), Component: component, Ops: []txn.Op{op(ver)}})
+				if err != nil {
+					t.Fatalf("%s: %v", component, err)
+				}
+				o := r.Outcomes[0]
+				switch {
+				case wantOK || !mediated:
+					if !o.Committed() {
+						t.Errorf("%s: %+v, want committed", component, o)
+					}
+				case o.Reason != omegav1.RejectReason_REJECT_REASON_NOT_OWNER || !strings.Contains(o.Detail, component):
+					t.Errorf("%s: %+v, want rejected as not the owner, naming it", component, o)
+				}
+			}
+			claim := func(i int, m uuid.UUID) func(func(uuid.UUID) uint64) txn.Op {
+				return func(ver func(uuid.UUID) uint64) txn.Op { return txn.Claim(tasks[i], m, res(100, 1<<20), ver(tasks[i])) }
+			}
+			try("service-0", claim(0, m0), false) // another kind's
+			try("batchy-0", claim(1, m0), false)  // a kind whose name starts like it
+			try("agent/m0", claim(2, m0), false)  // agents place nothing
+			try("fleet", claim(3, m0), false)
+			try("batch-0", claim(4, m0), true)
+			try("batch", claim(5, m0), true)
+			try("batch-live-eu", claim(6, m0), true)
+			try("submitter", claim(7, m0), true)
+			try("admin/ops", claim(8, m1), true)
+			report := func(i int, st omegav1.TaskState) func(func(uuid.UUID) uint64) txn.Op {
+				return func(ver func(uuid.UUID) uint64) txn.Op { return txn.SetStatus(tasks[i], st, ver(tasks[i]), "") }
+			}
+			try("agent/m1", report(4, omegav1.TaskState_TASK_STATE_RUNNING), false) // the task is on m0
+			if mediated {                                                           // the raw store refuses RUNNING unplaced as an error of the transaction
+				try("agent/m1", report(9, omegav1.TaskState_TASK_STATE_SUCCEEDED), false) // not placed at all
+			}
+			try("agent/m0", report(5, omegav1.TaskState_TASK_STATE_RUNNING), true)
+			try("agent/m1", report(8, omegav1.TaskState_TASK_STATE_RUNNING), true)
+			try("fleet", report(6, omegav1.TaskState_TASK_STATE_RUNNING), true)
 		})
 	}
 }

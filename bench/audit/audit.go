@@ -91,6 +91,17 @@ func (d *dims) add(o dims) {
 	}
 }
 
+func (d *dims) sub(o dims) {
+	d.cpu -= o.cpu
+	d.mem -= o.mem
+	for k, v := range o.ext {
+		if d.ext == nil {
+			d.ext = map[string]int64{}
+		}
+		d.ext[k] -= v
+	}
+}
+
 // short names the dimensions in which d is below want.
 func (d dims) short(want dims) []string {
 	var out []string

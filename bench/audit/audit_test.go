@@ -18,6 +18,8 @@ type cell struct {
 	t   *testing.T
 	s   *txn.State
 	ids *testkit.IDs
+	// stream, once set, audits every commit's write set.
+	stream *Stream
 }
 
 func newCell(t *testing.T) *cell {
@@ -32,6 +34,9 @@ func (c *cell) commit(component string, ops ...txn.Op) {
 		c.t.Fatalf("commit: %+v %v", r, err)
 	}
 	c.s = c.s.Apply(ws)
+	if c.stream != nil {
+		c.stream.Observe(ws)
+	}
 }
 
 func (c *cell) ver(u uuid.UUID) uint64 {

@@ -186,6 +186,32 @@ func metrics(r Row) map[string]float64 {
 		total += s.Violations[k]
 	}
 	m["violations"] = float64(total)
+	if h := s.ViolationsHistory; h != nil {
+		total := 0
+		for _, k := range audit.Kinds {
+			m["history_violations_"+k] = float64(h.Counts[k])
+			total += h.Counts[k]
+			if at, ok := h.FirstSeconds[k]; ok {
+				m["history_first_s_"+k] = at
+			}
+		}
+		m["history_violations"] = float64(total)
+		first := math.Inf(1)
+		for _, at := range h.FirstSeconds {
+			first = min(first, at)
+		}
+		if !math.IsInf(first, 1) {
+			m["history_first_s"] = first
+		}
+	}
+	rejected := 0.0
+	for _, x := range s.Schedulers {
+		for reason, n := range x.Rejected {
+			m["rejected_"+reason] += float64(n)
+			rejected += float64(n)
+		}
+	}
+	m["rejected"] = rejected
 	for _, k := range s.JobKinds {
 		f := func(name string, v float64) { m[k.Kind+"_"+name] = v }
 		f("jobs_submitted", float64(k.JobsSubmitted))
@@ -266,6 +292,14 @@ func (res *Results) Columns() (flags, metricCols []string) {
 	order := []string{"jobs_submitted", "jobs_scheduled", "jobs_abandoned", "jobs_pending", "jobs_finished", "tasks_placed", "utilization_mean", "events", "violations"}
 	for _, k := range audit.Kinds {
 		order = append(order, "violations_"+k)
+	}
+	order = append(order, "history_violations", "history_first_s")
+	for _, k := range audit.Kinds {
+		order = append(order, "history_violations_"+k, "history_first_s_"+k)
+	}
+	order = append(order, "rejected")
+	for _, r := range []string{"invalid_object", "illegal_transition", "not_owner", "quota", "resources_mismatch"} {
+		order = append(order, "rejected_"+r)
 	}
 	for _, k := range jobKinds {
 		for _, f := range []string{"jobs_submitted", "jobs_scheduled", "jobs_abandoned", "jobs_pending", "wait_mean_s", "wait_p90_s", "placed_wait_mean_s", "placed_wait_p90_s"} {

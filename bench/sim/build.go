@@ -2,9 +2,9 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/google/uuid"
 	"io"
 	"log/slog"
 	"maps"
@@ -14,8 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/omega-cell/omega/agents"
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	auditpkg "github.com/omega-cell/omega/bench/audit"
 	"github.com/omega-cell/omega/bench/workload"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
@@ -54,6 +57,12 @@ type Config struct {
 	// scheduler takes over a class of jobs. Unrouted kinds go to schedulers
 	// of their own kind.
 	Route map[string]string
+	// RouteShare, for a kind Route names, sends only that share of its jobs
+	// (by the job's uid, so the same jobs for the same seed) to the routed
+	// scheduler; the rest go to the kind's own. A kind absent routes all.
+	// A faulty scheduler takes part of the batch load beside a correct one
+	// this way.
+	RouteShare map[string]float64
 	// MapReducePolicy is the mapreduce schedulers' policy: shorthand for
 	// Params{"policy": ...} on each mapreduce spec that does not set it.
 	MapReducePolicy schedulers.MapReducePolicy
@@ -78,6 +87,13 @@ type Config struct {
 	CheckInvariants bool
 	// Progress, if set, is called about once per simulated hour.
 	Progress func(time.Duration)
+	// AuditHistory audits every revision the run commits (bench/audit.Stream),
+	// into summary.json's violations_history: what the final state's audit
+	// cannot show, and when each kind of violation was first detectable.
+	AuditHistory bool
+	// History, if set, receives the run's history (omega sim --history):
+	// the starting state, then every write set.
+	History Observer
 }
 
 // DefaultConfig is the default run: the paper's lightweight cell,
@@ -207,6 +223,18 @@ func (c *Config) Validate() error {
 			return bad(f, strconv.Quote(to), "the kind of a scheduler in Schedulers")
 		}
 	}
+	for _, from := range slices.Sorted(maps.Keys(c.RouteShare)) {
+		sh := c.RouteShare[from]
+		f := fmt.Sprintf("RouteShare[%q]", from)
+		switch _, routed := c.Route[from]; {
+		case !routed:
+			return bad(f, sh, "a share of a kind that Route routes")
+		case !(sh > 0 && sh <= 1):
+			return bad(f, sh, "a share greater than 0 and at most 1")
+		case !kinds[from]:
+			return bad(f, sh, "a share below 1 of a kind whose own scheduler runs in Schedulers (the rest of its jobs go to it)")
+		}
+	}
 	// Every kind of job the workload makes needs a scheduler.
 	for _, k := range NeededKinds(c.Workload.MapReduceShare) {
 		if _, routed := c.Route[k]; routed || kinds[k] {
@@ -303,7 +331,9 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	opts.Durability, opts.CheckInvariants = cfg.Durability, cfg.CheckInvariants
 	opts.HistoryChanges = simHistory(cfg.Workload.Machines)
 	if cfg.Policy != nil {
-		opts.Policy = cfg.Policy
+		// The simulated fleet commits every machine's reports as one
+		// component: the mediated policy is told it speaks for them all.
+		opts.Policy = store.WithFleets(cfg.Policy, "fleet")
 	}
 	opts.Logger = quietLogger()
 	opts.JobsManaged = true // the simulation runs the job controller
@@ -383,17 +413,27 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := newAheadSource(&genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000))), route: cfg.Route})
+	src := newAheadSource(&genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000))), route: cfg.Route, share: cfg.RouteShare})
 	defer func() {
 		if !ok {
 			src.Close()
 		}
 	}()
+	var audit *auditpkg.Stream
+	if cfg.AuditHistory {
+		audit = auditpkg.NewStream(Epoch.UnixNano())
+	}
+	var observers []Observer
+	if cfg.History != nil {
+		observers = append(observers, cfg.History)
+	}
 	e, err := New(Options{
 		LockThread: cfg.CPUTime,
 		Store:      st, Submitter: sub, Runners: runners, Fleet: fleet, Jobs: jobCtl, Source: src, Clock: clock,
 		Duration: time.Duration(cfg.Workload.Days * float64(24*time.Hour)), FleetTick: cfg.FleetTick,
-		Progress: cfg.Progress,
+		Progress:  cfg.Progress,
+		Audit:     audit,
+		Observers: observers,
 	})
 	if err != nil {
 		return nil, err
@@ -501,6 +541,7 @@ type genSource struct {
 	gen   *workload.Generator
 	ids   io.Reader
 	route map[string]string
+	share map[string]float64
 	err   error
 }
 
@@ -517,10 +558,22 @@ func (s *genSource) Next() (Arrival, bool) {
 		s.err = err
 		return Arrival{}, false
 	}
-	if to, ok := s.route[job.Spec.GetScheduler()]; ok {
-		job.Spec.Scheduler = to
+	if kind := job.Spec.GetScheduler(); s.route[kind] != "" {
+		if sh, ok := s.share[kind]; !ok || routedShare(job.Meta.GetUid()) < sh {
+			job.Spec.Scheduler = s.route[kind]
+		}
 	}
 	return Arrival{At: a.Submit, Job: job, Tasks: tasks}, true
+}
+
+// routedShare places a job in [0, 1) by its uid's first 8 bytes (random,
+// from the seeded source of uids), for RouteShare.
+func routedShare(uid string) float64 {
+	u, err := uuid.Parse(uid)
+	if err != nil {
+		return 0
+	}
+	return float64(binary.BigEndian.Uint64(u[:8])>>11) / (1 << 53)
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/bench/audit"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/jobs"
 	"github.com/omega-cell/omega/schedulers"
@@ -87,6 +88,20 @@ type Options struct {
 	// LockThread keeps Run on one OS thread (for thread CPU-time
 	// measurement).
 	LockThread bool
+	// Audit, if set, audits the cell's history as the engine's watch
+	// delivers it (summary.json's violations_history).
+	Audit *audit.Stream
+	// Observers see the same history: the starting state (again after a
+	// re-list) and every write set after it, in revision order (omega sim
+	// --history writes it to a file).
+	Observers []Observer
+}
+
+// Observer sees the cell's history as the engine's watch delivers it. An
+// error stops the run.
+type Observer interface {
+	Start(st *txn.State, unixNanos int64) error
+	Observe(ws *txn.WriteSet) error
 }
 
 // Waker is an actor that something else can hand work to (a scheduler the
@@ -302,6 +317,18 @@ func (e *Engine) step(ctx context.Context, end time.Time) (time.Time, bool, erro
 type intakeFeed struct{ e *Engine }
 
 func (f intakeFeed) Relisted(st *txn.State) error {
+	now := f.e.now
+	if now.IsZero() {
+		now = Epoch
+	}
+	if a := f.e.o.Audit; a != nil {
+		a.Start(st, now.UnixNano())
+	}
+	for _, o := range f.e.o.Observers {
+		if err := o.Start(st, now.UnixNano()); err != nil {
+			return err
+		}
+	}
 	if f.e.cell == nil {
 		// The first view, before the run: its jobs (the pre-fill's) are the
 		// cell's starting state, no runner's.
@@ -312,6 +339,14 @@ func (f intakeFeed) Relisted(st *txn.State) error {
 }
 
 func (f intakeFeed) Apply(ws *txn.WriteSet) error {
+	if a := f.e.o.Audit; a != nil {
+		a.Observe(ws)
+	}
+	for _, o := range f.e.o.Observers {
+		if err := o.Observe(ws); err != nil {
+			return err
+		}
+	}
 	rs, err := f.e.intake.Observe(ws, f.e.now)
 	f.wake(rs)
 	return err

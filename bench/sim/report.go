@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -40,6 +41,11 @@ type Summary struct {
 	// Violations counts, by kind, the invariant violations the cell's final
 	// state holds (bench/audit): what the store's policy let persist.
 	Violations map[string]int `json:"violations"`
+	// ViolationsHistory, with Config.AuditHistory, is the audit of every
+	// revision the run committed (bench/audit.Stream): the violations that
+	// began, by kind, when each kind was first detectable, and examples —
+	// what the final state may no longer show.
+	ViolationsHistory *audit.HistoryReport `json:"violations_history,omitempty"`
 	// Warnings say, in words, where the run saturated (the cell full, a
 	// scheduler busy nearly all the time, jobs left pending), so a
 	// figure from a saturated run is not read as one from a healthy one.
@@ -97,6 +103,14 @@ type SchedulerSummary struct {
 	// over workers requested, per scheduled job (runtime shrinks by as much).
 	SpeedupMean float64 `json:"speedup_mean,omitempty"`
 	SpeedupP90  float64 `json:"speedup_p90,omitempty"`
+	// Rejected counts the scheduler's operations the store's policy
+	// refused, by reason ("not_owner", "resources_mismatch", ...).
+	Rejected map[string]int64 `json:"rejected,omitempty"`
+}
+
+// ReasonName is a reject reason as summary.json names it.
+func ReasonName(r omegav1.RejectReason) string {
+	return strings.ToLower(strings.TrimPrefix(r.String(), "REJECT_REASON_"))
 }
 
 // JobKindSummary is one kind of job's figures, over every scheduler.
@@ -139,6 +153,10 @@ type Host struct {
 func (e *Engine) Summarize(seed uint64, machines int) Summary {
 	s := Summary{Seed: seed, SimSeconds: e.o.Duration.Seconds(), Events: e.events, Machines: machines}
 	s.Violations = audit.Check(e.o.Store.Snapshot()).Counts
+	if e.o.Audit != nil {
+		r := e.o.Audit.Report()
+		s.ViolationsHistory = &r
+	}
 	if e.o.Jobs != nil {
 		s.JobsFinished = e.o.Jobs.Counters().Finished
 	}
@@ -197,6 +215,12 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 		ss.WaitMeanS, ss.WaitP50S, ss.WaitP90S, ss.WaitP99S = mean(waits), quantile(waits, 0.5), quantile(waits, 0.9), quantile(waits, 0.99)
 		ss.PlacedWaitMeanS, ss.PlacedWaitP90S = mean(placedWaits), quantile(placedWaits, 0.9)
 		ss.SpeedupMean, ss.SpeedupP90 = mean(speedups), quantile(speedups, 0.9)
+		for reason, n := range r.Rejected() {
+			if ss.Rejected == nil {
+				ss.Rejected = map[string]int64{}
+			}
+			ss.Rejected[ReasonName(reason)] += n
+		}
 		s.JobsScheduled += ss.JobsScheduled
 		s.JobsAbandoned += ss.JobsAbandoned
 		s.TasksPlaced += ss.TasksPlaced

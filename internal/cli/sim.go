@@ -27,6 +27,8 @@ import (
 )
 
 type simFlags struct {
+	history                                                                                                                     string
+	auditHistory                                                                                                                bool
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch, storePolicy string
 	machines, seeds, jobs                                                                                                       int
 	days, failures, loadFactor, batchLoad, gpuMachines, gpuJobs                                                                 float64
@@ -75,6 +77,25 @@ as it was.`,
 				return fmt.Errorf("--jobs %d: want 1 to 1024 simulations at once", f.jobs)
 			}
 			defer useBatchCollector()()
+			if f.history != "" {
+				h, err := os.Create(f.history)
+				if err != nil {
+					return fmt.Errorf("--history: %w", err)
+				}
+				hw := sim.NewHistoryWriter(h)
+				s.cfg.History = hw
+				err = runSims(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.cfg, s.seeds, f.jobs, f.out, f.asJSON)
+				if ferr := hw.Flush(); err == nil {
+					err = ferr
+				}
+				if cerr := h.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					os.Remove(f.history) // a partial history would pass for a whole one
+				}
+				return err
+			}
 			return runSims(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.cfg, s.seeds, f.jobs, f.out, f.asJSON)
 		},
 	}
@@ -104,6 +125,8 @@ as it was.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed")
 	fl.IntVar(&f.jobs, "jobs", runtime.GOMAXPROCS(0), "with --seeds: how many simulations run at once (default: one per core; each summary's host figures, wall time and peak RSS, are then shared with the runs beside it)")
 	fl.IntVar(&f.seeds, "seeds", 1, fmt.Sprintf("run this many seeds (seed, seed+1, ...), 1 to %d, and report medians and spread", maxSeeds))
+	fl.StringVar(&f.history, "history", "", "write the run's history to this file: the starting state, then every revision's changes (length-delimited omega.v1.RevisionChanges), for omega audit --history; one seed only")
+	fl.BoolVar(&f.auditHistory, "audit-history", false, "audit every revision as it commits (summary.json's violations_history: violations the final state no longer shows, and when each kind was first detectable)")
 	fl.StringVar(&f.out, "out", "", "directory for the results (required unless --json; created only once there are results)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary (or the aggregate) as JSON on stdout")
 	return cmd
@@ -149,11 +172,24 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	counts := parseSchedulers(&p, name("schedulers"), f.schedulers)
 	tj := parseDurations(&p, name("t-job"), f.tJob, maxTJob, "a per-job decision time")
 	tt := parseDurations(&p, name("t-task"), f.tTask, maxTTask, "a per-task decision time")
-	route := map[string]string{}
-	if es, err := parseEntries(name("route"), f.route, "kind=scheduler[,kind=scheduler], e.g. batch=leastloaded"); err != nil {
+	route, share := map[string]string{}, map[string]float64{}
+	if es, err := parseEntries(name("route"), f.route, "kind=scheduler[:share][,kind=scheduler[:share]], e.g. batch=leastloaded or batch=faulty-units:0.2"); err != nil {
 		p = append(p, err)
 	} else {
 		for _, e := range es {
+			if to, sh, ok := strings.Cut(e.value, ":"); ok {
+				v, err := strconv.ParseFloat(sh, 64)
+				if err != nil || !(v > 0 && v <= 1) {
+					p.add(name("route"), e.kind+"="+e.value, "the share after %q must be a number greater than 0 and at most 1", to+":")
+					continue
+				}
+				if counts != nil && counts[e.kind] == 0 && v < 1 {
+					p.add(name("route"), e.kind+"="+e.value, "the rest of the %s jobs need a %s scheduler: %s runs none", e.kind, e.kind, name("schedulers"))
+					continue
+				}
+				e.value = to
+				share[e.kind] = v
+			}
 			switch {
 			case !slices.Contains(workloadKinds, e.kind):
 				p.add(name("route"), e.kind+"="+e.value, "%q is not a kind of job the workload submits (%s)", e.kind, strings.Join(workloadKinds, ", "))
@@ -166,6 +202,9 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	}
 	if len(route) > 0 {
 		cfg.Route = route
+	}
+	if len(share) > 0 {
+		cfg.RouteShare = share
 	}
 	if counts != nil {
 		cfg.Schedulers = nil
@@ -263,6 +302,10 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 		p.add(name("seed"), strconv.FormatUint(f.seed, 10), "with %d seeds the last would pass 2^64-1", f.seeds)
 	}
 	cfg.Workload.Seed = f.seed
+	cfg.AuditHistory = f.auditHistory
+	if f.history != "" && f.seeds > 1 {
+		p.add(name("history"), f.history, "one history is one run: use --seeds 1")
+	}
 	if f.out == "" && !f.asJSON {
 		p = append(p, errors.New("--out: required (or --json)"))
 	}
