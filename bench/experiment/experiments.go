@@ -559,13 +559,15 @@ func axisValues(res *Results, axis string) []string {
 // scheduler, so what it claims wrongly is someone else's to suffer.
 var faults = []struct {
 	name, schedulers, route, tJob, what string
+	agent                               bool
 }{
-	{"none", "batch=1,service=1", "", "", "no faulty component"},
-	{"faulty-units", "batch=1,faulty-units=1,service=1", "batch=faulty-units:0.2", "", "(a) a unit bug: claims declare memory in MiB"},
-	{"faulty-outdated", "batch=1,faulty-outdated=1,service=1", "batch=faulty-outdated:0.2", "", "(b) an outdated scheduler: claims never reserve the newer GPU dimension"},
+	{"none", "batch=1,service=1", "", "", "no faulty component", false},
+	{"faulty-units", "batch=1,faulty-units=1,service=1", "batch=faulty-units:0.2", "", "(a) a unit bug: claims declare memory in MiB", false},
+	{"faulty-outdated", "batch=1,faulty-outdated=1,service=1", "batch=faulty-outdated:0.2", "", "(b) an outdated scheduler: claims never reserve the newer GPU dimension", false},
 	// The thief takes every batch job as its own, racing the batch
 	// scheduler; it decides faster, so it wins races.
-	{"faulty-thief", "batch=1,faulty-thief=1,service=1", "batch=faulty-thief:0.2", "batch=0.1s,service=0.1s,faulty-thief=0.05s", "(c) a scheduler that claims tasks of jobs it does not own"},
+	{"faulty-thief", "batch=1,faulty-thief=1,service=1", "batch=faulty-thief:0.2", "batch=0.1s,service=0.1s,faulty-thief=0.05s", "(c) a scheduler that claims tasks of jobs it does not own", false},
+	{"faulty-agent", "batch=1,service=1", "", "", "(d) an agent that reports what did not happen (a never-placed task SUCCEEDED, another machine's task SUCCEEDED)", true},
 }
 
 var _ = register(&Experiment{
@@ -583,6 +585,9 @@ var _ = register(&Experiment{
 				}
 				if f.tJob != "" {
 					flags = append(flags, p("t-job", f.tJob))
+				}
+				if f.agent {
+					flags = append(flags, p("faulty-agent", "true"))
 				}
 				cells = append(cells, gridCell{axes: []Param{p("policy", pol), p("fault", f.name)}, flags: flags})
 			}
@@ -634,6 +639,11 @@ func analyzeRawVsMediated(res *Results) Analysis {
 			fmtNum(get("mediated", f.name, "rejected")), fmtNum(get("mediated", f.name, "rejected_not_owner")),
 			fmtNum(get("mediated", f.name, "rejected_resources_mismatch")), fmtNum(get("mediated", f.name, "rejected_illegal_transition")),
 			fmtNum(get("mediated", f.name, "jobs_abandoned")))}
+		if f.agent {
+			fd.Measured = fmt.Sprintf("raw: %s of the agent's %s false reports committed, leaving %s (first detectable after %s; the rest, other machines' tasks ended early, look like true reports in the state and its history, which do not record who reported); mediated: %s committed, %s rejected",
+				fmtNum(get("raw", f.name, "faulty_agent_committed")), fmtNum(get("raw", f.name, "faulty_agent_reports")), kinds("raw", f.name), first,
+				kinds("mediated", f.name), fmtNum(get("mediated", f.name, "faulty_agent_rejected")))
+		}
 		if f.name == "none" {
 			fd.Published = "With no faulty component, neither store persists a violation"
 			fd.Verdict = verdict(raw == 0 && med == 0)

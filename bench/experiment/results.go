@@ -212,6 +212,10 @@ func metrics(r Row) map[string]float64 {
 		}
 	}
 	m["rejected"] = rejected
+	if fa := s.FaultyAgent; fa != nil {
+		m["faulty_agent_reports"], m["faulty_agent_committed"], m["faulty_agent_rejected"] = float64(fa.Reports), float64(fa.Committed), float64(fa.Rejected)
+		m["rejected"] += float64(fa.Rejected)
+	}
 	for _, k := range s.JobKinds {
 		f := func(name string, v float64) { m[k.Kind+"_"+name] = v }
 		f("jobs_submitted", float64(k.JobsSubmitted))
@@ -297,7 +301,7 @@ func (res *Results) Columns() (flags, metricCols []string) {
 	for _, k := range audit.Kinds {
 		order = append(order, "history_violations_"+k, "history_first_s_"+k)
 	}
-	order = append(order, "rejected")
+	order = append(order, "rejected", "faulty_agent_reports", "faulty_agent_committed", "faulty_agent_rejected")
 	for _, r := range []string{"invalid_object", "illegal_transition", "not_owner", "quota", "resources_mismatch"} {
 		order = append(order, "rejected_"+r)
 	}

@@ -94,6 +94,11 @@ type Config struct {
 	// History, if set, receives the run's history (omega sim --history):
 	// the starting state, then every write set.
 	History Observer
+	// FaultyAgent adds fault (d) of the "don't expose raw state"
+	// experiment: the first machine's agent reports, every
+	// FaultyAgentPeriod, a task that never ran and another machine's
+	// running task as SUCCEEDED (summary.json's faulty_agent).
+	FaultyAgent bool
 }
 
 // DefaultConfig is the default run: the paper's lightweight cell,
@@ -419,6 +424,27 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 			src.Close()
 		}
 	}()
+	var actors []Actor
+	var liar *faultyAgent
+	if cfg.FaultyAgent {
+		// The first machine's agent, with a client of its own (made last:
+		// the other clients' random streams stay as they were).
+		first := gen.Machines()[0].Name
+		var uid uuid.UUID
+		sub.View().RangeMachines(func(m *txn.Machine) bool {
+			if m.Meta.GetName() == first {
+				uid = m.UID
+				return false
+			}
+			return true
+		})
+		ac, err := newClient("agent/" + first)
+		if err != nil {
+			return nil, err
+		}
+		liar = &faultyAgent{c: ac, machine: uid, s: FaultyAgentSummary{Component: ac.Component()}}
+		actors = append(actors, liar)
+	}
 	var audit *auditpkg.Stream
 	if cfg.AuditHistory {
 		audit = auditpkg.NewStream(Epoch.UnixNano())
@@ -434,6 +460,8 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 		Progress:  cfg.Progress,
 		Audit:     audit,
 		Observers: observers,
+		Actors:    actors,
+		liar:      liar,
 	})
 	if err != nil {
 		return nil, err

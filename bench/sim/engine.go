@@ -95,6 +95,9 @@ type Options struct {
 	// re-list) and every write set after it, in revision order (omega sim
 	// --history writes it to a file).
 	Observers []Observer
+	// liar is the faulty agent among Actors, if there is one, for the
+	// summary.
+	liar *faultyAgent
 }
 
 // Observer sees the cell's history as the engine's watch delivers it. An

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/omega-cell/omega/bench/audit"
+	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -58,5 +59,32 @@ func TestHistoryAudit(t *testing.T) {
 	}
 	if err := ReadHistory(bytes.NewReader(nil), func(*txn.State, int64) error { return nil }, func(*txn.WriteSet) error { return nil }); err == nil {
 		t.Error("an empty history read without an error")
+	}
+}
+
+// The faulty agent lies every simulated minute: the raw store commits every
+// report, the mediated one none (not its machine's placed tasks), and the
+// run otherwise goes on.
+func TestFaultyAgent(t *testing.T) {
+	for _, pol := range []store.Policy{store.Raw(), store.Mediated()} {
+		cfg := archConfig(100 * 1e6)
+		cfg.Workload.Days = 0.05
+		cfg.FaultyAgent, cfg.AuditHistory, cfg.Policy = true, true, pol
+		sum, _ := runConfig(t, cfg)
+		fa := sum.FaultyAgent
+		minutes := int64(cfg.Workload.Days * 24 * 60)
+		if fa == nil || fa.Component != "agent/m00000" || fa.Reports < minutes-1 || fa.Reports > 2*minutes {
+			t.Fatalf("%s: the faulty agent %+v over %d minutes", pol.Name(), fa, minutes)
+		}
+		switch pol.Name() {
+		case "raw":
+			if fa.Committed != fa.Reports || fa.Rejected != 0 {
+				t.Errorf("raw: %+v, want every report committed", fa)
+			}
+		default:
+			if fa.Rejected != fa.Reports || fa.Committed != 0 || sum.ViolationsHistory.Total() != 0 {
+				t.Errorf("mediated: %+v, %v; want every report rejected and nothing committed", fa, sum.ViolationsHistory.Counts)
+			}
+		}
 	}
 }

@@ -46,6 +46,8 @@ type Summary struct {
 	// began, by kind, when each kind was first detectable, and examples —
 	// what the final state may no longer show.
 	ViolationsHistory *audit.HistoryReport `json:"violations_history,omitempty"`
+	// FaultyAgent, with Config.FaultyAgent, is what its lies came to.
+	FaultyAgent *FaultyAgentSummary `json:"faulty_agent,omitempty"`
 	// Warnings say, in words, where the run saturated (the cell full, a
 	// scheduler busy nearly all the time, jobs left pending), so a
 	// figure from a saturated run is not read as one from a healthy one.
@@ -156,6 +158,10 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 	if e.o.Audit != nil {
 		r := e.o.Audit.Report()
 		s.ViolationsHistory = &r
+	}
+	if e.o.liar != nil {
+		fa := e.o.liar.s
+		s.FaultyAgent = &fa
 	}
 	if e.o.Jobs != nil {
 		s.JobsFinished = e.o.Jobs.Counters().Finished

@@ -28,7 +28,7 @@ import (
 
 type simFlags struct {
 	history                                                                                                                     string
-	auditHistory                                                                                                                bool
+	auditHistory, faultyAgent                                                                                                   bool
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch, storePolicy string
 	machines, seeds, jobs                                                                                                       int
 	days, failures, loadFactor, batchLoad, gpuMachines, gpuJobs                                                                 float64
@@ -127,6 +127,7 @@ as it was.`,
 	fl.IntVar(&f.seeds, "seeds", 1, fmt.Sprintf("run this many seeds (seed, seed+1, ...), 1 to %d, and report medians and spread", maxSeeds))
 	fl.StringVar(&f.history, "history", "", "write the run's history to this file: the starting state, then every revision's changes (length-delimited omega.v1.RevisionChanges), for omega audit --history; one seed only")
 	fl.BoolVar(&f.auditHistory, "audit-history", false, "audit every revision as it commits (summary.json's violations_history: violations the final state no longer shows, and when each kind was first detectable)")
+	fl.BoolVar(&f.faultyAgent, "faulty-agent", false, "add a faulty agent (the \"don't expose raw state\" experiment's fault d): the first machine's agent reports, every simulated minute, a task that never ran and another machine's running task as SUCCEEDED")
 	fl.StringVar(&f.out, "out", "", "directory for the results (required unless --json; created only once there are results)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary (or the aggregate) as JSON on stdout")
 	return cmd
@@ -302,7 +303,7 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 		p.add(name("seed"), strconv.FormatUint(f.seed, 10), "with %d seeds the last would pass 2^64-1", f.seeds)
 	}
 	cfg.Workload.Seed = f.seed
-	cfg.AuditHistory = f.auditHistory
+	cfg.AuditHistory, cfg.FaultyAgent = f.auditHistory, f.faultyAgent
 	if f.history != "" && f.seeds > 1 {
 		p.add(name("history"), f.history, "one history is one run: use --seeds 1")
 	}
