@@ -85,8 +85,11 @@ type Counters struct {
 	// others.
 	Partial int64
 	// ClaimsAttempted, ClaimsCommitted, ClaimsConflicted count claims one by
-	// one.
-	ClaimsAttempted, ClaimsCommitted, ClaimsConflicted int64
+	// one; ClaimsRejected the claims the store's policy refused (neither
+	// committed nor conflicted).
+	ClaimsAttempted, ClaimsCommitted, ClaimsConflicted, ClaimsRejected int64
+	// Rejected counts the operations the store's policy refused.
+	Rejected int64
 	// Errors: commits that returned an error (bad input, store failure).
 	Errors int64
 	// GaveUp: loops that reached their retry bound.
@@ -217,8 +220,18 @@ func (c *Client) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
 	c.counters.Attempts++
 	c.counters.ClaimsAttempted += int64(claims)
 	c.counters.ClaimsConflicted += int64(res.ClaimsConflicted)
+	rejectedClaims := 0
+	if res.Rejected > 0 {
+		c.counters.Rejected += int64(res.Rejected)
+		for i, o := range res.Outcomes {
+			if o.Code == omegav1.OutcomeCode_OUTCOME_CODE_REJECTED && i < len(tx.Ops) && tx.Ops[i].Kind == txn.OpClaim {
+				rejectedClaims++
+			}
+		}
+		c.counters.ClaimsRejected += int64(rejectedClaims)
+	}
 	if res.Revision != 0 {
-		c.counters.ClaimsCommitted += int64(claims - res.ClaimsConflicted)
+		c.counters.ClaimsCommitted += int64(claims - res.ClaimsConflicted - rejectedClaims)
 	}
 	if res.Conflicted() {
 		c.counters.Conflicted++

@@ -58,6 +58,9 @@ func MeasureStoreCost(ctx context.Context, progress io.Writer, quick bool) (*Sto
 			if err != nil {
 				return nil, err
 			}
+			if rep.ClaimsRejected > 0 {
+				return nil, fmt.Errorf("the %s policy rejected %d of the benchmark's claims: the figure would measure refusals, not the policy's cost", pol.Name(), rep.ClaimsRejected)
+			}
 			if pol.Name() == "raw" {
 				cost.Raw = append(cost.Raw, rep)
 			} else {

@@ -188,7 +188,11 @@ type Report struct {
 	CommitP99Ms      float64 `json:"commit_p99_ms"`
 	ConflictFraction float64 `json:"conflict_fraction"`
 	ClaimsConflicted int64   `json:"claims_conflicted"`
-	BytesPerClaim    float64 `json:"bytes_per_claim"`
+	// ClaimsRejected are claims the store's policy refused: none from the
+	// benchmark's correct committers, so a figure with any measured
+	// refusals, not the policy's cost.
+	ClaimsRejected int64   `json:"claims_rejected"`
+	BytesPerClaim  float64 `json:"bytes_per_claim"`
 
 	PebbleClaimsPerSec float64 `json:"pebble_claims_per_sec"`
 	PebbleTxnsPerSec   float64 `json:"pebble_txns_per_sec"`
@@ -322,6 +326,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.CommitP50Ms, rep.CommitP99Ms = percentileMs(res.latencies, 0.50), percentileMs(res.latencies, 0.99)
 	rep.ConflictFraction = res.counters.ConflictFraction()
 	rep.ClaimsConflicted = res.counters.ClaimsConflicted
+	rep.ClaimsRejected = res.counters.ClaimsRejected
 	if rec.claims > 0 {
 		rep.BytesPerClaim = float64(rec.bytes) / float64(rec.claims)
 	}

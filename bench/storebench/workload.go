@@ -207,6 +207,7 @@ func (w *workload) phase(ctx context.Context, d time.Duration) (*phaseResult, er
 		res.counters.Attempts += c.Attempts - b.Attempts
 		res.counters.Conflicted += c.Conflicted - b.Conflicted
 		res.counters.ClaimsConflicted += c.ClaimsConflicted - b.ClaimsConflicted
+		res.counters.ClaimsRejected += c.ClaimsRejected - b.ClaimsRejected
 	}
 	return res, nil
 }
