@@ -289,6 +289,11 @@ func (in *Intake) Observe(ws *txn.WriteSet, now time.Time) ([]*Runner, error) {
 				r.Gone(c.Job.UID)
 				delete(in.owner, c.Job.UID)
 			}
+			for _, shs := range in.shadows {
+				for _, sh := range shs {
+					sh.Gone(c.Job.UID)
+				}
+			}
 		case c.Job != nil && c.Created:
 			kind := c.Job.Scheduler()
 			r, served := in.route(c.Job.UID, kind)
@@ -304,7 +309,7 @@ func (in *Intake) Observe(ws *txn.WriteSet, now time.Time) ([]*Runner, error) {
 			wake(r)
 			for _, sh := range in.shadows[kind] {
 				if sh != r {
-					sh.Submit(c.Job.UID, now)
+					sh.submitShadow(c.Job.UID, now)
 					sh.saw(c.Job.UID, ws.Revision, c.Job.Kind())
 					wake(sh)
 				}

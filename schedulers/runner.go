@@ -100,6 +100,9 @@ type jobState struct {
 	// Release gave the job up meanwhile; recheck: Reconcile came meanwhile,
 	// so the job is attempted again when the attempt lands.
 	inFlight, moved, recheck bool
+	// shadow: a job the intake routed to another runner, which this one's
+	// Shadower scheduler takes too (a fault): not the runner's to report.
+	shadow bool
 	// loop is the job's retry state in the client library's one optimistic
 	// loop: progress is a placement, tasks no machine took are work left.
 	loop       *client.Loop
@@ -151,6 +154,16 @@ func (r *Runner) Submit(job uuid.UUID, now time.Time) {
 	j.done, j.Abandoned = false, false
 	j.loop.Restart()
 	r.push(j, now)
+}
+
+// submitShadow queues a job routed to another runner, for a Shadower: it
+// is attempted like the runner's own but left out of its records.
+func (r *Runner) submitShadow(job uuid.UUID, now time.Time) {
+	_, known := r.jobs[job]
+	r.Submit(job, now)
+	if j, ok := r.jobs[job]; ok && !known {
+		j.shadow = true
+	}
 }
 
 // Adopt makes a job the runner did not submit its own, with those of its
@@ -637,7 +650,9 @@ func (r *Runner) Rejected() map[omegav1.RejectReason]int64 { return maps.Clone(r
 func (r *Runner) Records() []JobRecord {
 	out := make([]JobRecord, 0, len(r.jobs))
 	for _, j := range r.jobs {
-		out = append(out, j.JobRecord)
+		if !j.shadow {
+			out = append(out, j.JobRecord)
+		}
 	}
 	slices.SortFunc(out, func(a, b JobRecord) int {
 		if c := a.Submitted.Compare(b.Submitted); c != 0 {
