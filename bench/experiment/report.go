@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -108,22 +109,12 @@ func (res *Results) Write(out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	for _, name := range slices.Sorted(mapsKeys(files)) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := writeAtomic(filepath.Join(out, name), files[name]); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // writeAtomic writes a file under a temporary name and renames it.

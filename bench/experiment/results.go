@@ -99,6 +99,12 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// wantCols are the columns the experiments read from a run's files.
+var wantCols = map[string][]string{
+	"jobs.csv":        {"kind", "placed_s", "tasks_placed", "requested"},
+	"utilization.csv": {"sim_seconds", "cpu"},
+}
+
 // readCSV reads a CSV file with a header, handing each record to f with
 // the header's column indices.
 func readCSV(path string, f func(col map[string]int, rec []string) error) error {
@@ -115,6 +121,11 @@ func readCSV(path string, f func(col map[string]int, rec []string) error) error 
 	col := map[string]int{}
 	for i, h := range head {
 		col[h] = i
+	}
+	for _, want := range wantCols[filepath.Base(path)] {
+		if _, ok := col[want]; !ok {
+			return fmt.Errorf("%s: no %s column (written by an omega sim from before issue 10?)", path, want)
+		}
 	}
 	for line := 2; ; line++ {
 		rec, err := cr.Read()
@@ -133,11 +144,7 @@ func readCSV(path string, f func(col map[string]int, rec []string) error) error 
 func readSpeedups(path string) ([]float64, error) {
 	var out []float64
 	err := readCSV(path, func(col map[string]int, rec []string) error {
-		k, ok := col["kind"]
-		if !ok {
-			return errors.New("no kind column (a jobs.csv from before issue 10)")
-		}
-		if rec[k] != "mapreduce" || rec[col["placed_s"]] == "" {
+		if rec[col["kind"]] != "mapreduce" || rec[col["placed_s"]] == "" {
 			return nil
 		}
 		placed, err1 := strconv.Atoi(rec[col["tasks_placed"]])
@@ -421,15 +428,4 @@ func (res *Results) Cell(axes ...string) *Cell {
 	return nil
 }
 
-// quantile is the q-quantile by linear interpolation.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	pos := q * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(s)-1)
-	return s[lo] + (pos-float64(lo))*(s[hi]-s[lo])
-}
+var quantile = sim.Quantile

@@ -236,7 +236,7 @@ func (c *Config) Validate() error {
 			return bad(f, sh, "a share of a kind that Route routes")
 		case !(sh > 0 && sh <= 1):
 			return bad(f, sh, "a share greater than 0 and at most 1")
-		case !kinds[from]:
+		case sh < 1 && !kinds[from]:
 			return bad(f, sh, "a share below 1 of a kind whose own scheduler runs in Schedulers (the rest of its jobs go to it)")
 		}
 	}

@@ -282,6 +282,10 @@ func mean(xs []float64) float64 {
 	return sum / float64(len(xs))
 }
 
+// Quantile is the q-quantile of xs by linear interpolation between order
+// statistics (0 for none); xs is not changed.
+func Quantile(xs []float64, q float64) float64 { return quantile(xs, q) }
+
 // quantile is the q-quantile by linear interpolation between order
 // statistics.
 func quantile(xs []float64, q float64) float64 {

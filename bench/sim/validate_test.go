@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,30 @@ func TestEngineRefusesNegativeOptions(t *testing.T) {
 		mutate(&bad)
 		if _, err := New(bad); err == nil || !strings.Contains(err.Error(), "sim.Options."+name) {
 			t.Errorf("%s: err %v", name, err)
+		}
+	}
+}
+
+// RouteShare: a share of a routed kind, in (0, 1]; below 1 the kind's own
+// scheduler must run (it takes the rest), at 1 it need not.
+func TestRouteShareValidate(t *testing.T) {
+	base := DefaultConfig()
+	base.Workload.MapReduceShare = 0
+	base.Schedulers = append(base.Schedulers, SchedulerSpec{Kind: "faulty-units", Count: 1})
+	base.Route = map[string]string{"batch": "faulty-units"}
+	for _, tc := range []struct {
+		share   float64
+		noBatch bool
+		ok      bool
+	}{{0.2, false, true}, {1, false, true}, {1, true, true}, {0.5, true, false}, {0, false, false}, {1.5, false, false}} {
+		cfg := base
+		cfg.Schedulers = slices.Clone(base.Schedulers)
+		if tc.noBatch {
+			cfg.Schedulers = cfg.Schedulers[1:] // service and faulty-units
+		}
+		cfg.RouteShare = map[string]float64{"batch": tc.share}
+		if err := cfg.Validate(); (err == nil) != tc.ok {
+			t.Errorf("share %v without batch %v: %v, want ok %v", tc.share, tc.noBatch, err, tc.ok)
 		}
 	}
 }

@@ -63,9 +63,7 @@ what a final state no longer shows (a short claim whose task has ended).`,
 			}
 			w := cmd.OutOrStdout()
 			if output == "json" {
-				e := json.NewEncoder(w)
-				e.SetIndent("", "  ")
-				if err := e.Encode(r); err != nil {
+				if err := writeIndentedJSON(w, r); err != nil {
 					return err
 				}
 			} else {
@@ -99,9 +97,7 @@ func auditHistory(w io.Writer, path, output string) error {
 	}
 	r := s.Report()
 	if output == "json" {
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		if err := e.Encode(r); err != nil {
+		if err := writeIndentedJSON(w, r); err != nil {
 			return err
 		}
 	} else {
@@ -153,4 +149,11 @@ func printAudit(w io.Writer, r audit.Report) {
 		}
 		fmt.Fprintf(w, "%s %s: %s\n", v.Kind, v.Object, v.Detail)
 	}
+}
+
+// writeIndentedJSON writes v as indented JSON with a final newline.
+func writeIndentedJSON(w io.Writer, v any) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(v)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -186,7 +187,7 @@ func (f *benchExpFlags) run(cmd *cobra.Command, name string) error {
 				return fmt.Errorf("bench %s: %w (the finished runs stay in %s: run again to resume)", s.Experiment.Name, err, out)
 			}
 		}
-		res, err := experiment.Load(s, dirOf(s, cmp(f.collect, f.out)))
+		res, err := experiment.Load(s, dirOf(s, cmp.Or(f.collect, f.out)))
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", s.Experiment.Name, err)
 		}
@@ -205,14 +206,6 @@ func (f *benchExpFlags) run(cmd *cobra.Command, name string) error {
 		return writeIndex(f.out, index)
 	}
 	return nil
-}
-
-// cmp is a if set, else b.
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func runArgs(c experiment.Cell) []string {
