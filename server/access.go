@@ -275,6 +275,8 @@ func allowed(role Role, op *txn.Op) error {
 			return "job"
 		case op.NewMachine != nil:
 			return "machine"
+		case op.NewOffer != nil:
+			return "offer"
 		}
 		return "nothing"
 	}
@@ -294,6 +296,11 @@ func allowed(role Role, op *txn.Op) error {
 			return nil
 		}
 		return deny(op.Kind.String() + " tasks (schedulers place tasks)")
+	case txn.OpAnswer:
+		if role == RoleScheduler {
+			return nil // a framework answers its offers (the store checks it is the offer's)
+		}
+		return deny("answer an offer (frameworks, which are schedulers, answer offers)")
 	case txn.OpSetStatus:
 		switch op.State {
 		case omegav1.TaskState_TASK_STATE_RUNNING, omegav1.TaskState_TASK_STATE_SUCCEEDED, omegav1.TaskState_TASK_STATE_FAILED:

@@ -268,6 +268,14 @@ func (e *encoder) encodeCheckpoint(out checkpointSink, chunk int, from uint64, c
 			case !newSince:
 				e.del(prefixJob, t.uid)
 			}
+		case prefixOffer:
+			o, ok := cur.Offer(t.uid)
+			switch {
+			case ok:
+				err = e.marshal(prefixOffer, t.uid, o.Proto())
+			case !newSince:
+				e.del(prefixOffer, t.uid)
+			}
 		case prefixMachine:
 			m, ok := cur.Machine(t.uid)
 			switch {

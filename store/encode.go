@@ -28,6 +28,8 @@ import (
 //	"t" + uid    → task: omegav1.Task with meta (version = creation revision),
 //	               spec and the status it had at the end of its creating
 //	               transaction; written once
+//	"o" + uid    → an outstanding offer: omegav1.Offer with its locks (a
+//	               two-level allocator's; deleted when it is answered)
 //	"s" + uid    → the task's status after later changes: 8-byte big-endian
 //	               version, then omegav1.TaskStatus; absent until the first
 //	               change after creation, and then it wins over "t"'s status
@@ -41,6 +43,7 @@ const (
 	prefixVersion  = 'V' // the on-disk format's version (FormatVersion)
 	prefixMachine  = 'm'
 	prefixJob      = 'j'
+	prefixOffer    = 'o'
 	prefixTask     = 't'
 	prefixStatus   = 's'
 )
@@ -267,6 +270,12 @@ func (e *encoder) change(c *txn.Change) error {
 			return nil
 		}
 		return e.machine(c.Machine)
+	case c.Offer != nil:
+		if c.Deleted {
+			e.del(prefixOffer, c.Offer.UID)
+			return nil
+		}
+		return e.marshal(prefixOffer, c.Offer.UID, c.Offer.Proto())
 	}
 	return fmt.Errorf("change with no object")
 }
@@ -376,6 +385,18 @@ func load(db *pebble.DB) (*txn.State, error) {
 		}
 		if err := r.Job(p); err != nil {
 			return fmt.Errorf("%w: job %s: %v", ErrCorrupt, uid, err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := scan(db, prefixOffer, func(uid uuid.UUID, val []byte) error {
+		p := &omegav1.Offer{}
+		if err := proto.Unmarshal(val, p); err != nil {
+			return fmt.Errorf("%w: offer %s: %v", ErrCorrupt, uid, err)
+		}
+		if err := r.Offer(p); err != nil {
+			return fmt.Errorf("%w: offer %s: %v", ErrCorrupt, uid, err)
 		}
 		return nil
 	}); err != nil {

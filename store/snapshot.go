@@ -102,6 +102,9 @@ func WriteSnapshot(w io.Writer, st *txn.State) (SnapshotInfo, error) {
 		}
 		return err == nil
 	}
+	// Outstanding offers (a two-level allocator's) are not written: a cell
+	// restored from a file has none, as a Mesos master's failover rescinds
+	// the offers it had made, and its frameworks ask again.
 	st.RangeMachines(func(m *txn.Machine) bool { info.Machines++; return put(snapMachine, m.Proto()) })
 	if err == nil {
 		st.RangeJobs(func(j *txn.Job) bool { info.Jobs++; return put(snapJob, j.Proto()) })

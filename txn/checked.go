@@ -48,6 +48,8 @@ func (s *State) ApplyChecked(ws *WriteSet) (*State, error) {
 			key = objKey{omegav1.ObjectKind_OBJECT_KIND_JOB, c.Job.UID}
 		case c.Machine != nil:
 			key = objKey{omegav1.ObjectKind_OBJECT_KIND_MACHINE, c.Machine.UID}
+		case c.Offer != nil:
+			key = objKey{omegav1.ObjectKind_OBJECT_KIND_OFFER, c.Offer.UID}
 		default:
 			return nil, fmt.Errorf("%w: revision %d, change %d has no object", ErrInvalid, ws.Revision, i)
 		}
@@ -118,6 +120,34 @@ func (s *State) ApplyChecked(ws *WriteSet) (*State, error) {
 	for _, t := range placedOn {
 		if _, ok := next.machines.Get(t.Machine); !ok {
 			return nil, fmt.Errorf("%w: revision %d places task %s on machine %s, which does not exist", ErrInvalid, ws.Revision, t.UID, t.Machine)
+		}
+	}
+	if next.offers.Len() > 0 {
+		// What the offers lock is free: every machine the write set changed
+		// or a new offer locks holds its allocation and its offers.
+		check := func(uid uuid.UUID) error {
+			m, ok := next.machines.Get(uid)
+			if !ok {
+				return nil // gone: its locks lock nothing
+			}
+			if offered := next.Offered(m); !m.Allocated.Add(offered).LessEq(m.Capacity) {
+				return fmt.Errorf("%w: revision %d: machine %s allocated %v and offered %v, capacity %v", ErrInvalid, ws.Revision, uid, m.Allocated, offered, m.Capacity)
+			}
+			return nil
+		}
+		for i := range ws.Changes {
+			c := &ws.Changes[i]
+			var err error
+			switch {
+			case c.Deleted:
+			case c.Machine != nil:
+				err = check(c.Machine.UID)
+			case c.Offer != nil && c.Created:
+				c.Offer.RangeLocks(func(m uuid.UUID, _ Resources) bool { err = check(m); return err == nil })
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	return next, nil

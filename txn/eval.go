@@ -21,6 +21,14 @@ type evaluator struct {
 	touched map[objKey]int // → index in changes
 	res     Result
 	metas   metaShare // the transaction's created tasks share equal metas
+	// offerMode: offers are outstanding or this transaction made or
+	// answered one, so claims are checked against their locks (offer.go).
+	offerMode bool
+	newOffers []*Offer // created by this transaction
+	// answering is the offer this transaction answered; offerUsed what its
+	// claims took of it, per machine.
+	answering *Offer
+	offerUsed map[uuid.UUID]Resources
 }
 
 // Evaluate decides what tx does to base if committed as revision rev (which
@@ -171,6 +179,9 @@ func (s *Scratch) EvaluateRules(base *State, tx *Txn, rev uint64, lim Limits, ru
 		rev:     rev,
 		changes: make([]Change, 0, most),
 		res:     Result{Base: base.rev, Outcomes: make([]Outcome, len(tx.Ops))},
+		// offerMode: the base has offers (a pointer and a count: nothing
+		// more on the path of a cell without them).
+		offerMode: base.offers.Len() > 0,
 	}
 	// The objects touched, at most one per change (a claim touches two: its
 	// task and its machine), so a map made for that many never grows. A

@@ -24,13 +24,15 @@ func (e *evaluator) op(op *Op) (Outcome, error) {
 		return e.put(op)
 	case OpDelete:
 		return e.delete(op)
+	case OpAnswer:
+		return e.answer(op)
 	}
 	return Outcome{}, fmt.Errorf("%w: unknown operation kind %d", ErrInvalid, op.Kind)
 }
 
 func exactlyOne(op *Op) error {
 	n := 0
-	for _, set := range []bool{op.NewTask != nil, op.NewJob != nil, op.NewMachine != nil} {
+	for _, set := range []bool{op.NewTask != nil, op.NewJob != nil, op.NewMachine != nil, op.NewOffer != nil} {
 		if set {
 			n++
 		}
@@ -47,6 +49,8 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 	}
 	now := e.tx.UnixNanos
 	switch {
+	case op.NewOffer != nil:
+		return e.createOffer(op)
 	case op.NewTask != nil:
 		t, err := newTask(op.NewTask, &e.metas)
 		if err != nil {
@@ -118,6 +122,11 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 	if fit, dim := Fits(m.Capacity, m.Allocated, op.Resources); !fit {
 		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
 			"machine %s cannot hold the claim: %s", m.UID, short(dim)), nil
+	}
+	if e.offerMode {
+		if out, ok := e.offerFit(m, op.Resources); !ok {
+			return out, nil
+		}
 	}
 	nm := e.mutableMachine(m)
 	claimed := op.Resources.owned()
@@ -222,6 +231,8 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 	switch {
 	case op.NewTask != nil:
 		return Outcome{}, fmt.Errorf("%w: put of a task: a task changes only by claim, evict, set-status and delete", ErrInvalid)
+	case op.NewOffer != nil:
+		return Outcome{}, fmt.Errorf("%w: put of an offer: an offer changes only by its answer", ErrInvalid)
 	case op.NewJob != nil:
 		nj, err := newJob(op.NewJob)
 		if err != nil {
@@ -257,6 +268,12 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 		if !m.Allocated.LessEq(nm.Capacity) {
 			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
 				"machine %s: new capacity below its allocation in %s", m.UID, short(exceeds(m.Allocated, nm.Capacity))), nil
+		}
+		if e.offerMode {
+			if held := m.Allocated.Add(e.offeredOn(m)); !held.LessEq(nm.Capacity) {
+				return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
+					"machine %s: new capacity below its allocation and what offers lock in %s", m.UID, short(exceeds(held, nm.Capacity))), nil
+			}
 		}
 		nm.Allocated, nm.Tasks, nm.LastClaim = m.Allocated, m.Tasks, m.LastClaim
 		nm.Version, nm.CreateRev, nm.Created, nm.Seq = e.rev, m.CreateRev, m.Created, e.rev
@@ -314,6 +331,8 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 			return Outcome{}, fmt.Errorf("%w: machine %s holds %d tasks; mark them terminal first", ErrInUse, uid, m.Tasks)
 		}
 		e.setMachineDeleted(m)
+	case omegav1.ObjectKind_OBJECT_KIND_OFFER:
+		return Outcome{}, fmt.Errorf("%w: delete of offer %s: an offer goes when its framework answers it", ErrInvalid, uid)
 	default:
 		return Outcome{}, fmt.Errorf("%w: delete of object kind %s", ErrInvalid, op.DeleteKind)
 	}

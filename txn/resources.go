@@ -232,3 +232,28 @@ func (r Resources) String() string {
 	}
 	return s
 }
+
+// atLeastZero returns r with every negative amount raised to zero (and
+// dropped, for an extended dimension).
+func (r Resources) atLeastZero() Resources {
+	out := Resources{CPU: max(r.CPU, 0), Memory: max(r.Memory, 0)}
+	neg := false
+	for _, v := range r.Ext {
+		if v <= 0 {
+			neg = true
+		}
+	}
+	if !neg {
+		out.Ext = r.Ext
+		return out
+	}
+	for k, v := range r.Ext {
+		if v > 0 {
+			if out.Ext == nil {
+				out.Ext = map[string]int64{}
+			}
+			out.Ext[k] = v
+		}
+	}
+	return out
+}

@@ -45,6 +45,20 @@ func (r *Restorer) Machine(p *omegav1.Machine) error {
 	return nil
 }
 
+// Offer adds a stored outstanding offer, its locks as stored (the store
+// derived them when it made the offer).
+func (r *Restorer) Offer(p *omegav1.Offer) error {
+	o, err := offerFromWire(p)
+	if err != nil {
+		return err
+	}
+	if _, dup := r.b.offers.Get(o.UID); dup {
+		return fmt.Errorf("%w: offer %s listed twice", ErrAlreadyExists, o.UID)
+	}
+	r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_OFFER, Offer: o})
+	return nil
+}
+
 // Job adds a stored job.
 func (r *Restorer) Job(p *omegav1.Job) error {
 	j, err := jobFromWire(p)

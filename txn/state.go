@@ -27,7 +27,10 @@ type State struct {
 	// pending indexes the PENDING tasks by owner job (uuid.Nil for tasks
 	// without one): job uid → set of task uids. It is what a scheduler walks;
 	// a task created and claimed in one transaction never enters it.
-	pending  *pmap.Map[*pmap.Map[struct{}]]
+	pending *pmap.Map[*pmap.Map[struct{}]]
+	// offers holds the outstanding offers (a two-level allocator's; none
+	// otherwise).
+	offers   *pmap.Map[*Offer]
 	capacity total // sum over machines
 	alloc    total // sum of machine allocations
 	// lastDelete is the newest revision that deleted an object: a view older
@@ -49,6 +52,7 @@ func NewState() *State {
 		tasks:    vmap.New[Task](),
 		jobs:     pmap.New[*Job](),
 		pending:  pmap.New[*pmap.Map[struct{}]](),
+		offers:   pmap.New[*Offer](),
 	}
 }
 
@@ -111,7 +115,7 @@ func (s *State) RangePendingJobs(f func(job uuid.UUID, pending int) bool) {
 }
 
 // Change is one object's new value at a revision, or its deletion. Exactly
-// one of Task, Job, Machine is set (on a deletion, the last value).
+// one of Task, Job, Machine, Offer is set (on a deletion, the last value).
 type Change struct {
 	Kind omegav1.ObjectKind
 	// PrevState is, for a task's change, the task's state before the
@@ -122,6 +126,7 @@ type Change struct {
 	Task      *Task
 	Job       *Job
 	Machine   *Machine
+	Offer     *Offer
 	Deleted   bool
 	// Created: the object is new at this revision (its meta and spec must be
 	// stored). Derived: only fields the store derives changed (a machine's
@@ -150,6 +155,8 @@ func (c *Change) UID() uuid.UUID {
 		return c.Job.UID
 	case c.Machine != nil:
 		return c.Machine.UID
+	case c.Offer != nil:
+		return c.Offer.UID
 	}
 	return uuid.Nil
 }
@@ -184,6 +191,7 @@ type Builder struct {
 	tasks    *vmap.Builder[Task]
 	jobs     *pmap.Builder[*Job]
 	pending  *pmap.Builder[*pmap.Map[struct{}]]
+	offers   *pmap.Builder[*Offer]
 	// jobSets holds the pending sets this builder edits, as transients, so
 	// adding a job's 10,000 tasks copies each path once, not per task.
 	jobSets     map[uuid.UUID]*pmap.Builder[struct{}]
@@ -201,6 +209,7 @@ func (s *State) Builder() *Builder {
 		tasks:    s.tasks.Edit(),
 		jobs:     s.jobs.Transient(),
 		pending:  s.pending.Transient(),
+		offers:   s.offers.Transient(),
 		capacity: s.capacity,
 		alloc:    s.alloc,
 	}
@@ -239,6 +248,12 @@ func (b *Builder) Apply(c *Change) {
 			return
 		}
 		b.jobs.Set(c.Job.UID, c.Job)
+	case c.Offer != nil:
+		if c.Deleted {
+			b.deleted = b.offers.Delete(c.Offer.UID) || b.deleted
+			return
+		}
+		b.offers.Set(c.Offer.UID, c.Offer)
 	case c.Machine != nil:
 		m := c.Machine
 		if c.Deleted {
@@ -302,6 +317,7 @@ func (b *Builder) Finish(rev uint64) *State {
 		tasks:      b.tasks.Finish(rev),
 		jobs:       b.jobs.Persistent(),
 		pending:    b.pending.Persistent(),
+		offers:     b.offers.Persistent(),
 		capacity:   b.capacity,
 		alloc:      b.alloc,
 	}
@@ -357,6 +373,10 @@ func CheckInvariants(s *State) error {
 		}
 		if !m.Allocated.LessEq(m.Capacity) {
 			err = fmt.Errorf("machine %s over capacity: allocated %v, capacity %v", m.UID, m.Allocated, m.Capacity)
+			return false
+		}
+		if offered := s.Offered(m); !m.Allocated.Add(offered).LessEq(m.Capacity) {
+			err = fmt.Errorf("machine %s over capacity with its offers: allocated %v and offered %v, capacity %v", m.UID, m.Allocated, offered, m.Capacity)
 			return false
 		}
 		return true

@@ -107,6 +107,7 @@ const (
 	OpSetStatus
 	OpPut
 	OpDelete
+	OpAnswer
 )
 
 func (k OpKind) String() string {
@@ -123,6 +124,8 @@ func (k OpKind) String() string {
 		return "put"
 	case OpDelete:
 		return "delete"
+	case OpAnswer:
+		return "answer"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -148,7 +151,8 @@ type Op struct {
 	NewTask    *omegav1.Task
 	NewJob     *omegav1.Job
 	NewMachine *omegav1.Machine
-	// Delete.
+	NewOffer   *omegav1.Offer // Create only
+	// Delete; Answer names its offer in DeleteUID.
 	DeleteKind omegav1.ObjectKind
 	DeleteUID  uuid.UUID
 }

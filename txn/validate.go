@@ -331,6 +331,19 @@ func (c *checker) job(p *omegav1.Job) {
 	}
 }
 
+// offer checks an offer to create (its status, the store's to fill, is
+// refused by Evaluate when it has locks).
+func (c *checker) offer(o *omegav1.Offer) {
+	c.meta(o.GetMeta())
+	if s := o.GetSpec(); s != nil {
+		c.msg(s)
+		c.str("spec", "framework", s.GetFramework())
+	}
+	if s := o.GetStatus(); s != nil {
+		c.msg(s)
+	}
+}
+
 func (c *checker) machine(m *omegav1.Machine) {
 	c.meta(m.GetMeta())
 	if s := m.GetSpec(); s != nil {
@@ -368,6 +381,11 @@ func (c *checker) object(op *Op) int {
 		c.what, c.id = "machine", p.GetMeta().GetUid()
 		c.msg(p)
 		c.machine(p)
+	}
+	if p := op.NewOffer; p != nil {
+		c.what, c.id = "offer", p.GetMeta().GetUid()
+		c.msg(p)
+		c.offer(p)
 	}
 	return c.n - n
 }
@@ -471,6 +489,8 @@ func (op *Op) object() proto.Message {
 		return op.NewJob
 	case op.NewMachine != nil:
 		return op.NewMachine
+	case op.NewOffer != nil:
+		return op.NewOffer
 	}
 	return nil
 }

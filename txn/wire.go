@@ -40,6 +40,8 @@ func (op *Op) Proto() *omegav1.Operation {
 			c.Object = &omegav1.CreateOp_Job{Job: op.NewJob}
 		case op.NewMachine != nil:
 			c.Object = &omegav1.CreateOp_Machine{Machine: op.NewMachine}
+		case op.NewOffer != nil:
+			c.Object = &omegav1.CreateOp_Offer{Offer: op.NewOffer}
 		}
 		return &omegav1.Operation{Op: &omegav1.Operation_Create{Create: c}}
 	case OpClaim:
@@ -70,6 +72,8 @@ func (op *Op) Proto() *omegav1.Operation {
 		return &omegav1.Operation{Op: &omegav1.Operation_Delete{Delete: &omegav1.DeleteOp{
 			Kind: op.DeleteKind, Uid: uidString(op.DeleteUID), ExpectVersion: op.ExpectVersion,
 		}}}
+	case OpAnswer:
+		return &omegav1.Operation{Op: &omegav1.Operation_Answer{Answer: &omegav1.AnswerOp{OfferUid: uidString(op.DeleteUID)}}}
 	}
 	return &omegav1.Operation{}
 }
@@ -176,6 +180,8 @@ func opSize(op *Op) (total, object int) {
 	case OpDelete:
 		c := sizeInt32(1, int32(op.DeleteKind)) + sizeString(2, uidSize(op.DeleteUID)) + sizeVarint(3, op.ExpectVersion)
 		body = sizeMessage(6, c)
+	case OpAnswer:
+		body = sizeMessage(7, sizeString(1, uidSize(op.DeleteUID)))
 	}
 	return sizeMessage(6, body), object
 }
@@ -242,6 +248,8 @@ func opFromProto(o *omegav1.Operation) (Op, error) {
 			op.NewJob = obj.Job
 		case *omegav1.CreateOp_Machine:
 			op.NewMachine = obj.Machine
+		case *omegav1.CreateOp_Offer:
+			op.NewOffer = obj.Offer
 		}
 		return op, nil
 	case *omegav1.Operation_Claim:
@@ -275,6 +283,10 @@ func opFromProto(o *omegav1.Operation) (Op, error) {
 		d := x.Delete
 		op := Op{Kind: OpDelete, DeleteKind: d.GetKind(), ExpectVersion: d.GetExpectVersion()}
 		op.DeleteUID, err = wireUID(d.GetUid(), "uid")
+		return op, err
+	case *omegav1.Operation_Answer:
+		op := Op{Kind: OpAnswer}
+		op.DeleteUID, err = wireUID(x.Answer.GetOfferUid(), "offer_uid")
 		return op, err
 	}
 	return Op{}, fmt.Errorf("%w: an operation with none of its kinds set", ErrInvalid)
@@ -359,6 +371,8 @@ func (ws *WriteSet) Proto() *omegav1.RevisionChanges {
 			w.Object = &omegav1.Change_Job{Job: c.Job.Proto()}
 		case c.Machine != nil:
 			w.Object = &omegav1.Change_Machine{Machine: c.Machine.Proto()}
+		case c.Offer != nil:
+			w.Object = &omegav1.Change_Offer{Offer: c.Offer.Proto()}
 		}
 		p.Changes = append(p.Changes, w)
 	}
@@ -459,6 +473,9 @@ func WriteSetFromProto(p *omegav1.RevisionChanges) (*WriteSet, error) {
 				break
 			}
 			c.Machine, err = machineFromWire(obj.Machine, true)
+		case *omegav1.Change_Offer:
+			c.Kind = omegav1.ObjectKind_OBJECT_KIND_OFFER
+			c.Offer, err = offerFromWire(obj.Offer)
 		default:
 			err = fmt.Errorf("%w: a change with no object", ErrInvalid)
 		}
@@ -517,7 +534,8 @@ func machineFromWire(p *omegav1.Machine, derived bool) (*Machine, error) {
 // few hundred messages.
 const DefaultSnapshotChunkBytes = 1 << 20
 
-// SnapshotChunks lists st for the wire: machines, then jobs, then tasks, in
+// SnapshotChunks lists st for the wire: machines, then jobs, then tasks,
+// then offers, in
 // chunks of about maxBytes of wire encoding each (an object larger than
 // that has a chunk of its own), the last one marked. It calls send for
 // each chunk in order and stops at the first error.
@@ -560,6 +578,12 @@ func SnapshotChunks(st *State, maxBytes int, send func(*omegav1.SnapshotChunk) e
 		chunk.Tasks = append(chunk.Tasks, p)
 		return err == nil
 	})
+	st.RangeOffers(func(o *Offer) bool {
+		p := o.Proto()
+		add(p)
+		chunk.Offers = append(chunk.Offers, p)
+		return err == nil
+	})
 	if err != nil {
 		return err
 	}
@@ -599,6 +623,11 @@ func (s *SnapshotReader) Add(c *omegav1.SnapshotChunk) error {
 	}
 	for _, t := range c.GetTasks() {
 		if err := s.r.Task(t, t.GetMeta().GetVersion()); err != nil {
+			return err
+		}
+	}
+	for _, o := range c.GetOffers() {
+		if err := s.r.Offer(o); err != nil {
 			return err
 		}
 	}

@@ -215,6 +215,8 @@ func appendChange(b []byte, c *Change, partial bool) ([]byte, error) {
 			num, obj = 2, c.Job.Proto()
 		case c.Machine != nil:
 			num, obj = 3, c.Machine.Proto()
+		case c.Offer != nil:
+			num, obj = 8, c.Offer.Proto()
 		}
 		if obj != nil {
 			b = protowire.AppendTag(b, num, protowire.BytesType)

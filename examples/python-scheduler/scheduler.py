@@ -125,6 +125,9 @@ class Scheduler:
         # The local copy of the cell, at self.revision (None: not listed).
         self.revision = None
         self.machines, self.jobs, self.tasks = {}, {}, {}
+        # Outstanding offers (a two-level allocator's, if the cell runs one):
+        # what they lock is not free for this scheduler's claims.
+        self.offers = {}
         # Decide again only once the copy has reached this revision: after a
         # commit, the store's result says which revision holds its outcome
         # and everything it conflicted with.
@@ -136,18 +139,19 @@ class Scheduler:
 
     def list(self):
         """Snapshot: the whole cell at one revision, in chunks (machines,
-        then jobs, then tasks); the last chunk says so."""
-        machines, jobs, tasks, revision = {}, {}, {}, 0
+        then jobs, then tasks, then offers); the last chunk says so."""
+        machines, jobs, tasks, offers, revision = {}, {}, {}, {}, 0
         for chunk in self.stub.Snapshot(service_pb2.SnapshotRequest(), timeout=LIST_SECONDS, metadata=self.metadata):
             revision = chunk.revision
             machines.update((m.meta.uid, m) for m in chunk.machines)
             jobs.update((j.meta.uid, j) for j in chunk.jobs)
             tasks.update((t.meta.uid, t) for t in chunk.tasks)
+            offers.update((o.meta.uid, o) for o in chunk.offers)
             if chunk.last:
                 break
         else:
             raise Retry("the snapshot ended before its last chunk")
-        self.machines, self.jobs, self.tasks, self.revision = machines, jobs, tasks, revision
+        self.machines, self.jobs, self.tasks, self.offers, self.revision = machines, jobs, tasks, offers, revision
         self.wait_for = 0
         log.info("listed the cell at revision %d: %d machines, %d jobs, %d tasks",
                  revision, len(machines), len(jobs), len(tasks))
@@ -157,7 +161,7 @@ class Scheduler:
         its deletion."""
         for ch in changes:
             kind = ch.WhichOneof("object")
-            table = {"machine": self.machines, "job": self.jobs, "task": self.tasks}[kind]
+            table = {"machine": self.machines, "job": self.jobs, "task": self.tasks, "offer": self.offers}[kind]
             obj = getattr(ch, kind)
             if ch.deleted:
                 table.pop(obj.meta.uid, None)
@@ -263,7 +267,12 @@ class Scheduler:
             if t.status.state in PLACED:
                 placed.setdefault(job_of(t), set()).add(t.status.machine_uid)
         up = [m for m in self.machines.values() if m.status.state == UP]
-        taken = {}  # machine uid -> resources claimed on it in this pass
+        taken = {}  # machine uid -> resources claimed on it in this pass, or offered
+        for offer in self.offers.values():
+            for lock in offer.status.locks:  # locked for the offer's framework
+                got = taken.setdefault(lock.machine_uid, {})
+                for d, n in amounts(lock.resources).items():
+                    got[d] = got.get(d, 0) + n
         incremental, gangs, unplaced = [], [], 0
         for job_uid, tasks in by_job.items():
             claims = []

@@ -2,9 +2,9 @@ package testkit
 
 import (
 	"fmt"
-	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -142,6 +142,23 @@ func DiffStates(want, got *txn.State, o Compare) error {
 	if err != nil {
 		return err
 	}
+	// The outstanding offers, whole.
+	if want.NumOffers() != got.NumOffers() {
+		return fmt.Errorf("holds %d offers, want %d", got.NumOffers(), want.NumOffers())
+	}
+	want.RangeOffers(func(w *txn.Offer) bool {
+		g, ok := got.Offer(w.UID)
+		switch {
+		case !ok:
+			err = fmt.Errorf("offer %s missing", w.UID)
+		case !proto.Equal(g.Proto(), w.Proto()):
+			err = fmt.Errorf("offer %s:\n  %v\nwant\n  %v", w.UID, g.Proto(), w.Proto())
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
 	// The pending index: got lists exactly want's PENDING tasks by job.
 	indexed := 0
 	got.RangePendingJobs(func(job uuid.UUID, n int) bool {
@@ -178,6 +195,7 @@ type Fingerprint struct {
 	machines map[uuid.UUID]MachineFP
 	tasks    map[uuid.UUID]TaskFP
 	jobs     map[uuid.UUID]JobFP
+	offers   map[uuid.UUID]string // an offer's wire form, as text
 }
 
 // FingerprintOf takes a state's fingerprint.
@@ -187,6 +205,13 @@ func FingerprintOf(s *txn.State) Fingerprint {
 	s.RangeMachines(func(m *txn.Machine) bool { f.machines[m.UID] = machineFP(m); return true })
 	s.RangeTasks(func(t *txn.Task) bool { f.tasks[t.UID] = taskFP(t); return true })
 	s.RangeJobs(func(j *txn.Job) bool { f.jobs[j.UID] = jobFP(j); return true })
+	s.RangeOffers(func(o *txn.Offer) bool {
+		if f.offers == nil {
+			f.offers = map[uuid.UUID]string{}
+		}
+		f.offers[o.UID] = prototext.Format(o.Proto())
+		return true
+	})
 	return f
 }
 
@@ -209,6 +234,14 @@ func (f Fingerprint) Diff(g Fingerprint) error {
 	for k, v := range f.jobs {
 		if g.jobs[k] != v {
 			return fmt.Errorf("job %s is %+v, was %+v", k, g.jobs[k], v)
+		}
+	}
+	if len(f.offers) != len(g.offers) {
+		return fmt.Errorf("%d offers, was %d", len(g.offers), len(f.offers))
+	}
+	for k, v := range f.offers {
+		if g.offers[k] != v {
+			return fmt.Errorf("offer %s is %s, was %s", k, g.offers[k], v)
 		}
 	}
 	return nil

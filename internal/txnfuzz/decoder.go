@@ -66,6 +66,7 @@ const (
 	StrMultibyte = 243 // "é€𝄞"
 	StrCutRune   = 244 // MaxStringBytes-1 bytes of "a", then the first byte of a two-byte rune
 	StrSurrogate = 245 // an encoded UTF-16 surrogate, which UTF-8 forbids
+	StrFramework = 246 // OfferFramework(0): a component that may answer an offer
 )
 
 // Str reads a string.
@@ -88,6 +89,8 @@ func (d *Decoder) Str() string {
 		return strings.Repeat("a", max-1) + "\xc3"
 	case StrSurrogate:
 		return "\xed\xa0\x80"
+	case StrFramework:
+		return OfferFramework(0)
 	}
 	if n > StrMax {
 		return ""
@@ -349,6 +352,29 @@ func (d *Decoder) JobObj() *omegav1.Job {
 }
 
 // MachineObj reads a machine.
+// OfferObj reads an offer to create: to one of two frameworks (or, at the
+// edge, to a string of the decoder's, or to none), at the edge with locks
+// of its own, which the store refuses.
+func (d *Decoder) OfferObj() *omegav1.Offer {
+	o := &omegav1.Offer{Meta: d.meta('O', NumOffers)}
+	switch d.pick(2, 2) {
+	case 0:
+		o.Spec = &omegav1.OfferSpec{Framework: OfferFramework(0)}
+	case 1:
+		o.Spec = &omegav1.OfferSpec{Framework: OfferFramework(1)}
+	case 2:
+		o.Spec = &omegav1.OfferSpec{Framework: d.Str()}
+	default:
+		o.Status = &omegav1.OfferStatus{Locks: []*omegav1.OfferLock{{MachineUid: d.uidString('M', NumMachines), Resources: d.resources()}}}
+	}
+	return o
+}
+
+// OfferFramework names the i-th of the frameworks the fuzzed offers go
+// to; a transaction's component is the first when its string's byte is
+// StrFramework.
+func OfferFramework(i int) string { return []string{"fw-a", "fw-b"}[i] }
+
 func (d *Decoder) MachineObj() *omegav1.Machine {
 	m := &omegav1.Machine{Meta: d.meta('M', NumMachines)}
 	if d.pick(1, 1) == 0 {

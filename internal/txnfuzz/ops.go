@@ -23,6 +23,8 @@ const (
 	OpPut
 	OpDelete
 	OpCreateClaim // a task created and claimed in one transaction
+	OpOffer       // an offer created (a two-level allocator's)
+	OpAnswer      // an offer answered
 	OpUnknown     // an operation of no known kind
 	numOps
 )
@@ -137,6 +139,10 @@ func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
 		}
 		ops = append(ops, txn.CreateTask(t))
 		return append(ops, txn.Claim(u, d.uid('M', NumMachines-1), txn.ResourcesFromProto(t.GetSpec().GetResources()), 0))
+	case OpOffer:
+		return append(ops, txn.CreateOffer(d.OfferObj()))
+	case OpAnswer:
+		return append(ops, txn.Answer(d.uid('O', NumOffers)))
 	}
 	return append(ops, txn.Op{Kind: txn.OpKind(d.Byte() | 0x80)})
 }

@@ -34,6 +34,7 @@ const (
 	NumMachines = 4
 	NumJobs     = 3
 	NumTasks    = 12
+	NumOffers   = 3
 )
 
 func poolUID(kind byte, i int) uuid.UUID {

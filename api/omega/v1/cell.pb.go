@@ -2155,6 +2155,217 @@ func (x *Task) GetStatus() *TaskStatus {
 	return nil
 }
 
+// Offer is a two-level allocator's resource offer, in the style of Mesos as
+// the Omega paper modelled it (§4.2): every resource of every UP machine that
+// was free, and not in another outstanding offer, when the offer was made,
+// locked for one framework until the framework answers it (AnswerOp). The
+// allocator creates it naming the framework; the store fills its locks.
+type Offer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meta          *ObjectMeta            `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	Spec          *OfferSpec             `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *OfferStatus           `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Offer) Reset() {
+	*x = Offer{}
+	mi := &file_omega_v1_cell_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Offer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Offer) ProtoMessage() {}
+
+func (x *Offer) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Offer.ProtoReflect.Descriptor instead.
+func (*Offer) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Offer) GetMeta() *ObjectMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *Offer) GetSpec() *OfferSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Offer) GetStatus() *OfferStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+type OfferSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The component (a framework's scheduler, as its transactions name it)
+	// the offer is made to: only it may answer the offer and claim what it
+	// locks.
+	Framework     string `protobuf:"bytes,1,opt,name=framework,proto3" json:"framework,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferSpec) Reset() {
+	*x = OfferSpec{}
+	mi := &file_omega_v1_cell_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferSpec) ProtoMessage() {}
+
+func (x *OfferSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferSpec.ProtoReflect.Descriptor instead.
+func (*OfferSpec) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *OfferSpec) GetFramework() string {
+	if x != nil {
+		return x.Framework
+	}
+	return ""
+}
+
+// OfferStatus is derived by the store when the offer is created; no client
+// writes it.
+type OfferStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the offer locks, per machine, in machine uid order.
+	Locks         []*OfferLock `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferStatus) Reset() {
+	*x = OfferStatus{}
+	mi := &file_omega_v1_cell_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferStatus) ProtoMessage() {}
+
+func (x *OfferStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferStatus.ProtoReflect.Descriptor instead.
+func (*OfferStatus) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *OfferStatus) GetLocks() []*OfferLock {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+type OfferLock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MachineUid    string                 `protobuf:"bytes,1,opt,name=machine_uid,json=machineUid,proto3" json:"machine_uid,omitempty"`
+	Resources     *Resources             `protobuf:"bytes,2,opt,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferLock) Reset() {
+	*x = OfferLock{}
+	mi := &file_omega_v1_cell_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferLock) ProtoMessage() {}
+
+func (x *OfferLock) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferLock.ProtoReflect.Descriptor instead.
+func (*OfferLock) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *OfferLock) GetMachineUid() string {
+	if x != nil {
+		return x.MachineUid
+	}
+	return ""
+}
+
+func (x *OfferLock) GetResources() *Resources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
 var File_omega_v1_cell_proto protoreflect.FileDescriptor
 
 const file_omega_v1_cell_proto_rawDesc = "" +
@@ -2323,7 +2534,19 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x04Task\x12(\n" +
 	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.omega.v1.TaskSpecR\x04spec\x12,\n" +
-	"\x06status\x18\x03 \x01(\v2\x14.omega.v1.TaskStatusR\x06status*w\n" +
+	"\x06status\x18\x03 \x01(\v2\x14.omega.v1.TaskStatusR\x06status\"\x89\x01\n" +
+	"\x05Offer\x12(\n" +
+	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12'\n" +
+	"\x04spec\x18\x02 \x01(\v2\x13.omega.v1.OfferSpecR\x04spec\x12-\n" +
+	"\x06status\x18\x03 \x01(\v2\x15.omega.v1.OfferStatusR\x06status\")\n" +
+	"\tOfferSpec\x12\x1c\n" +
+	"\tframework\x18\x01 \x01(\tR\tframework\"8\n" +
+	"\vOfferStatus\x12)\n" +
+	"\x05locks\x18\x01 \x03(\v2\x13.omega.v1.OfferLockR\x05locks\"_\n" +
+	"\tOfferLock\x12\x1f\n" +
+	"\vmachine_uid\x18\x01 \x01(\tR\n" +
+	"machineUid\x121\n" +
+	"\tresources\x18\x02 \x01(\v2\x13.omega.v1.ResourcesR\tresources*w\n" +
 	"\fMachineState\x12\x1d\n" +
 	"\x19MACHINE_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10MACHINE_STATE_UP\x10\x01\x12\x1a\n" +
@@ -2375,7 +2598,7 @@ func file_omega_v1_cell_proto_rawDescGZIP() []byte {
 }
 
 var file_omega_v1_cell_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_omega_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_omega_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_omega_v1_cell_proto_goTypes = []any{
 	(MachineState)(0),        // 0: omega.v1.MachineState
 	(JobKind)(0),             // 1: omega.v1.JobKind
@@ -2405,33 +2628,37 @@ var file_omega_v1_cell_proto_goTypes = []any{
 	(*TaskRun)(nil),          // 25: omega.v1.TaskRun
 	(*TaskStatus)(nil),       // 26: omega.v1.TaskStatus
 	(*Task)(nil),             // 27: omega.v1.Task
-	nil,                      // 28: omega.v1.Resources.ExtendedEntry
-	nil,                      // 29: omega.v1.ObjectMeta.LabelsEntry
-	nil,                      // 30: omega.v1.ObjectMeta.AnnotationsEntry
-	nil,                      // 31: omega.v1.MachineSpec.AttributesEntry
-	nil,                      // 32: omega.v1.Command.EnvEntry
-	nil,                      // 33: omega.v1.TaskTemplate.LabelsEntry
+	(*Offer)(nil),            // 28: omega.v1.Offer
+	(*OfferSpec)(nil),        // 29: omega.v1.OfferSpec
+	(*OfferStatus)(nil),      // 30: omega.v1.OfferStatus
+	(*OfferLock)(nil),        // 31: omega.v1.OfferLock
+	nil,                      // 32: omega.v1.Resources.ExtendedEntry
+	nil,                      // 33: omega.v1.ObjectMeta.LabelsEntry
+	nil,                      // 34: omega.v1.ObjectMeta.AnnotationsEntry
+	nil,                      // 35: omega.v1.MachineSpec.AttributesEntry
+	nil,                      // 36: omega.v1.Command.EnvEntry
+	nil,                      // 37: omega.v1.TaskTemplate.LabelsEntry
 }
 var file_omega_v1_cell_proto_depIdxs = []int32{
-	28, // 0: omega.v1.Resources.extended:type_name -> omega.v1.Resources.ExtendedEntry
-	29, // 1: omega.v1.ObjectMeta.labels:type_name -> omega.v1.ObjectMeta.LabelsEntry
-	30, // 2: omega.v1.ObjectMeta.annotations:type_name -> omega.v1.ObjectMeta.AnnotationsEntry
+	32, // 0: omega.v1.Resources.extended:type_name -> omega.v1.Resources.ExtendedEntry
+	33, // 1: omega.v1.ObjectMeta.labels:type_name -> omega.v1.ObjectMeta.LabelsEntry
+	34, // 2: omega.v1.ObjectMeta.annotations:type_name -> omega.v1.ObjectMeta.AnnotationsEntry
 	8,  // 3: omega.v1.ObjectMeta.owner_references:type_name -> omega.v1.OwnerReference
 	7,  // 4: omega.v1.MachineSpec.capacity:type_name -> omega.v1.Resources
-	31, // 5: omega.v1.MachineSpec.attributes:type_name -> omega.v1.MachineSpec.AttributesEntry
+	35, // 5: omega.v1.MachineSpec.attributes:type_name -> omega.v1.MachineSpec.AttributesEntry
 	0,  // 6: omega.v1.MachineStatus.state:type_name -> omega.v1.MachineState
 	7,  // 7: omega.v1.MachineStatus.allocated:type_name -> omega.v1.Resources
 	9,  // 8: omega.v1.Machine.meta:type_name -> omega.v1.ObjectMeta
 	10, // 9: omega.v1.Machine.spec:type_name -> omega.v1.MachineSpec
 	11, // 10: omega.v1.Machine.status:type_name -> omega.v1.MachineStatus
 	6,  // 11: omega.v1.Constraint.operator:type_name -> omega.v1.Constraint.Operator
-	32, // 12: omega.v1.Command.env:type_name -> omega.v1.Command.EnvEntry
+	36, // 12: omega.v1.Command.env:type_name -> omega.v1.Command.EnvEntry
 	16, // 13: omega.v1.HealthCheck.exec:type_name -> omega.v1.ExecProbe
 	17, // 14: omega.v1.HealthCheck.http:type_name -> omega.v1.HttpProbe
 	7,  // 15: omega.v1.TaskTemplate.resources:type_name -> omega.v1.Resources
 	14, // 16: omega.v1.TaskTemplate.command:type_name -> omega.v1.Command
 	13, // 17: omega.v1.TaskTemplate.constraints:type_name -> omega.v1.Constraint
-	33, // 18: omega.v1.TaskTemplate.labels:type_name -> omega.v1.TaskTemplate.LabelsEntry
+	37, // 18: omega.v1.TaskTemplate.labels:type_name -> omega.v1.TaskTemplate.LabelsEntry
 	2,  // 19: omega.v1.TaskTemplate.restart_policy:type_name -> omega.v1.RestartPolicy
 	15, // 20: omega.v1.TaskTemplate.health_check:type_name -> omega.v1.HealthCheck
 	1,  // 21: omega.v1.JobSpec.kind:type_name -> omega.v1.JobKind
@@ -2454,11 +2681,16 @@ var file_omega_v1_cell_proto_depIdxs = []int32{
 	9,  // 38: omega.v1.Task.meta:type_name -> omega.v1.ObjectMeta
 	23, // 39: omega.v1.Task.spec:type_name -> omega.v1.TaskSpec
 	26, // 40: omega.v1.Task.status:type_name -> omega.v1.TaskStatus
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	9,  // 41: omega.v1.Offer.meta:type_name -> omega.v1.ObjectMeta
+	29, // 42: omega.v1.Offer.spec:type_name -> omega.v1.OfferSpec
+	30, // 43: omega.v1.Offer.status:type_name -> omega.v1.OfferStatus
+	31, // 44: omega.v1.OfferStatus.locks:type_name -> omega.v1.OfferLock
+	7,  // 45: omega.v1.OfferLock.resources:type_name -> omega.v1.Resources
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_cell_proto_init() }
@@ -2476,7 +2708,7 @@ func file_omega_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_cell_proto_rawDesc), len(file_omega_v1_cell_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   27,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -130,6 +130,7 @@ const (
 	ObjectKind_OBJECT_KIND_TASK        ObjectKind = 1
 	ObjectKind_OBJECT_KIND_JOB         ObjectKind = 2
 	ObjectKind_OBJECT_KIND_MACHINE     ObjectKind = 3
+	ObjectKind_OBJECT_KIND_OFFER       ObjectKind = 4
 )
 
 // Enum value maps for ObjectKind.
@@ -139,12 +140,14 @@ var (
 		1: "OBJECT_KIND_TASK",
 		2: "OBJECT_KIND_JOB",
 		3: "OBJECT_KIND_MACHINE",
+		4: "OBJECT_KIND_OFFER",
 	}
 	ObjectKind_value = map[string]int32{
 		"OBJECT_KIND_UNSPECIFIED": 0,
 		"OBJECT_KIND_TASK":        1,
 		"OBJECT_KIND_JOB":         2,
 		"OBJECT_KIND_MACHINE":     3,
+		"OBJECT_KIND_OFFER":       4,
 	}
 )
 
@@ -411,6 +414,7 @@ type CreateOp struct {
 	//	*CreateOp_Task
 	//	*CreateOp_Job
 	//	*CreateOp_Machine
+	//	*CreateOp_Offer
 	Object        isCreateOp_Object `protobuf_oneof:"object"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -480,6 +484,15 @@ func (x *CreateOp) GetMachine() *Machine {
 	return nil
 }
 
+func (x *CreateOp) GetOffer() *Offer {
+	if x != nil {
+		if x, ok := x.Object.(*CreateOp_Offer); ok {
+			return x.Offer
+		}
+	}
+	return nil
+}
+
 type isCreateOp_Object interface {
 	isCreateOp_Object()
 }
@@ -496,11 +509,18 @@ type CreateOp_Machine struct {
 	Machine *Machine `protobuf:"bytes,3,opt,name=machine,proto3,oneof"`
 }
 
+type CreateOp_Offer struct {
+	// An offer (a two-level allocator's): its status is the store's to fill.
+	Offer *Offer `protobuf:"bytes,4,opt,name=offer,proto3,oneof"`
+}
+
 func (*CreateOp_Task) isCreateOp_Object() {}
 
 func (*CreateOp_Job) isCreateOp_Object() {}
 
 func (*CreateOp_Machine) isCreateOp_Object() {}
+
+func (*CreateOp_Offer) isCreateOp_Object() {}
 
 // Claim places a PENDING task on a machine, reserving the declared resources.
 type ClaimOp struct {
@@ -887,6 +907,54 @@ func (x *DeleteOp) GetExpectVersion() uint64 {
 	return 0
 }
 
+// Answer answers an outstanding offer: the offer is deleted and its locks
+// are released, and the claims after it in the same transaction draw on
+// what it locked (a claim outside the offer conflicts). Only the offer's
+// framework may answer it; an answer with no claim declines the offer.
+type AnswerOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OfferUid      string                 `protobuf:"bytes,1,opt,name=offer_uid,json=offerUid,proto3" json:"offer_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerOp) Reset() {
+	*x = AnswerOp{}
+	mi := &file_omega_v1_txn_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerOp) ProtoMessage() {}
+
+func (x *AnswerOp) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_txn_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerOp.ProtoReflect.Descriptor instead.
+func (*AnswerOp) Descriptor() ([]byte, []int) {
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AnswerOp) GetOfferUid() string {
+	if x != nil {
+		return x.OfferUid
+	}
+	return ""
+}
+
 type Operation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Op:
@@ -897,6 +965,7 @@ type Operation struct {
 	//	*Operation_SetStatus
 	//	*Operation_Put
 	//	*Operation_Delete
+	//	*Operation_Answer
 	Op            isOperation_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -904,7 +973,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_omega_v1_txn_proto_msgTypes[6]
+	mi := &file_omega_v1_txn_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +985,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_txn_proto_msgTypes[6]
+	mi := &file_omega_v1_txn_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +998,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_omega_v1_txn_proto_rawDescGZIP(), []int{6}
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Operation) GetOp() isOperation_Op {
@@ -993,6 +1062,15 @@ func (x *Operation) GetDelete() *DeleteOp {
 	return nil
 }
 
+func (x *Operation) GetAnswer() *AnswerOp {
+	if x != nil {
+		if x, ok := x.Op.(*Operation_Answer); ok {
+			return x.Answer
+		}
+	}
+	return nil
+}
+
 type isOperation_Op interface {
 	isOperation_Op()
 }
@@ -1021,6 +1099,10 @@ type Operation_Delete struct {
 	Delete *DeleteOp `protobuf:"bytes,6,opt,name=delete,proto3,oneof"`
 }
 
+type Operation_Answer struct {
+	Answer *AnswerOp `protobuf:"bytes,7,opt,name=answer,proto3,oneof"`
+}
+
 func (*Operation_Create) isOperation_Op() {}
 
 func (*Operation_Claim) isOperation_Op() {}
@@ -1032,6 +1114,8 @@ func (*Operation_SetStatus) isOperation_Op() {}
 func (*Operation_Put) isOperation_Op() {}
 
 func (*Operation_Delete) isOperation_Op() {}
+
+func (*Operation_Answer) isOperation_Op() {}
 
 type Transaction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1050,7 +1134,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_omega_v1_txn_proto_msgTypes[7]
+	mi := &file_omega_v1_txn_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1146,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_txn_proto_msgTypes[7]
+	mi := &file_omega_v1_txn_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1159,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_omega_v1_txn_proto_rawDescGZIP(), []int{7}
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Transaction) GetViewRevision() uint64 {
@@ -1132,7 +1216,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_omega_v1_txn_proto_msgTypes[8]
+	mi := &file_omega_v1_txn_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1228,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_txn_proto_msgTypes[8]
+	mi := &file_omega_v1_txn_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1241,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_omega_v1_txn_proto_rawDescGZIP(), []int{8}
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Outcome) GetCode() OutcomeCode {
@@ -1204,7 +1288,7 @@ type TransactionResult struct {
 
 func (x *TransactionResult) Reset() {
 	*x = TransactionResult{}
-	mi := &file_omega_v1_txn_proto_msgTypes[9]
+	mi := &file_omega_v1_txn_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1300,7 @@ func (x *TransactionResult) String() string {
 func (*TransactionResult) ProtoMessage() {}
 
 func (x *TransactionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_txn_proto_msgTypes[9]
+	mi := &file_omega_v1_txn_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1313,7 @@ func (x *TransactionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionResult.ProtoReflect.Descriptor instead.
 func (*TransactionResult) Descriptor() ([]byte, []int) {
-	return file_omega_v1_txn_proto_rawDescGZIP(), []int{9}
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransactionResult) GetRevision() uint64 {
@@ -1290,6 +1374,7 @@ type Change struct {
 	//	*Change_Task
 	//	*Change_Job
 	//	*Change_Machine
+	//	*Change_Offer
 	Object  isChange_Object `protobuf_oneof:"object"`
 	Deleted bool            `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// The object is new at this revision (a PENDING task that is created,
@@ -1314,7 +1399,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_omega_v1_txn_proto_msgTypes[10]
+	mi := &file_omega_v1_txn_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1411,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_txn_proto_msgTypes[10]
+	mi := &file_omega_v1_txn_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1424,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_omega_v1_txn_proto_rawDescGZIP(), []int{10}
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Change) GetObject() isChange_Object {
@@ -1371,6 +1456,15 @@ func (x *Change) GetMachine() *Machine {
 	if x != nil {
 		if x, ok := x.Object.(*Change_Machine); ok {
 			return x.Machine
+		}
+	}
+	return nil
+}
+
+func (x *Change) GetOffer() *Offer {
+	if x != nil {
+		if x, ok := x.Object.(*Change_Offer); ok {
+			return x.Offer
 		}
 	}
 	return nil
@@ -1420,11 +1514,17 @@ type Change_Machine struct {
 	Machine *Machine `protobuf:"bytes,3,opt,name=machine,proto3,oneof"`
 }
 
+type Change_Offer struct {
+	Offer *Offer `protobuf:"bytes,8,opt,name=offer,proto3,oneof"`
+}
+
 func (*Change_Task) isChange_Object() {}
 
 func (*Change_Job) isChange_Object() {}
 
 func (*Change_Machine) isChange_Object() {}
+
+func (*Change_Offer) isChange_Object() {}
 
 // RevisionChanges is everything one revision changed.
 type RevisionChanges struct {
@@ -1442,7 +1542,7 @@ type RevisionChanges struct {
 
 func (x *RevisionChanges) Reset() {
 	*x = RevisionChanges{}
-	mi := &file_omega_v1_txn_proto_msgTypes[11]
+	mi := &file_omega_v1_txn_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1554,7 @@ func (x *RevisionChanges) String() string {
 func (*RevisionChanges) ProtoMessage() {}
 
 func (x *RevisionChanges) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_txn_proto_msgTypes[11]
+	mi := &file_omega_v1_txn_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1567,7 @@ func (x *RevisionChanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionChanges.ProtoReflect.Descriptor instead.
 func (*RevisionChanges) Descriptor() ([]byte, []int) {
-	return file_omega_v1_txn_proto_rawDescGZIP(), []int{11}
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RevisionChanges) GetRevision() uint64 {
@@ -1503,19 +1603,21 @@ func (x *RevisionChanges) GetMore() bool {
 // chunk; the last chunk says so. A cell of a million tasks lists as many
 // chunks of bounded size, never one giant message.
 type SnapshotChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Revision      uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
-	Machines      []*Machine             `protobuf:"bytes,2,rep,name=machines,proto3" json:"machines,omitempty"`
-	Jobs          []*Job                 `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
-	Tasks         []*Task                `protobuf:"bytes,4,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	Last          bool                   `protobuf:"varint,5,opt,name=last,proto3" json:"last,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Revision uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Machines []*Machine             `protobuf:"bytes,2,rep,name=machines,proto3" json:"machines,omitempty"`
+	Jobs     []*Job                 `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Tasks    []*Task                `protobuf:"bytes,4,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Last     bool                   `protobuf:"varint,5,opt,name=last,proto3" json:"last,omitempty"`
+	// The outstanding offers (a two-level allocator's), after the tasks.
+	Offers        []*Offer `protobuf:"bytes,6,rep,name=offers,proto3" json:"offers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_omega_v1_txn_proto_msgTypes[12]
+	mi := &file_omega_v1_txn_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1629,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_txn_proto_msgTypes[12]
+	mi := &file_omega_v1_txn_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1642,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_omega_v1_txn_proto_rawDescGZIP(), []int{12}
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SnapshotChunk) GetRevision() uint64 {
@@ -1578,6 +1680,13 @@ func (x *SnapshotChunk) GetLast() bool {
 	return false
 }
 
+func (x *SnapshotChunk) GetOffers() []*Offer {
+	if x != nil {
+		return x.Offers
+	}
+	return nil
+}
+
 // ErrorDetail rides in the details of a gRPC status: which typed error,
 // and which operation of the transaction was at fault.
 type ErrorDetail struct {
@@ -1597,7 +1706,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_omega_v1_txn_proto_msgTypes[13]
+	mi := &file_omega_v1_txn_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1718,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_txn_proto_msgTypes[13]
+	mi := &file_omega_v1_txn_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1731,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_omega_v1_txn_proto_rawDescGZIP(), []int{13}
+	return file_omega_v1_txn_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ErrorDetail) GetCode() ErrorCode {
@@ -1664,11 +1773,12 @@ var File_omega_v1_txn_proto protoreflect.FileDescriptor
 
 const file_omega_v1_txn_proto_rawDesc = "" +
 	"\n" +
-	"\x12omega/v1/txn.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\"\x8c\x01\n" +
+	"\x12omega/v1/txn.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\"\xb5\x01\n" +
 	"\bCreateOp\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x02 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
-	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachineB\b\n" +
+	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12'\n" +
+	"\x05offer\x18\x04 \x01(\v2\x0f.omega.v1.OfferH\x00R\x05offerB\b\n" +
 	"\x06object\"\x9f\x01\n" +
 	"\aClaimOp\x12\x19\n" +
 	"\btask_uid\x18\x01 \x01(\tR\ataskUid\x12\x1f\n" +
@@ -1696,7 +1806,9 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\bDeleteOp\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12%\n" +
-	"\x0eexpect_version\x18\x03 \x01(\x04R\rexpectVersion\"\xa0\x02\n" +
+	"\x0eexpect_version\x18\x03 \x01(\x04R\rexpectVersion\"'\n" +
+	"\bAnswerOp\x12\x1b\n" +
+	"\toffer_uid\x18\x01 \x01(\tR\bofferUid\"\xce\x02\n" +
 	"\tOperation\x12,\n" +
 	"\x06create\x18\x01 \x01(\v2\x12.omega.v1.CreateOpH\x00R\x06create\x12)\n" +
 	"\x05claim\x18\x02 \x01(\v2\x11.omega.v1.ClaimOpH\x00R\x05claim\x12)\n" +
@@ -1704,7 +1816,8 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\n" +
 	"set_status\x18\x04 \x01(\v2\x15.omega.v1.SetStatusOpH\x00R\tsetStatus\x12#\n" +
 	"\x03put\x18\x05 \x01(\v2\x0f.omega.v1.PutOpH\x00R\x03put\x12,\n" +
-	"\x06delete\x18\x06 \x01(\v2\x12.omega.v1.DeleteOpH\x00R\x06deleteB\x04\n" +
+	"\x06delete\x18\x06 \x01(\v2\x12.omega.v1.DeleteOpH\x00R\x06delete\x12,\n" +
+	"\x06answer\x18\a \x01(\v2\x12.omega.v1.AnswerOpH\x00R\x06answerB\x04\n" +
 	"\x02op\"\xf8\x01\n" +
 	"\vTransaction\x12#\n" +
 	"\rview_revision\x18\x01 \x01(\x04R\fviewRevision\x122\n" +
@@ -1725,11 +1838,12 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\tcommitted\x18\x04 \x01(\x05R\tcommitted\x12\x1c\n" +
 	"\tconflicts\x18\x05 \x01(\x05R\tconflicts\x12+\n" +
 	"\x11claims_conflicted\x18\x06 \x01(\x05R\x10claimsConflicted\x12\x1a\n" +
-	"\brejected\x18\a \x01(\x05R\brejected\"\x8c\x02\n" +
+	"\brejected\x18\a \x01(\x05R\brejected\"\xb5\x02\n" +
 	"\x06Change\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x02 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
-	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12\x18\n" +
+	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12'\n" +
+	"\x05offer\x18\b \x01(\v2\x0f.omega.v1.OfferH\x00R\x05offer\x12\x18\n" +
 	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x18\n" +
 	"\acreated\x18\x05 \x01(\bR\acreated\x12\x18\n" +
 	"\apartial\x18\x06 \x01(\bR\apartial\x122\n" +
@@ -1741,13 +1855,14 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\achanges\x18\x02 \x03(\v2\x10.omega.v1.ChangeR\achanges\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12\x12\n" +
-	"\x04more\x18\x04 \x01(\bR\x04more\"\xb7\x01\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"\xe0\x01\n" +
 	"\rSnapshotChunk\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12-\n" +
 	"\bmachines\x18\x02 \x03(\v2\x11.omega.v1.MachineR\bmachines\x12!\n" +
 	"\x04jobs\x18\x03 \x03(\v2\r.omega.v1.JobR\x04jobs\x12$\n" +
 	"\x05tasks\x18\x04 \x03(\v2\x0e.omega.v1.TaskR\x05tasks\x12\x12\n" +
-	"\x04last\x18\x05 \x01(\bR\x04last\"\xa3\x01\n" +
+	"\x04last\x18\x05 \x01(\bR\x04last\x12'\n" +
+	"\x06offers\x18\x06 \x03(\v2\x0f.omega.v1.OfferR\x06offers\"\xa3\x01\n" +
 	"\vErrorDetail\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.omega.v1.ErrorCodeR\x04code\x12\x19\n" +
 	"\bop_index\x18\x02 \x01(\x05R\aopIndex\x12\x17\n" +
@@ -1761,13 +1876,14 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\n" +
 	"CommitMode\x12\x1b\n" +
 	"\x17COMMIT_MODE_INCREMENTAL\x10\x00\x12\x1e\n" +
-	"\x1aCOMMIT_MODE_ALL_OR_NOTHING\x10\x01*m\n" +
+	"\x1aCOMMIT_MODE_ALL_OR_NOTHING\x10\x01*\x84\x01\n" +
 	"\n" +
 	"ObjectKind\x12\x1b\n" +
 	"\x17OBJECT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OBJECT_KIND_TASK\x10\x01\x12\x13\n" +
 	"\x0fOBJECT_KIND_JOB\x10\x02\x12\x17\n" +
-	"\x13OBJECT_KIND_MACHINE\x10\x03*\xc3\x02\n" +
+	"\x13OBJECT_KIND_MACHINE\x10\x03\x12\x15\n" +
+	"\x11OBJECT_KIND_OFFER\x10\x04*\xc3\x02\n" +
 	"\vOutcomeCode\x12\x1a\n" +
 	"\x16OUTCOME_CODE_COMMITTED\x10\x00\x12\x18\n" +
 	"\x14OUTCOME_CODE_ABORTED\x10\x01\x12\x1d\n" +
@@ -1814,7 +1930,7 @@ func file_omega_v1_txn_proto_rawDescGZIP() []byte {
 }
 
 var file_omega_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_omega_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_omega_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_omega_v1_txn_proto_goTypes = []any{
 	(ConflictMode)(0),         // 0: omega.v1.ConflictMode
 	(CommitMode)(0),           // 1: omega.v1.CommitMode
@@ -1828,57 +1944,63 @@ var file_omega_v1_txn_proto_goTypes = []any{
 	(*SetStatusOp)(nil),       // 9: omega.v1.SetStatusOp
 	(*PutOp)(nil),             // 10: omega.v1.PutOp
 	(*DeleteOp)(nil),          // 11: omega.v1.DeleteOp
-	(*Operation)(nil),         // 12: omega.v1.Operation
-	(*Transaction)(nil),       // 13: omega.v1.Transaction
-	(*Outcome)(nil),           // 14: omega.v1.Outcome
-	(*TransactionResult)(nil), // 15: omega.v1.TransactionResult
-	(*Change)(nil),            // 16: omega.v1.Change
-	(*RevisionChanges)(nil),   // 17: omega.v1.RevisionChanges
-	(*SnapshotChunk)(nil),     // 18: omega.v1.SnapshotChunk
-	(*ErrorDetail)(nil),       // 19: omega.v1.ErrorDetail
-	(*Task)(nil),              // 20: omega.v1.Task
-	(*Job)(nil),               // 21: omega.v1.Job
-	(*Machine)(nil),           // 22: omega.v1.Machine
-	(*Resources)(nil),         // 23: omega.v1.Resources
-	(TaskState)(0),            // 24: omega.v1.TaskState
-	(*TaskRun)(nil),           // 25: omega.v1.TaskRun
+	(*AnswerOp)(nil),          // 12: omega.v1.AnswerOp
+	(*Operation)(nil),         // 13: omega.v1.Operation
+	(*Transaction)(nil),       // 14: omega.v1.Transaction
+	(*Outcome)(nil),           // 15: omega.v1.Outcome
+	(*TransactionResult)(nil), // 16: omega.v1.TransactionResult
+	(*Change)(nil),            // 17: omega.v1.Change
+	(*RevisionChanges)(nil),   // 18: omega.v1.RevisionChanges
+	(*SnapshotChunk)(nil),     // 19: omega.v1.SnapshotChunk
+	(*ErrorDetail)(nil),       // 20: omega.v1.ErrorDetail
+	(*Task)(nil),              // 21: omega.v1.Task
+	(*Job)(nil),               // 22: omega.v1.Job
+	(*Machine)(nil),           // 23: omega.v1.Machine
+	(*Offer)(nil),             // 24: omega.v1.Offer
+	(*Resources)(nil),         // 25: omega.v1.Resources
+	(TaskState)(0),            // 26: omega.v1.TaskState
+	(*TaskRun)(nil),           // 27: omega.v1.TaskRun
 }
 var file_omega_v1_txn_proto_depIdxs = []int32{
-	20, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
-	21, // 1: omega.v1.CreateOp.job:type_name -> omega.v1.Job
-	22, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
-	23, // 3: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
-	24, // 4: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
-	25, // 5: omega.v1.SetStatusOp.run:type_name -> omega.v1.TaskRun
-	21, // 6: omega.v1.PutOp.job:type_name -> omega.v1.Job
-	22, // 7: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
-	2,  // 8: omega.v1.DeleteOp.kind:type_name -> omega.v1.ObjectKind
-	6,  // 9: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
-	7,  // 10: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
-	8,  // 11: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
-	9,  // 12: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
-	10, // 13: omega.v1.Operation.put:type_name -> omega.v1.PutOp
-	11, // 14: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
-	0,  // 15: omega.v1.Transaction.conflict:type_name -> omega.v1.ConflictMode
-	1,  // 16: omega.v1.Transaction.commit:type_name -> omega.v1.CommitMode
-	12, // 17: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
-	3,  // 18: omega.v1.Outcome.code:type_name -> omega.v1.OutcomeCode
-	4,  // 19: omega.v1.Outcome.reason:type_name -> omega.v1.RejectReason
-	14, // 20: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
-	20, // 21: omega.v1.Change.task:type_name -> omega.v1.Task
-	21, // 22: omega.v1.Change.job:type_name -> omega.v1.Job
-	22, // 23: omega.v1.Change.machine:type_name -> omega.v1.Machine
-	24, // 24: omega.v1.Change.prev_state:type_name -> omega.v1.TaskState
-	16, // 25: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
-	22, // 26: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
-	21, // 27: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
-	20, // 28: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
-	5,  // 29: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	21, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
+	22, // 1: omega.v1.CreateOp.job:type_name -> omega.v1.Job
+	23, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
+	24, // 3: omega.v1.CreateOp.offer:type_name -> omega.v1.Offer
+	25, // 4: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
+	26, // 5: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
+	27, // 6: omega.v1.SetStatusOp.run:type_name -> omega.v1.TaskRun
+	22, // 7: omega.v1.PutOp.job:type_name -> omega.v1.Job
+	23, // 8: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
+	2,  // 9: omega.v1.DeleteOp.kind:type_name -> omega.v1.ObjectKind
+	6,  // 10: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
+	7,  // 11: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
+	8,  // 12: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
+	9,  // 13: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
+	10, // 14: omega.v1.Operation.put:type_name -> omega.v1.PutOp
+	11, // 15: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
+	12, // 16: omega.v1.Operation.answer:type_name -> omega.v1.AnswerOp
+	0,  // 17: omega.v1.Transaction.conflict:type_name -> omega.v1.ConflictMode
+	1,  // 18: omega.v1.Transaction.commit:type_name -> omega.v1.CommitMode
+	13, // 19: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
+	3,  // 20: omega.v1.Outcome.code:type_name -> omega.v1.OutcomeCode
+	4,  // 21: omega.v1.Outcome.reason:type_name -> omega.v1.RejectReason
+	15, // 22: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
+	21, // 23: omega.v1.Change.task:type_name -> omega.v1.Task
+	22, // 24: omega.v1.Change.job:type_name -> omega.v1.Job
+	23, // 25: omega.v1.Change.machine:type_name -> omega.v1.Machine
+	24, // 26: omega.v1.Change.offer:type_name -> omega.v1.Offer
+	26, // 27: omega.v1.Change.prev_state:type_name -> omega.v1.TaskState
+	17, // 28: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
+	23, // 29: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
+	22, // 30: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
+	21, // 31: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
+	24, // 32: omega.v1.SnapshotChunk.offers:type_name -> omega.v1.Offer
+	5,  // 33: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_txn_proto_init() }
@@ -1891,23 +2013,26 @@ func file_omega_v1_txn_proto_init() {
 		(*CreateOp_Task)(nil),
 		(*CreateOp_Job)(nil),
 		(*CreateOp_Machine)(nil),
+		(*CreateOp_Offer)(nil),
 	}
 	file_omega_v1_txn_proto_msgTypes[4].OneofWrappers = []any{
 		(*PutOp_Job)(nil),
 		(*PutOp_Machine)(nil),
 	}
-	file_omega_v1_txn_proto_msgTypes[6].OneofWrappers = []any{
+	file_omega_v1_txn_proto_msgTypes[7].OneofWrappers = []any{
 		(*Operation_Create)(nil),
 		(*Operation_Claim)(nil),
 		(*Operation_Evict)(nil),
 		(*Operation_SetStatus)(nil),
 		(*Operation_Put)(nil),
 		(*Operation_Delete)(nil),
+		(*Operation_Answer)(nil),
 	}
-	file_omega_v1_txn_proto_msgTypes[10].OneofWrappers = []any{
+	file_omega_v1_txn_proto_msgTypes[11].OneofWrappers = []any{
 		(*Change_Task)(nil),
 		(*Change_Job)(nil),
 		(*Change_Machine)(nil),
+		(*Change_Offer)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1915,7 +2040,7 @@ func file_omega_v1_txn_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_txn_proto_rawDesc), len(file_omega_v1_txn_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

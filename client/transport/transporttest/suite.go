@@ -46,6 +46,7 @@ func Run(t *testing.T, backend Backend) {
 		{"Compacted", testCompacted},
 		{"ConcurrentCommitters", testConcurrent},
 		{"Lifecycle", testLifecycle},
+		{"Offers", testOffers},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, backend) })
 	}
@@ -132,7 +133,95 @@ func equalStates(a, b *txn.State) error {
 		}
 		return err == nil
 	})
+	if err == nil && a.NumOffers() != b.NumOffers() {
+		err = fmt.Errorf("%d offers vs %d", a.NumOffers(), b.NumOffers())
+	}
+	a.RangeOffers(func(x *txn.Offer) bool {
+		if y, ok := b.Offer(x.UID); !ok || !proto.Equal(x.Proto(), y.Proto()) {
+			err = fmt.Errorf("offer %s differs", x.UID)
+		}
+		return err == nil
+	})
 	return err
+}
+
+// testOffers: a two-level allocator's offer crosses the transport whole —
+// its locks, which the store derived, in the commit's watch and in a
+// snapshot; a claim on what it locks conflicts for anyone but its
+// framework; only the framework answers it (a typed error naming the
+// operation otherwise), with claims inside it; the answer's deletion
+// reaches the watch.
+func testOffers(t *testing.T, b Backend) {
+	tr := b(t, options(t))
+	commit(t, tr, &txn.Txn{Ops: []txn.Op{txn.CreateMachine(machine(0, 4000, 4000)), txn.CreateMachine(machine(1, 2000, 2000))}})
+	base := snapshot(t, tr)
+	w, err := tr.Watch(context.Background(), base.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	o := uid('O', 1)
+	res := commit(t, tr, &txn.Txn{ViewRevision: base.Revision(), Component: "allocator", Ops: []txn.Op{
+		txn.CreateOffer(&omegav1.Offer{Meta: &omegav1.ObjectMeta{Uid: o.String(), Name: "offer-1"}, Spec: &omegav1.OfferSpec{Framework: "fw"}}),
+	}})
+	st := snapshot(t, tr)
+	got, ok := st.Offer(o)
+	if !ok || got.Framework != "fw" || got.Len() != 2 || got.Version != res.Revision {
+		t.Fatalf("the snapshot's offer: %+v (found %v)", got, ok)
+	}
+	if l, _ := got.Lock(uid('M', 0)); l.CPU != 4000 || l.Memory != 4000 {
+		t.Fatalf("the offer locks %v on m0, want all of it", l)
+	}
+	res = commit(t, tr, &txn.Txn{ViewRevision: st.Revision(), Component: "other", Ops: []txn.Op{
+		txn.CreateTask(task(1, 10, 10)), txn.Claim(uid('T', 1), uid('M', 0), txn.Resources{CPU: 10, Memory: 10}, 0),
+	}})
+	if res.Outcomes[1].Code != omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES {
+		t.Fatalf("a claim on offered resources: %+v", res.Outcomes[1])
+	}
+	_, err = tr.Commit(context.Background(), &txn.Txn{ViewRevision: st.Revision(), Component: "other", Ops: []txn.Op{txn.Answer(o)}})
+	var oe *txn.OpError
+	if !errors.Is(err, txn.ErrIllegalState) || !errors.As(err, &oe) || oe.Index != 0 || oe.Kind != txn.OpAnswer {
+		t.Fatalf("an answer by another component: %v, want ErrIllegalState at op 0 (answer)", err)
+	}
+	st = snapshot(t, tr)
+	x, _ := st.Task(uid('T', 1))
+	res = commit(t, tr, &txn.Txn{ViewRevision: st.Revision(), Component: "fw", Ops: []txn.Op{
+		txn.Answer(o),
+		txn.Claim(uid('T', 1), uid('M', 1), txn.Resources{CPU: 1500, Memory: 10}, x.Version),
+		txn.CreateTask(task(2, 10, 10)), txn.Claim(uid('T', 2), uid('M', 1), txn.Resources{CPU: 1000, Memory: 10}, 0), // beyond the offer's 2000 on m1
+	}})
+	if res.Committed != 3 || !res.Outcomes[1].Committed() || res.Outcomes[3].Code != omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES {
+		t.Fatalf("the answer: %+v", res.Outcomes)
+	}
+	head := snapshot(t, tr)
+	if head.NumOffers() != 0 {
+		t.Fatalf("%d offers after the answer", head.NumOffers())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	state := base
+	var created, deleted bool
+	for state.Revision() < head.Revision() {
+		sets, err := w.Next(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ws := range sets {
+			for _, c := range ws.Changes {
+				if c.Offer != nil && c.Kind == omegav1.ObjectKind_OBJECT_KIND_OFFER {
+					created = created || (c.Created && c.Offer.Len() == 2)
+					deleted = deleted || c.Deleted
+				}
+			}
+			state = state.Apply(ws)
+		}
+	}
+	if !created || !deleted {
+		t.Fatalf("the watch carried the offer's creation with its locks %v, its answer %v", created, deleted)
+	}
+	if err := equalStates(head, state); err != nil {
+		t.Fatalf("the watched state differs from the snapshot: %v", err)
+	}
 }
 
 // testCommitAndSnapshot: a commit's revision is the next one, and a

@@ -1,0 +1,344 @@
+package txn
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/google/uuid"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/pmap"
+)
+
+// Offer is a two-level allocator's resource offer (DESIGN.md "Two-level
+// offers"), the Omega paper's Mesos baseline: when it is created the store
+// locks for its framework every resource of every UP machine that is free
+// and in no other outstanding offer, and the lock holds until the framework
+// answers (OpAnswer). While it is outstanding nobody else may claim what it
+// locks; the framework's claims in its answer must fit what it locks.
+//
+// An offer is one object however many machines it covers, so making one
+// costs the store a pass over the machines, never a write per machine. Its
+// locks are derived by the store, as a machine's allocation is: no client
+// writes them.
+type Offer struct {
+	UID       uuid.UUID
+	Version   uint64
+	CreateRev uint64
+	Created   int64
+	Meta      *omegav1.ObjectMeta
+	// Framework is the component the offer is made to.
+	Framework string
+	// machines (sorted by uid) and locks, side by side: what the offer
+	// locks on each machine it covers.
+	machines []uuid.UUID
+	locks    []Resources
+}
+
+// Name is the offer's name.
+func (o *Offer) Name() string { return o.Meta.GetName() }
+
+// Len is the number of machines the offer covers.
+func (o *Offer) Len() int { return len(o.machines) }
+
+// Lock returns what the offer locks on machine m (zero, false if none).
+func (o *Offer) Lock(m uuid.UUID) (Resources, bool) {
+	i, ok := slices.BinarySearchFunc(o.machines, m, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	if !ok {
+		return Resources{}, false
+	}
+	return o.locks[i], true
+}
+
+// lockOn is what the offer locks on m: only on the machine as it was when
+// the offer was made (a machine deleted and registered again under its
+// uid since is another).
+func (o *Offer) lockOn(m *Machine) (Resources, bool) {
+	if m.CreateRev > o.CreateRev {
+		return Resources{}, false
+	}
+	return o.Lock(m.UID)
+}
+
+// RangeLocks calls f for each machine the offer covers, in uid order, until
+// f returns false.
+func (o *Offer) RangeLocks(f func(machine uuid.UUID, lock Resources) bool) {
+	for i, m := range o.machines {
+		if !f(m, o.locks[i]) {
+			return
+		}
+	}
+}
+
+// Total is the sum of what the offer locks.
+func (o *Offer) Total() Resources {
+	var t total
+	for _, l := range o.locks {
+		t = t.add(l)
+	}
+	return t.resources()
+}
+
+// Proto returns the wire form.
+func (o *Offer) Proto() *omegav1.Offer {
+	st := &omegav1.OfferStatus{Locks: make([]*omegav1.OfferLock, len(o.machines))}
+	for i, m := range o.machines {
+		st.Locks[i] = &omegav1.OfferLock{MachineUid: m.String(), Resources: o.locks[i].Proto()}
+	}
+	return &omegav1.Offer{
+		Meta:   exportMeta(o.Meta, o.UID, o.Version, o.CreateRev, o.Created),
+		Spec:   &omegav1.OfferSpec{Framework: o.Framework},
+		Status: st,
+	}
+}
+
+// newOffer builds an offer to be created: its locks are the store's to
+// fill, so a status is refused.
+func newOffer(p *omegav1.Offer) (*Offer, error) {
+	if p.GetMeta() == nil {
+		return nil, fmt.Errorf("%w: offer has no meta", ErrInvalid)
+	}
+	uid, err := ParseUID(p.GetMeta().GetUid(), "offer uid")
+	if err != nil {
+		return nil, err
+	}
+	if p.GetSpec().GetFramework() == "" {
+		return nil, fmt.Errorf("%w: offer %s names no framework", ErrInvalid, uid)
+	}
+	if len(p.GetStatus().GetLocks()) > 0 {
+		return nil, fmt.Errorf("%w: offer %s has locks: an offer's status is the store's to fill", ErrInvalid, uid)
+	}
+	return &Offer{UID: uid, Meta: p.GetMeta(), Framework: p.GetSpec().GetFramework()}, nil
+}
+
+// offerFromWire converts an offer the store made (a watched change, a
+// snapshot, a stored record), its locks included.
+func offerFromWire(p *omegav1.Offer) (*Offer, error) {
+	if p.GetMeta() == nil {
+		return nil, fmt.Errorf("%w: offer has no meta", ErrInvalid)
+	}
+	uid, err := ParseUID(p.GetMeta().GetUid(), "offer uid")
+	if err != nil {
+		return nil, err
+	}
+	m := p.GetMeta()
+	o := &Offer{UID: uid, Meta: m, Framework: p.GetSpec().GetFramework(), Version: m.GetVersion(), CreateRev: m.GetCreateRevision(), Created: m.GetCreationUnixNanos()}
+	locks := p.GetStatus().GetLocks()
+	o.machines, o.locks = make([]uuid.UUID, len(locks)), make([]Resources, len(locks))
+	for i, l := range locks {
+		if o.machines[i], err = ParseUID(l.GetMachineUid(), "offer lock machine uid"); err != nil {
+			return nil, fmt.Errorf("offer %s: %w", uid, err)
+		}
+		if i > 0 && bytes.Compare(o.machines[i-1][:], o.machines[i][:]) >= 0 {
+			return nil, fmt.Errorf("%w: offer %s: locks not in machine uid order at %d", ErrInvalid, uid, i)
+		}
+		o.locks[i] = ResourcesFromProto(l.GetResources())
+		if err := o.locks[i].Validate(); err != nil {
+			return nil, fmt.Errorf("%w: offer %s lock on machine %s: %v", ErrInvalid, uid, o.machines[i], err)
+		}
+	}
+	return o, nil
+}
+
+// CreateOffer creates an offer to the framework p names; the store locks
+// for it everything free and not offered elsewhere.
+func CreateOffer(p *omegav1.Offer) Op { return Op{Kind: OpCreate, NewOffer: p} }
+
+// Answer answers the offer: it is deleted and its locks released, and the
+// claims after it in the transaction draw on what it locked. Only the
+// offer's framework may answer it; an answer with no claims declines it.
+func Answer(offer uuid.UUID) Op { return Op{Kind: OpAnswer, DeleteUID: offer} }
+
+// --- the state's offers ------------------------------------------------------
+
+// Offer returns an outstanding offer by uid.
+func (s *State) Offer(uid uuid.UUID) (*Offer, bool) { return s.offers.Get(uid) }
+
+// NumOffers counts the outstanding offers.
+func (s *State) NumOffers() int { return s.offers.Len() }
+
+// RangeOffers calls f for each outstanding offer, in an order that depends
+// only on the set of uids, until f returns false.
+func (s *State) RangeOffers(f func(*Offer) bool) {
+	s.offers.Range(func(_ uuid.UUID, o *Offer) bool { return f(o) })
+}
+
+// Offered returns what the outstanding offers lock on machine m.
+func (s *State) Offered(m *Machine) Resources {
+	var sum Resources
+	s.offers.Range(func(_ uuid.UUID, o *Offer) bool {
+		if l, ok := o.lockOn(m); ok {
+			sum = sum.Add(l)
+		}
+		return true
+	})
+	return sum
+}
+
+// OfferView returns the cell as the offer's framework may use it, the
+// paper's private cell state of an offer: s's jobs and tasks, and only the
+// machines the offer covers, each with what the offer locks on it as its
+// free resources (its allocation is the rest of its capacity). A
+// scheduler deciding on it claims only inside the offer. Its machine set
+// revision is the offer's creation, so an index of machines built on
+// another view is rebuilt.
+func (s *State) OfferView(o *Offer) *State {
+	b := pmap.New[*Machine]().Transient()
+	var capacity, alloc total
+	o.RangeLocks(func(uid uuid.UUID, lock Resources) bool {
+		m, ok := s.machines.Get(uid)
+		if !ok || m.State != omegav1.MachineState_MACHINE_STATE_UP {
+			return true
+		}
+		nm := *m
+		nm.Allocated = m.Capacity.Sub(lock)
+		b.Set(uid, &nm)
+		capacity, alloc = capacity.add(nm.Capacity), alloc.add(nm.Allocated)
+		return true
+	})
+	return &State{
+		rev: s.rev, machines: b.Persistent(), tasks: s.tasks, jobs: s.jobs, pending: s.pending, offers: s.offers,
+		capacity: capacity, alloc: alloc, lastDelete: s.lastDelete, machineSet: o.CreateRev,
+	}
+}
+
+// --- evaluation ----------------------------------------------------------------
+
+// unoffered is what m has free that no outstanding offer locks (each
+// dimension at least zero).
+func (e *evaluator) unoffered(m *Machine) Resources {
+	free := m.Capacity.Sub(m.Allocated)
+	if e.offerMode {
+		free = free.Sub(e.offeredOn(m))
+	}
+	return free.atLeastZero()
+}
+
+// offeredOn sums what the outstanding offers, as this transaction sees
+// them, lock on machine m.
+func (e *evaluator) offeredOn(m *Machine) Resources {
+	var sum Resources
+	e.rangeOffers(func(o *Offer) {
+		if l, ok := o.lockOn(m); ok {
+			sum = sum.Add(l)
+		}
+	})
+	return sum
+}
+
+// rangeOffers calls f for each offer outstanding as this transaction sees
+// it: the base's not answered by it, and those it created.
+func (e *evaluator) rangeOffers(f func(*Offer)) {
+	e.base.offers.Range(func(uid uuid.UUID, o *Offer) bool {
+		if i, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_OFFER, uid}]; hit && e.changes[i].Deleted {
+			return true
+		}
+		f(o)
+		return true
+	})
+	for _, o := range e.newOffers {
+		f(o)
+	}
+}
+
+// createOffer makes an offer locking everything unoffered on every UP
+// machine, as this transaction sees the machines.
+func (e *evaluator) createOffer(op *Op) (Outcome, error) {
+	o, err := newOffer(op.NewOffer)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if _, exists := e.base.offers.Get(o.UID); exists {
+		return Outcome{}, fmt.Errorf("%w: offer %s", ErrAlreadyExists, o.UID)
+	}
+	if _, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_OFFER, o.UID}]; hit {
+		return Outcome{}, fmt.Errorf("%w: offer %s", ErrAlreadyExists, o.UID)
+	}
+	o.Version, o.CreateRev, o.Created = e.rev, e.rev, e.tx.UnixNanos
+	type lock struct {
+		m uuid.UUID
+		r Resources
+	}
+	var locks []lock
+	add := func(m *Machine) {
+		if m.State != omegav1.MachineState_MACHINE_STATE_UP {
+			return
+		}
+		if free := e.unoffered(m); !free.IsZero() {
+			locks = append(locks, lock{m.UID, free})
+		}
+	}
+	e.base.machines.Range(func(uid uuid.UUID, m *Machine) bool {
+		if cur, _, ok := e.machine(uid); ok {
+			add(cur)
+		}
+		return true
+	})
+	for i := range e.changes { // machines this transaction created
+		if c := &e.changes[i]; c.Machine != nil && c.Created && !c.Deleted {
+			if _, inBase := e.base.machines.Get(c.Machine.UID); !inBase {
+				add(c.Machine)
+			}
+		}
+	}
+	sort.Slice(locks, func(i, j int) bool { return bytes.Compare(locks[i].m[:], locks[j].m[:]) < 0 })
+	o.machines, o.locks = make([]uuid.UUID, len(locks)), make([]Resources, len(locks))
+	for i, l := range locks {
+		o.machines[i], o.locks[i] = l.m, l.r
+	}
+	e.offerMode = true
+	e.newOffers = append(e.newOffers, o)
+	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_OFFER, Offer: o, Created: true})
+	return committed, nil
+}
+
+// answer answers an outstanding offer: the claims after it draw on its
+// locks.
+func (e *evaluator) answer(op *Op) (Outcome, error) {
+	if e.answering != nil {
+		return Outcome{}, fmt.Errorf("%w: a transaction answers one offer; this one answered %s already", ErrInvalid, e.answering.UID)
+	}
+	o, ok := e.base.offers.Get(op.DeleteUID)
+	if _, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_OFFER, op.DeleteUID}]; hit {
+		ok = false // created by this transaction: answer it in a later one
+	}
+	if !ok {
+		return e.missing(omegav1.ObjectKind_OBJECT_KIND_OFFER, "offer", op.DeleteUID)
+	}
+	if o.Framework != e.tx.Component {
+		return Outcome{}, fmt.Errorf("%w: offer %s is made to %q, not to %q", ErrIllegalState, o.UID, short(o.Framework), short(e.tx.Component))
+	}
+	e.answering, e.offerMode = o, true
+	e.offerUsed = map[uuid.UUID]Resources{}
+	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_OFFER, Offer: o, Deleted: true})
+	return committed, nil
+}
+
+// offerFit checks a claim of req on m against the offers: after an answer,
+// the claim must fit what the answered offer locks on m (less this
+// transaction's earlier claims there); otherwise it must fit what no
+// outstanding offer locks. It reports a conflict, or records the claim's
+// use of the answered offer and returns ok.
+func (e *evaluator) offerFit(m *Machine, req Resources) (Outcome, bool) {
+	if o := e.answering; o != nil {
+		lock, _ := o.lockOn(m)
+		used := e.offerUsed[m.UID]
+		if fit, dim := Fits(lock, used, req); !fit {
+			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
+				"the claim is outside offer %s on machine %s: %s", o.UID, m.UID, short(dim)), false
+		}
+		e.offerUsed[m.UID] = used.Add(req)
+		return committed, true
+	}
+	offered := e.offeredOn(m)
+	if offered.IsZero() {
+		return committed, true
+	}
+	if fit, dim := Fits(m.Capacity, m.Allocated.Add(offered), req); !fit {
+		return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
+			"machine %s's free resources are offered to a framework: %s", m.UID, short(dim)), false
+	}
+	return committed, true
+}
