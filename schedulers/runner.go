@@ -384,6 +384,14 @@ func (r *Runner) Queued() int { return len(r.queue) }
 // have nothing pending, in which case it is recorded placed). The decision
 // time counts as busy time.
 func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool, err error) {
+	return r.BeginOn(ctx, now, nil)
+}
+
+// BeginOn is Begin deciding on view(v), where v is the runner's view
+// brought up to date, instead of on v itself: a two-level framework
+// decides on its offer's private view of the cell (OfferView). nil is
+// Begin.
+func (r *Runner) BeginOn(ctx context.Context, now time.Time, view func(client.View) client.View) (a *Attempt, ok bool, err error) {
 	for len(r.queue) > 0 && !r.queue[0].readyAt.After(now) {
 		j := heap.Pop(&r.queue).(*jobState)
 		j.queued = false
@@ -399,6 +407,9 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 			}
 		}
 		v := r.c.View()
+		if view != nil {
+			v = view(v)
+		}
 		job, exists := v.Job(j.UID)
 		if !exists {
 			j.done = true // deleted: nothing to do
@@ -478,6 +489,18 @@ func (r *Runner) Begin(ctx context.Context, now time.Time) (a *Attempt, ok bool,
 // becomes of the job: placed, queued again (at once after a conflict, after
 // RetryDelay when tasks found no machine), or abandoned at the bounds.
 func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome, error) {
+	return r.finish(ctx, a, nil, now)
+}
+
+// FinishWith is Finish for an attempt whose operations were committed
+// elsewhere, with res their result (as Evaluate would give for the
+// attempt's transaction alone): a two-level framework commits the
+// attempts of one offer in its answer.
+func (r *Runner) FinishWith(ctx context.Context, a *Attempt, res txn.Result, now time.Time) (Outcome, error) {
+	return r.finish(ctx, a, &res, now)
+}
+
+func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now time.Time) (Outcome, error) {
 	j, ok := r.jobs[a.Job]
 	if !ok {
 		return OutcomeMoved, fmt.Errorf("%s: an attempt for job %s, which the runner does not hold", r.c.Component(), a.Job)
@@ -503,7 +526,10 @@ func (r *Runner) Finish(ctx context.Context, a *Attempt, now time.Time) (Outcome
 		}
 	}()
 	var res txn.Result
-	if len(a.Txn.Ops) > 0 {
+	switch {
+	case given != nil:
+		res = *given
+	case len(a.Txn.Ops) > 0:
 		a.Txn.UnixNanos = now.UnixNano()
 		var err error
 		res, err = r.c.Commit(ctx, a.Txn)

@@ -167,20 +167,16 @@ func (s *State) RangeOffers(f func(*Offer) bool) {
 
 // Offered returns what the outstanding offers lock on machine m.
 func (s *State) Offered(m *Machine) Resources {
-	var sum Resources
-	s.offers.Range(func(_ uuid.UUID, o *Offer) bool {
-		if l, ok := o.lockOn(m); ok {
-			sum = sum.Add(l)
-		}
-		return true
-	})
-	return sum
+	v, _ := s.offered.Get(m.UID)
+	return v
 }
 
 // OfferView returns the cell as the offer's framework may use it, the
 // paper's private cell state of an offer: s's jobs and tasks, and only the
 // machines the offer covers, each with what the offer locks on it as its
-// free resources (its allocation is the rest of its capacity). A
+// free resources (its allocation is the rest of its capacity), and no
+// offers (what it holds is the framework's to claim; transactions
+// evaluated on it see no locks). A
 // scheduler deciding on it claims only inside the offer. Its machine set
 // revision is the offer's creation, so an index of machines built on
 // another view is rebuilt.
@@ -199,7 +195,8 @@ func (s *State) OfferView(o *Offer) *State {
 		return true
 	})
 	return &State{
-		rev: s.rev, machines: b.Persistent(), tasks: s.tasks, jobs: s.jobs, pending: s.pending, offers: s.offers,
+		rev: s.rev, machines: b.Persistent(), tasks: s.tasks, jobs: s.jobs, pending: s.pending,
+		offers: pmap.New[*Offer](), offered: pmap.New[Resources](),
 		capacity: capacity, alloc: alloc, lastDelete: s.lastDelete, machineSet: o.CreateRev,
 	}
 }
@@ -216,31 +213,22 @@ func (e *evaluator) unoffered(m *Machine) Resources {
 	return free.atLeastZero()
 }
 
-// offeredOn sums what the outstanding offers, as this transaction sees
-// them, lock on machine m.
+// offeredOn is what the outstanding offers, as this transaction sees them,
+// lock on machine m: the base's (its index), less the offer it answered,
+// and those it made.
 func (e *evaluator) offeredOn(m *Machine) Resources {
-	var sum Resources
-	e.rangeOffers(func(o *Offer) {
+	sum, _ := e.base.offered.Get(m.UID)
+	if o := e.answering; o != nil {
+		if l, ok := o.Lock(m.UID); ok {
+			sum = sum.Sub(l)
+		}
+	}
+	for _, o := range e.newOffers {
 		if l, ok := o.lockOn(m); ok {
 			sum = sum.Add(l)
 		}
-	})
-	return sum
-}
-
-// rangeOffers calls f for each offer outstanding as this transaction sees
-// it: the base's not answered by it, and those it created.
-func (e *evaluator) rangeOffers(f func(*Offer)) {
-	e.base.offers.Range(func(uid uuid.UUID, o *Offer) bool {
-		if i, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_OFFER, uid}]; hit && e.changes[i].Deleted {
-			return true
-		}
-		f(o)
-		return true
-	})
-	for _, o := range e.newOffers {
-		f(o)
 	}
+	return sum
 }
 
 // createOffer makes an offer locking everything unoffered on every UP
@@ -270,17 +258,48 @@ func (e *evaluator) createOffer(op *Op) (Outcome, error) {
 			locks = append(locks, lock{m.UID, free})
 		}
 	}
-	e.base.machines.Range(func(uid uuid.UUID, m *Machine) bool {
-		if cur, _, ok := e.machine(uid); ok {
-			add(cur)
+	if e.base.avail == nil {
+		// No offer before in this line of states: every machine.
+		e.base.machines.Range(func(uid uuid.UUID, m *Machine) bool {
+			if cur, _, ok := e.machine(uid); ok {
+				add(cur)
+			}
+			return true
+		})
+		for i := range e.changes { // machines this transaction created
+			if c := &e.changes[i]; c.Machine != nil && c.Created && !c.Deleted {
+				if _, inBase := e.base.machines.Get(c.Machine.UID); !inBase {
+					add(c.Machine)
+				}
+			}
 		}
-		return true
-	})
-	for i := range e.changes { // machines this transaction created
-		if c := &e.changes[i]; c.Machine != nil && c.Created && !c.Deleted {
-			if _, inBase := e.base.machines.Get(c.Machine.UID); !inBase {
+	} else {
+		// Only the machines that may have something unoffered: those that
+		// changed or were released since the last offer, and those this
+		// transaction changed (the answered offer's included).
+		e.base.avail.Range(func(uid uuid.UUID, _ struct{}) bool {
+			if _, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_MACHINE, uid}]; !hit {
+				if m, ok := e.base.machines.Get(uid); ok {
+					add(m)
+				}
+			}
+			return true
+		})
+		for i := range e.changes {
+			if c := &e.changes[i]; c.Machine != nil && !c.Deleted {
 				add(c.Machine)
 			}
+		}
+		if o := e.answering; o != nil {
+			o.RangeLocks(func(uid uuid.UUID, _ Resources) bool {
+				_, inAvail := e.base.avail.Get(uid)
+				if _, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_MACHINE, uid}]; !hit && !inAvail {
+					if m, ok := e.base.machines.Get(uid); ok {
+						add(m)
+					}
+				}
+				return true
+			})
 		}
 	}
 	sort.Slice(locks, func(i, j int) bool { return bytes.Compare(locks[i].m[:], locks[j].m[:]) < 0 })
@@ -341,4 +360,171 @@ func (e *evaluator) offerFit(m *Machine, req Resources) (Outcome, bool) {
 			"machine %s's free resources are offered to a framework: %s", m.UID, short(dim)), false
 	}
 	return committed, true
+}
+
+// --- the offers' indexes ---------------------------------------------------------
+
+// What a State keeps so that offers cost the cell's commits little: what
+// the outstanding offers lock per machine (offered, so a claim's check is
+// one lookup, not one per offer), in total, and the machines that may have
+// something no offer locks (avail: since an offer takes everything
+// unoffered, the next one needs to look only at the machines that changed
+// or were released since, not at every machine). avail is nil until the
+// first offer of a line of states is made (the first offer looks at every
+// machine); from then on every machine change puts the machine in it if it
+// has something unoffered, an answer puts the machines it released, and a
+// new offer empties it.
+
+// offerIndex keeps the indexes while a Builder edits a state.
+type offerIndex struct {
+	base    *State
+	offered *pmap.Builder[Resources] // nil until an offer comes or goes
+	total   total
+	created bool        // an offer was made
+	touched []uuid.UUID // machines changed or released, while avail is tracked
+}
+
+func newOfferIndex(s *State) offerIndex { return offerIndex{base: s} }
+
+func (x *offerIndex) edit() {
+	if x.offered == nil {
+		x.offered, x.total = x.base.offered.Transient(), x.base.offeredTotal
+	}
+}
+
+// lock adds a new offer's locks.
+func (x *offerIndex) lock(o *Offer) {
+	x.edit()
+	x.created = true
+	o.RangeLocks(func(m uuid.UUID, r Resources) bool {
+		cur, _ := x.offered.Get(m)
+		x.offered.Set(m, cur.Add(r))
+		x.total = x.total.add(r)
+		return true
+	})
+}
+
+// release takes an answered offer's locks away.
+func (x *offerIndex) release(o *Offer) {
+	x.edit()
+	o.RangeLocks(func(m uuid.UUID, r Resources) bool {
+		cur, _ := x.offered.Get(m)
+		if left := cur.Sub(r); left.IsZero() {
+			x.offered.Delete(m)
+		} else {
+			x.offered.Set(m, left)
+		}
+		x.total = x.total.sub(r)
+		x.touch(m)
+		return true
+	})
+}
+
+// touch notes a machine that changed (or was released).
+func (x *offerIndex) touch(m uuid.UUID) {
+	if x.base.avail != nil {
+		x.touched = append(x.touched, m)
+	}
+}
+
+// finish sets st's indexes.
+func (x *offerIndex) finish(st *State) {
+	st.offered, st.avail, st.offeredTotal = x.base.offered, x.base.avail, x.base.offeredTotal
+	if x.offered != nil {
+		st.offered, st.offeredTotal = x.offered.Persistent(), x.total
+	}
+	var b *pmap.Builder[struct{}]
+	switch {
+	case x.created && x.base.avail == nil:
+		// The first offer of this line of states: every machine once.
+		b = pmap.New[struct{}]().Transient()
+		st.machines.Range(func(uid uuid.UUID, m *Machine) bool {
+			if st.hasUnoffered(m) {
+				b.Set(uid, struct{}{})
+			}
+			return true
+		})
+	case x.created:
+		b = pmap.New[struct{}]().Transient() // the offer took everything unoffered
+	case len(x.touched) > 0:
+		b = st.avail.Transient()
+	default:
+		return
+	}
+	for _, uid := range x.touched {
+		if m, ok := st.machines.Get(uid); ok && st.hasUnoffered(m) {
+			b.Set(uid, struct{}{})
+		} else {
+			b.Delete(uid)
+		}
+	}
+	st.avail = b.Persistent()
+}
+
+// hasUnoffered reports whether m is UP with something free that no offer
+// locks.
+func (s *State) hasUnoffered(m *Machine) bool {
+	if m.State != omegav1.MachineState_MACHINE_STATE_UP {
+		return false
+	}
+	offered, _ := s.offered.Get(m.UID)
+	return !m.Capacity.Sub(m.Allocated).Sub(offered).atLeastZero().IsZero()
+}
+
+// OfferedTotal is what the outstanding offers lock, in total.
+func (s *State) OfferedTotal() Resources { return s.offeredTotal.resources() }
+
+// checkOfferIndex holds the indexes to the offers on machine m: what they
+// lock there, and m in avail if it has something unoffered (CheckInvariants).
+func (s *State) checkOfferIndex(m *Machine) error {
+	var sum Resources
+	s.offers.Range(func(_ uuid.UUID, o *Offer) bool {
+		if l, ok := o.lockOn(m); ok {
+			sum = sum.Add(l)
+		}
+		return true
+	})
+	if got, _ := s.offered.Get(m.UID); !got.Equal(sum) {
+		return fmt.Errorf("machine %s: the offer index says %v offered, the offers lock %v", m.UID, got, sum)
+	}
+	if s.avail != nil && s.hasUnoffered(m) {
+		if _, ok := s.avail.Get(m.UID); !ok {
+			return fmt.Errorf("machine %s has %v unoffered but is not among the machines the next offer looks at", m.UID, m.Capacity.Sub(m.Allocated).Sub(sum))
+		}
+	}
+	return nil
+}
+
+// WithTaken returns s with what the claims among ops declare added to
+// their machines' allocations (machines s does not hold are skipped): a
+// framework's private view of an offer after some of its decisions, so
+// the next decision sees what is left. It changes only machines (an
+// Evaluate and Apply would fork the task table for a view nobody commits
+// to).
+func (s *State) WithTaken(ops []Op) *State {
+	var b *pmap.Builder[*Machine]
+	alloc := s.alloc
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind != OpClaim {
+			continue
+		}
+		if b == nil {
+			b = s.machines.Transient()
+		}
+		m, ok := b.Get(op.Machine)
+		if !ok {
+			continue
+		}
+		nm := *m
+		nm.Allocated = m.Allocated.Add(op.Resources)
+		b.Set(nm.UID, &nm)
+		alloc = alloc.add(op.Resources)
+	}
+	if b == nil {
+		return s
+	}
+	out := *s
+	out.machines, out.alloc = b.Persistent(), alloc
+	return &out
 }

@@ -320,6 +320,11 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 		if mBase != nil && op.ExpectVersion != 0 && op.ExpectVersion != mBase.Version {
 			return mismatch("machine", mBase.Version)
 		}
+		if e.offerMode && !e.offeredOn(m).IsZero() {
+			// An outstanding offer locks part of it: the machine goes once
+			// the offer is answered (a retry then finds it free of locks).
+			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_MACHINE_CHANGED, "machine %s is locked by an outstanding offer", uid), nil
+		}
 		if m.Tasks > 0 {
 			// Tasks placed on it after the view (and not by this
 			// transaction) make the view stale, not the request wrong: a

@@ -30,9 +30,15 @@ type State struct {
 	pending *pmap.Map[*pmap.Map[struct{}]]
 	// offers holds the outstanding offers (a two-level allocator's; none
 	// otherwise).
-	offers   *pmap.Map[*Offer]
-	capacity total // sum over machines
-	alloc    total // sum of machine allocations
+	offers *pmap.Map[*Offer]
+	// offered and avail index the offers (offer.go): what they lock per
+	// machine, and the machines that may have something unoffered (nil:
+	// not tracked yet, every machine may).
+	offered      *pmap.Map[Resources]
+	avail        *pmap.Map[struct{}]
+	offeredTotal total
+	capacity     total // sum over machines
+	alloc        total // sum of machine allocations
 	// lastDelete is the newest revision that deleted an object: a view older
 	// than it may name objects that are gone.
 	lastDelete uint64
@@ -53,6 +59,7 @@ func NewState() *State {
 		jobs:     pmap.New[*Job](),
 		pending:  pmap.New[*pmap.Map[struct{}]](),
 		offers:   pmap.New[*Offer](),
+		offered:  pmap.New[Resources](),
 	}
 }
 
@@ -192,6 +199,7 @@ type Builder struct {
 	jobs     *pmap.Builder[*Job]
 	pending  *pmap.Builder[*pmap.Map[struct{}]]
 	offers   *pmap.Builder[*Offer]
+	ix       offerIndex
 	// jobSets holds the pending sets this builder edits, as transients, so
 	// adding a job's 10,000 tasks copies each path once, not per task.
 	jobSets     map[uuid.UUID]*pmap.Builder[struct{}]
@@ -210,6 +218,7 @@ func (s *State) Builder() *Builder {
 		jobs:     s.jobs.Transient(),
 		pending:  s.pending.Transient(),
 		offers:   s.offers.Transient(),
+		ix:       newOfferIndex(s),
 		capacity: s.capacity,
 		alloc:    s.alloc,
 	}
@@ -250,12 +259,20 @@ func (b *Builder) Apply(c *Change) {
 		b.jobs.Set(c.Job.UID, c.Job)
 	case c.Offer != nil:
 		if c.Deleted {
-			b.deleted = b.offers.Delete(c.Offer.UID) || b.deleted
+			if _, had := b.offers.Get(c.Offer.UID); had {
+				b.offers.Delete(c.Offer.UID)
+				b.deleted = true
+				b.ix.release(c.Offer)
+			}
 			return
+		}
+		if _, had := b.offers.Get(c.Offer.UID); !had {
+			b.ix.lock(c.Offer)
 		}
 		b.offers.Set(c.Offer.UID, c.Offer)
 	case c.Machine != nil:
 		m := c.Machine
+		b.ix.touch(m.UID)
 		if c.Deleted {
 			if old, ok := b.machines.Get(m.UID); ok {
 				b.capacity = b.capacity.sub(old.Capacity)
@@ -309,7 +326,7 @@ func (b *Builder) Finish(rev uint64) *State {
 	if b.machineSets {
 		machineSet = rev
 	}
-	return &State{
+	st := &State{
 		lastDelete: lastDelete,
 		machineSet: machineSet,
 		rev:        rev,
@@ -321,6 +338,8 @@ func (b *Builder) Finish(rev uint64) *State {
 		capacity:   b.capacity,
 		alloc:      b.alloc,
 	}
+	b.ix.finish(st)
+	return st
 }
 
 // CheckInvariants verifies what no sequence of transactions may break: every
@@ -377,6 +396,9 @@ func CheckInvariants(s *State) error {
 		}
 		if offered := s.Offered(m); !m.Allocated.Add(offered).LessEq(m.Capacity) {
 			err = fmt.Errorf("machine %s over capacity with its offers: allocated %v and offered %v, capacity %v", m.UID, m.Allocated, offered, m.Capacity)
+			return false
+		}
+		if err = s.checkOfferIndex(m); err != nil {
 			return false
 		}
 		return true

@@ -17,6 +17,7 @@ package experiment
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -119,8 +120,13 @@ func Lookup(name string) (*Experiment, error) {
 
 // gridCell is a cell as an experiment lays it out: its axes' values
 // (labels, for its directory, the report and the analysis) and the flags
-// that make it.
-type gridCell struct{ axes, flags []Param }
+// that make it; maxDays, if set, caps its simulated days whatever the
+// common flags and the user's overrides say (the paper's two-level runs
+// simulate one day where the others simulate seven).
+type gridCell struct {
+	axes, flags []Param
+	maxDays     float64
+}
 
 // Cells returns the experiment's grid at size, with the user's overrides
 // (flags of `omega sim`, applied to every cell after the experiment's
@@ -148,6 +154,9 @@ func (e *Experiment) Cells(size Size, overrides []Param) ([]Cell, error) {
 		}
 		seen[c.ID] = true
 		c.Flags = mergeFlags(common, overrides, g.flags)
+		if d, err := strconv.ParseFloat(c.Flag("days"), 64); g.maxDays > 0 && err == nil && d > g.maxDays {
+			c.Flags = mergeFlags(c.Flags, []Param{p("days", strconv.FormatFloat(g.maxDays, 'g', -1, 64))})
+		}
 		cells = append(cells, c)
 	}
 	return cells, nil

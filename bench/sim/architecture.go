@@ -24,6 +24,11 @@ const (
 	// the service spec's for service jobs): fast paths for batch, still
 	// blocked behind a slow service decision at the head of the queue.
 	MultiPath
+	// TwoLevel runs Config.Schedulers as two-level frameworks under an
+	// allocator that offers everything unoffered to one of them at a time
+	// in DRF order, locked in the store while it decides (Mesos as the
+	// paper modelled it; Config.TwoLevel).
+	TwoLevel
 )
 
 func (a Architecture) String() string {
@@ -34,21 +39,24 @@ func (a Architecture) String() string {
 		return "single-path"
 	case MultiPath:
 		return "multi-path"
+	case TwoLevel:
+		return "two-level"
 	}
 	return fmt.Sprintf("Architecture(%d)", int(a))
 }
 
-// ParseArchitecture reads shared, single-path or multi-path.
+// ParseArchitecture reads shared, single-path, multi-path or two-level.
 func ParseArchitecture(s string) (Architecture, error) {
-	for _, a := range []Architecture{SharedState, SinglePath, MultiPath} {
+	for _, a := range []Architecture{SharedState, SinglePath, MultiPath, TwoLevel} {
 		if a.String() == s {
 			return a, nil
 		}
 	}
-	return 0, fmt.Errorf("architecture %q: want shared, single-path or multi-path", s)
+	return 0, fmt.Errorf("architecture %q: want shared, single-path, multi-path or two-level", s)
 }
 
-// WithArchitecture returns c with its schedulers organised as a says. For
+// WithArchitecture returns c with its schedulers organised as a says: for
+// two-level, each of c's schedulers is a framework. For
 // the monolithic architectures c must run one batch and one service
 // scheduler and no other (their decision times are the monolithic
 // scheduler's) and route no kind: the result runs one "monolithic"
@@ -56,6 +64,9 @@ func ParseArchitecture(s string) (Architecture, error) {
 func (c Config) WithArchitecture(a Architecture) (Config, error) {
 	switch a {
 	case SharedState:
+		return c, nil
+	case TwoLevel:
+		c.TwoLevel = true // the schedulers, as they are, are the frameworks
 		return c, nil
 	case SinglePath, MultiPath:
 	default:

@@ -82,7 +82,7 @@ func TestWithArchitectureRefuses(t *testing.T) {
 	if _, err := ParseArchitecture("two-level-someday"); err == nil {
 		t.Error("parsed an unknown architecture")
 	}
-	for _, a := range []Architecture{SharedState, SinglePath, MultiPath} {
+	for _, a := range []Architecture{SharedState, SinglePath, MultiPath, TwoLevel} {
 		if back, err := ParseArchitecture(a.String()); err != nil || back != a {
 			t.Errorf("%v: %v %v", a, back, err)
 		}

@@ -99,6 +99,12 @@ type Config struct {
 	// FaultyAgentPeriod, a task that never ran and another machine's
 	// running task as SUCCEEDED (summary.json's faulty_agent).
 	FaultyAgent bool
+	// TwoLevel runs the schedulers as two-level frameworks under an
+	// allocator (WithArchitecture(TwoLevel)): AllocatorTime is the time it
+	// takes to make an offer, OfferInterval how often it makes one while a
+	// framework wants resources (the paper's 1 ms and 1 s, the defaults).
+	TwoLevel                     bool
+	AllocatorTime, OfferInterval time.Duration
 }
 
 // DefaultConfig is the default run: the paper's lightweight cell,
@@ -115,6 +121,8 @@ func DefaultConfig() Config {
 		Durability:      store.DurabilityNone,
 		Runner:          r,
 		FleetTick:       time.Second,
+		AllocatorTime:   time.Millisecond,
+		OfferInterval:   time.Second,
 	}
 }
 
@@ -140,6 +148,9 @@ const (
 	// below a millisecond the ticks, not the schedulers, are the
 	// simulation; above an hour tasks finish an hour late.
 	MinFleetTick, MaxFleetTick = time.Millisecond, time.Hour
+	// MaxAllocatorTime and MaxOfferInterval bound the two-level
+	// allocator's times (the paper's are 1 ms and 1 s).
+	MaxAllocatorTime, MaxOfferInterval = time.Minute, time.Hour
 	// FailuresPerMachineDay bounds FailuresPerDay per machine: a failed
 	// machine is repaired after an hour, so more would keep the whole cell
 	// down.
@@ -276,6 +287,14 @@ func (c *Config) Validate() error {
 	}
 	if err := r.Validate(); err != nil { // what the schedulers check, should they check more
 		return &configError{msg: fmt.Sprintf("%v: sim.Config.Runner: %v", ErrConfig, err)}
+	}
+	if c.TwoLevel {
+		switch {
+		case c.AllocatorTime < 0 || c.AllocatorTime > MaxAllocatorTime:
+			return bad("AllocatorTime", c.AllocatorTime, "the two-level allocator's time to make an offer, from 0 to %v", MaxAllocatorTime)
+		case c.OfferInterval <= 0 || c.OfferInterval > MaxOfferInterval:
+			return bad("OfferInterval", c.OfferInterval, "the two-level allocator's interval between offers, above 0 and at most %v", MaxOfferInterval)
+		}
 	}
 	if c.FleetTick < MinFleetTick || c.FleetTick > MaxFleetTick {
 		return bad("FleetTick", c.FleetTick, "the fleet's reporting period, from %v to %v", MinFleetTick, MaxFleetTick)
@@ -445,6 +464,16 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 		liar = &faultyAgent{c: ac, machine: uid, s: FaultyAgentSummary{Component: ac.Component()}}
 		actors = append(actors, liar)
 	}
+	var twoLevel *TwoLevelOptions
+	if cfg.TwoLevel {
+		// The allocator's client, made after the others: their random
+		// streams stay as they are in the other architectures.
+		ac, err := newClient("allocator")
+		if err != nil {
+			return nil, err
+		}
+		twoLevel = &TwoLevelOptions{Allocator: ac, AllocatorTime: cfg.AllocatorTime, OfferInterval: cfg.OfferInterval}
+	}
 	var audit *auditpkg.Stream
 	if cfg.AuditHistory {
 		audit = auditpkg.NewStream(Epoch.UnixNano())
@@ -461,6 +490,7 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 		Audit:     audit,
 		Observers: observers,
 		Actors:    actors,
+		TwoLevel:  twoLevel,
 		liar:      liar,
 	})
 	if err != nil {

@@ -95,6 +95,10 @@ type Options struct {
 	// re-list) and every write set after it, in revision order (omega sim
 	// --history writes it to a file).
 	Observers []Observer
+	// TwoLevel, if set, runs the runners as two-level frameworks under an
+	// allocator (the Omega paper's Mesos baseline) instead of each on its
+	// own loop.
+	TwoLevel *TwoLevelOptions
 	// liar is the faulty agent among Actors, if there is one, for the
 	// summary.
 	liar *faultyAgent
@@ -138,6 +142,7 @@ type Engine struct {
 	cell     *client.Informer  // the cell's changes, for the intake
 	woken    []int             // runners the intake gave work during the current observe
 	now      time.Time         // the current observe's time
+	tl       *twoLevel         // the allocator and frameworks, with Options.TwoLevel
 }
 
 // Sample is one utilisation sample.
@@ -177,12 +182,24 @@ func New(o Options) (*Engine, error) {
 	e.intake.Strict = true // every job of the workload must have a scheduler here
 	e.daily = make([][]time.Duration, len(o.Runners))
 	e.add(&arrivals{src: o.Source, sub: o.Submitter})
+	if tl := o.TwoLevel; tl != nil {
+		if tl.Allocator == nil || tl.AllocatorTime < 0 || tl.OfferInterval <= 0 {
+			return nil, fmt.Errorf("sim: sim.Options.TwoLevel wants an allocator's client, an allocator time of 0 or more and a positive offer interval, not %+v", *tl)
+		}
+		e.tl = newTwoLevel(e, *tl, o.Runners)
+	}
 	for i, r := range o.Runners {
 		if err := e.intake.Add(r); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 		e.byRunner[r] = len(e.slots)
+		if e.tl != nil {
+			continue // the frameworks are one actor: the intake wakes it
+		}
 		e.add(&runnerActor{e: e, i: i, r: r})
+	}
+	if e.tl != nil {
+		e.add(e.tl)
 	}
 	if o.Fleet != nil {
 		e.add(&every{first: o.FleetTick, period: o.FleetTick, phase: PhaseReport, act: func(ctx context.Context, now time.Time) error {
@@ -327,6 +344,9 @@ func (f intakeFeed) Relisted(st *txn.State) error {
 	if a := f.e.o.Audit; a != nil {
 		a.Start(st, now.UnixNano())
 	}
+	if tl := f.e.tl; tl != nil {
+		tl.al.Relist(st)
+	}
 	for _, o := range f.e.o.Observers {
 		if err := o.Start(st, now.UnixNano()); err != nil {
 			return err
@@ -344,6 +364,9 @@ func (f intakeFeed) Relisted(st *txn.State) error {
 func (f intakeFeed) Apply(ws *txn.WriteSet) error {
 	if a := f.e.o.Audit; a != nil {
 		a.Observe(ws)
+	}
+	if tl := f.e.tl; tl != nil {
+		tl.al.Observe(ws)
 	}
 	for _, o := range f.e.o.Observers {
 		if err := o.Observe(ws); err != nil {

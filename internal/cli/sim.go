@@ -30,6 +30,7 @@ type simFlags struct {
 	history                                                                                                                     string
 	auditHistory, faultyAgent                                                                                                   bool
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch, storePolicy string
+	allocatorTime, offerInterval                                                                                                string
 	machines, seeds, jobs                                                                                                       int
 	days, failures, loadFactor, batchLoad, gpuMachines, gpuJobs                                                                 float64
 	gpusPerMachine                                                                                                              int
@@ -116,7 +117,9 @@ as it was.`,
 	fl.IntVar(&f.gpusPerMachine, "gpus-per-machine", 8, fmt.Sprintf("GPUs on each GPU machine, 1 to %d", workload.MaxGPUsPerMachine))
 	fl.Float64Var(&f.gpuJobs, "gpu-jobs", 0, "share of the batch jobs, 0 to 1, whose tasks each ask for one GPU (needs --gpu-machines)")
 	fl.StringVar(&f.storePolicy, "policy", "raw", "the store's policy: raw (Omega's: the state as the schedulers and agents write it) or mediated (the store validates every operation, as Kubernetes' API server)")
-	fl.StringVar(&f.arch, "architecture", "shared", "how scheduling is organised (the Omega paper's section 4): shared (--schedulers on shared state), single-path (one monolithic scheduler, every job at the service scheduler's decision time) or multi-path (one monolithic scheduler, each job at its kind's decision time); the monolithic ones take --schedulers batch=1,service=1")
+	fl.StringVar(&f.arch, "architecture", "shared", "how scheduling is organised (the Omega paper's section 4): shared (--schedulers on shared state), single-path (one monolithic scheduler, every job at the service scheduler's decision time), multi-path (one monolithic scheduler, each job at its kind's decision time) or two-level (Mesos-style offers: each of --schedulers is a framework, offered everything unoffered in turn, in DRF order, and locked while it decides); the monolithic ones take --schedulers batch=1,service=1")
+	fl.StringVar(&f.allocatorTime, "allocator-time", "1ms", fmt.Sprintf("with --architecture two-level: the allocator's time to make an offer, 0 to %s", fmtDuration(sim.MaxAllocatorTime)))
+	fl.StringVar(&f.offerInterval, "offer-interval", "1s", fmt.Sprintf("with --architecture two-level: how often the allocator makes an offer while a framework wants resources, above 0 to %s", fmtDuration(sim.MaxOfferInterval)))
 	fl.StringVar(&f.arrivals, "arrivals", "poisson", "time between a class's arrivals: poisson (exponential gaps with the trace's mean) or empirical (the trace's own gaps, far burstier, as the Omega paper's simulator draws them)")
 	fl.Var(&f.mrShare, "mapreduce-share", "share of batch jobs that are MapReduce, 0 to 1 (default 0.2 when a mapreduce scheduler runs, else 0)")
 	fl.Float64Var(&f.failures, "machine-failures-per-day", 0, fmt.Sprintf("machine failures per simulated day, 0 to %d per machine (a failed machine is repaired in an hour)", failuresPerMachineDay))
@@ -270,6 +273,21 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	default:
 		p.add(name("decision-time"), strconv.Quote(f.decisionTime), "want model or cpu")
 	}
+	for _, d := range []struct {
+		flag, value string
+		lo, hi      time.Duration
+		what        string
+		to          *time.Duration
+	}{
+		{"allocator-time", f.allocatorTime, 0, sim.MaxAllocatorTime, "the two-level allocator's time to make an offer", &cfg.AllocatorTime},
+		{"offer-interval", f.offerInterval, time.Nanosecond, sim.MaxOfferInterval, "the two-level allocator's interval between offers", &cfg.OfferInterval},
+	} {
+		if v, err := time.ParseDuration(d.value); err != nil {
+			p.add(name(d.flag), strconv.Quote(d.value), "want a duration like 1s, from %s to %s", fmtDuration(d.lo), fmtDuration(d.hi))
+		} else if p.duration(name(d.flag), strconv.Quote(d.value), v, d.lo, d.hi, d.what) {
+			*d.to = v
+		}
+	}
 	if d, err := time.ParseDuration(f.fleetTick); err != nil {
 		p.add(name("fleet-tick"), strconv.Quote(f.fleetTick), "want a duration like 1s, from %s to %s", fmtDuration(minFleetTick), fmtDuration(maxFleetTick))
 	} else if p.duration(name("fleet-tick"), strconv.Quote(f.fleetTick), d, minFleetTick, maxFleetTick, "the fleet's reporting period") {
@@ -312,7 +330,7 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	}
 	p.dir("--out", f.out)
 	if arch, err := sim.ParseArchitecture(f.arch); err != nil {
-		p.add(name("architecture"), strconv.Quote(f.arch), "want shared, single-path or multi-path")
+		p.add(name("architecture"), strconv.Quote(f.arch), "want shared, single-path, multi-path or two-level")
 	} else if len(p) == 0 {
 		if cfg, err = cfg.WithArchitecture(arch); err != nil {
 			p.add(name("architecture"), f.arch, "%v", strings.TrimPrefix(err.Error(), "sim: "))

@@ -1,0 +1,209 @@
+package sim
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/schedulers"
+	"github.com/omega-cell/omega/txn"
+)
+
+// TwoLevelOptions makes the engine run its runners as two-level
+// frameworks under an allocator (the Omega paper's Mesos baseline).
+type TwoLevelOptions struct {
+	// Allocator is the allocator's client: it commits the offers.
+	Allocator *client.Client
+	// AllocatorTime is how long the allocator takes to make an offer (the
+	// offer reaches its framework that much after its resources were
+	// locked); the paper's 1 ms.
+	AllocatorTime time.Duration
+	// OfferInterval is how often the allocator makes an offer while a
+	// framework wants resources (the paper's simulator batches freed
+	// resources into an offer a second).
+	OfferInterval time.Duration
+}
+
+// twoLevel is the allocator and every framework, as one actor (their
+// steps are one component's: each offer's delivery and each answer are
+// times of its own, and the engine holds one entry per actor). Nothing in
+// it reads a clock: the times are the engine's.
+type twoLevel struct {
+	e   *Engine
+	o   TwoLevelOptions
+	al  *schedulers.Allocator
+	fws []*framework
+	// build is when the allocator next makes an offer (zero: not until a
+	// framework wants resources).
+	build time.Time
+}
+
+// framework is one framework's offers: on their way (in), and decided,
+// their answers due (out). As in the paper's simulator, a framework
+// decides an offer the moment it arrives, even while the answers to
+// earlier ones are still due: the jobs it decided are out of its queue
+// until their answer lands, and each offer stays locked for its own
+// decision time.
+type framework struct {
+	i   int // the runner's index in Options.Runners
+	f   *schedulers.Framework
+	in  []delivery // offers on their way, in the order made
+	out []answer   // decided offers, in the order decided
+}
+
+type delivery struct {
+	o  *txn.Offer
+	at time.Time
+}
+
+type answer struct {
+	dec *schedulers.OfferDecision
+	at  time.Time // when it lands
+}
+
+// minOffer: the allocator makes no offer of less than a tenth of a core
+// or 100 MiB in all (the paper's simulator has such a floor).
+var minOffer = txn.Resources{CPU: 100, Memory: 100 << 20}
+
+func newTwoLevel(e *Engine, o TwoLevelOptions, runners []*schedulers.Runner) *twoLevel {
+	t := &twoLevel{e: e, o: o}
+	names := make([]string, len(runners))
+	for i, r := range runners {
+		names[i] = r.Name()
+		t.fws = append(t.fws, &framework{i: i, f: schedulers.NewFramework(r)})
+	}
+	t.al = schedulers.NewAllocator(o.Allocator, names)
+	return t
+}
+
+func (t *twoLevel) Start(context.Context, time.Time) (Next, error) { return Next{}, nil }
+
+// Wake: a framework got work. It asks for resources: the allocator makes
+// an offer an interval from now, unless one is due already.
+func (t *twoLevel) Wake(_ context.Context, now time.Time) (Next, error) {
+	t.arm(now)
+	return t.next(), nil
+}
+
+func (t *twoLevel) arm(now time.Time) {
+	if !t.build.IsZero() {
+		return
+	}
+	for _, fw := range t.fws {
+		if fw.f.Wants() {
+			t.build = now.Add(t.o.OfferInterval)
+			return
+		}
+	}
+}
+
+func (t *twoLevel) Step(ctx context.Context, now time.Time) (Next, error) {
+	// Answers that are due land first (each framework's in the order it
+	// decided them); then the allocator's offer, if due; then each
+	// framework decides the offers that reached it.
+	for _, fw := range t.fws {
+		for {
+			k := slices.IndexFunc(fw.out, func(a answer) bool { return !a.at.After(now) })
+			if k < 0 {
+				break
+			}
+			dec := fw.out[k].dec
+			fw.out = slices.Delete(fw.out, k, k+1)
+			if err := t.answer(ctx, fw, dec, now); err != nil {
+				return Next{}, err
+			}
+		}
+	}
+	if !t.build.IsZero() && !t.build.After(now) {
+		t.build = time.Time{}
+		if err := t.offer(ctx, now); err != nil {
+			return Next{}, err
+		}
+		t.arm(now)
+	}
+	for _, fw := range t.fws {
+		for len(fw.in) > 0 && !fw.in[0].at.After(now) {
+			d := fw.in[0]
+			fw.in = fw.in[1:]
+			dec, err := fw.f.Decide(ctx, d.o, now)
+			if err != nil {
+				return Next{}, err
+			}
+			t.e.addBusy(fw.i, now, dec.DecisionTime)
+			if dec.DecisionTime == 0 { // declined, or decided in no time
+				if err := t.answer(ctx, fw, dec, now); err != nil {
+					return Next{}, err
+				}
+				continue
+			}
+			fw.out = append(fw.out, answer{dec, now.Add(dec.DecisionTime)})
+		}
+	}
+	return t.next(), nil
+}
+
+func (t *twoLevel) answer(ctx context.Context, fw *framework, dec *schedulers.OfferDecision, now time.Time) error {
+	var landed func(*schedulers.Attempt, schedulers.Outcome)
+	if on := t.e.o.OnCommit; on != nil {
+		name := fw.f.Runner().Name()
+		landed = func(a *schedulers.Attempt, o schedulers.Outcome) { on(name, now, a, o) }
+	}
+	if err := fw.f.Answer(ctx, dec, now, landed); err != nil {
+		return err
+	}
+	t.arm(now)
+	return nil
+}
+
+// offer makes one offer of everything unoffered to the framework DRF
+// picks among those that want resources.
+func (t *twoLevel) offer(ctx context.Context, now time.Time) error {
+	wanting := make([]bool, len(t.fws))
+	any := false
+	for i, fw := range t.fws {
+		wanting[i] = fw.f.Wants()
+		any = any || wanting[i]
+	}
+	if !any {
+		return nil
+	}
+	v, err := t.al.View(ctx)
+	if err != nil {
+		return err
+	}
+	if free := schedulers.Unoffered(v.State); free.CPU < minOffer.CPU && free.Memory < minOffer.Memory {
+		return nil // too little to offer; tasks that end free more
+	}
+	i := t.al.Pick(wanting, v.Capacity())
+	o, err := t.al.Offer(ctx, i, now)
+	if err != nil {
+		return err
+	}
+	fw := t.fws[i]
+	fw.in = append(fw.in, delivery{o: o, at: now.Add(t.o.AllocatorTime)})
+	return nil
+}
+
+// next is the earliest of the answers due, the offers on their way to
+// idle frameworks, and the allocator's next offer.
+func (t *twoLevel) next() Next {
+	var at time.Time
+	earlier := func(x time.Time) {
+		if at.IsZero() || x.Before(at) {
+			at = x
+		}
+	}
+	for _, fw := range t.fws {
+		for _, a := range fw.out {
+			earlier(a.at)
+		}
+		if len(fw.in) > 0 {
+			earlier(fw.in[0].at)
+		}
+	}
+	if !t.build.IsZero() {
+		earlier(t.build)
+	}
+	return Next{At: at, Phase: PhaseCommit}
+}
