@@ -277,6 +277,8 @@ func allowed(role Role, op *txn.Op) error {
 			return "machine"
 		case op.NewOffer != nil:
 			return "offer"
+		case op.NewQuota != nil:
+			return "quota" // an operator's (admin)
 		}
 		return "nothing"
 	}

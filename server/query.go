@@ -75,6 +75,8 @@ func (f *filter) changes(ws *txn.WriteSet) *txn.WriteSet {
 			keep = f.machine == uuid.Nil && f.sel.Matches(c.Job.Meta.GetLabels())
 		case c.Offer != nil: // a two-level allocator's: for the cell's watchers, not a machine's
 			keep = f.machine == uuid.Nil && f.sel.Matches(c.Offer.Meta.GetLabels())
+		case c.Quota != nil:
+			keep = f.machine == uuid.Nil && f.sel.Matches(c.Quota.Meta.GetLabels())
 		}
 		if keep {
 			out.Changes = append(out.Changes, *c)

@@ -268,6 +268,14 @@ func (e *encoder) encodeCheckpoint(out checkpointSink, chunk int, from uint64, c
 			case !newSince:
 				e.del(prefixJob, t.uid)
 			}
+		case prefixQuota:
+			q, ok := cur.Quota(t.uid)
+			switch {
+			case ok:
+				err = e.marshal(prefixQuota, t.uid, q.Proto())
+			case !newSince:
+				e.del(prefixQuota, t.uid)
+			}
 		case prefixOffer:
 			o, ok := cur.Offer(t.uid)
 			switch {

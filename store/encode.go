@@ -30,6 +30,7 @@ import (
 //	               transaction; written once
 //	"o" + uid    → an outstanding offer: omegav1.Offer with its locks (a
 //	               two-level allocator's; deleted when it is answered)
+//	"q" + uid    → a quota: omegav1.Quota (its use is derived, not stored)
 //	"s" + uid    → the task's status after later changes: 8-byte big-endian
 //	               version, then omegav1.TaskStatus; absent until the first
 //	               change after creation, and then it wins over "t"'s status
@@ -44,6 +45,7 @@ const (
 	prefixMachine  = 'm'
 	prefixJob      = 'j'
 	prefixOffer    = 'o'
+	prefixQuota    = 'q'
 	prefixTask     = 't'
 	prefixStatus   = 's'
 )
@@ -276,6 +278,12 @@ func (e *encoder) change(c *txn.Change) error {
 			return nil
 		}
 		return e.marshal(prefixOffer, c.Offer.UID, c.Offer.Proto())
+	case c.Quota != nil:
+		if c.Deleted {
+			e.del(prefixQuota, c.Quota.UID)
+			return nil
+		}
+		return e.marshal(prefixQuota, c.Quota.UID, c.Quota.Proto())
 	}
 	return fmt.Errorf("change with no object")
 }
@@ -385,6 +393,18 @@ func load(db *pebble.DB) (*txn.State, error) {
 		}
 		if err := r.Job(p); err != nil {
 			return fmt.Errorf("%w: job %s: %v", ErrCorrupt, uid, err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := scan(db, prefixQuota, func(uid uuid.UUID, val []byte) error {
+		p := &omegav1.Quota{}
+		if err := proto.Unmarshal(val, p); err != nil {
+			return fmt.Errorf("%w: quota %s: %v", ErrCorrupt, uid, err)
+		}
+		if err := r.Quota(p); err != nil {
+			return fmt.Errorf("%w: quota %s: %v", ErrCorrupt, uid, err)
 		}
 		return nil
 	}); err != nil {

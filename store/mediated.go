@@ -34,8 +34,11 @@ import (
 //     either followed by "/<name>") may claim anything (the pre-fill, a
 //     placement by hand). Refused: REJECT_REASON_NOT_OWNER.
 //
-// Per-scheduler quota is still to come (issue 10): it needs a quota object
-// in the .proto.
+//   - quota: a claim that would take its scheduler past a quota covering
+//     it (txn.Quota: the quota's scheduler, or an instance of that kind)
+//     in a capped dimension is refused (REJECT_REASON_QUOTA). What the
+//     scheduler holds is the state's count of its placed tasks' claims,
+//     plus the transaction's own earlier claims.
 func Mediated() Policy { return MediatedFor(Identities{}) }
 
 // Identities says, for the mediated policy, which components speak for
@@ -133,6 +136,18 @@ func (r mediatedRules) Check(o txn.Overlay, _ int, op *txn.Op) *txn.Rejection {
 			if s := j.Scheduler(); comp != s && !strings.HasPrefix(comp, s+"-") {
 				return notOwner("task %s belongs to job %s, routed to scheduler %q: %s does not own it", t.UID, j.Name(), s, comp)
 			}
+		}
+		var over *txn.Rejection
+		o.QuotasOf(comp, func(q *txn.Quota, used txn.Resources) bool {
+			if past, dim := q.Exceeds(used, op.Resources); past {
+				over = &txn.Rejection{Reason: omegav1.RejectReason_REJECT_REASON_QUOTA,
+					Detail: fmt.Sprintf("the claim of task %s would take %s past quota %s of %s: %s", t.UID, comp, q.Name(), q.Scheduler(), dim)}
+				return false
+			}
+			return true
+		})
+		if over != nil {
+			return over
 		}
 	case txn.OpSetStatus:
 		t, _, ok := o.Task(op.Task)

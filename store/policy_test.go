@@ -195,3 +195,82 @@ func TestMediatedOwnership(t *testing.T) {
 		})
 	}
 }
+
+// TestMediatedQuota: under the mediated policy a claim that would take its
+// scheduler past a quota covering it (by name, or its kind's) is rejected
+// with REJECT_REASON_QUOTA, counting what the scheduler's placed tasks
+// hold and the transaction's own earlier claims; a task that ends gives
+// its room back; a quota put higher lets the claim through; another
+// scheduler is not capped. The raw store keeps the quota and enforces
+// nothing. The quota and its use survive a reopen.
+func TestMediatedQuota(t *testing.T) {
+	for _, p := range []Policy{Raw(), Mediated()} {
+		t.Run(p.Name(), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTest(t, dir, func(o *Options) { o.Policy = p })
+			m0 := testUID(uidMachine, 0, 0)
+			jb, js := testUID(uidJob, 0, 0), testUID(uidJob, 0, 1)
+			jpb, jps := jobProto(jb, "b", 8), jobProto(js, "s", 8)
+			jpb.Spec.Scheduler, jps.Spec.Scheduler = "batch", "service"
+			q := testUID('Q', 0, 0)
+			quota := &omegav1.Quota{Meta: &omegav1.ObjectMeta{Uid: q.String(), Name: "batch-cpu"},
+				Spec: &omegav1.QuotaSpec{Scheduler: "batch", Limit: &omegav1.Resources{CpuMillis: 2500}}}
+			ops := []txn.Op{txn.CreateMachine(machineProto(m0, 64000, 64<<30)), txn.CreateJob(jpb), txn.CreateJob(jps), txn.CreateQuota(quota)}
+			var bt, stk []uuid.UUID
+			for i := range 6 {
+				b, sv := testUID(uidTask, 0, uint32(i)), testUID(uidTask, 1, uint32(i))
+				bt, stk = append(bt, b), append(stk, sv)
+				ops = append(ops, txn.CreateTask(taskProto(b, jb, 1000, 1<<20)), txn.CreateTask(taskProto(sv, js, 1000, 1<<20)))
+			}
+			mustCommitAll(t, s, &txn.Txn{Component: "admin", Ops: ops})
+			mediated := p.Name() == "mediated"
+			claims := func(component string, tasks ...uuid.UUID) txn.Result {
+				t.Helper()
+				st := s.Snapshot()
+				var ops []txn.Op
+				for _, u := range tasks {
+					x, _ := st.Task(u)
+					ops = append(ops, txn.Claim(u, m0, res(1000, 1<<20), x.Version))
+				}
+				r, err := s.Commit(context.Background(), &txn.Txn{ViewRevision: st.Revision(), Component: component, Ops: ops})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			want := func(r txn.Result, committed ...bool) {
+				t.Helper()
+				for i, c := range committed {
+					o := r.Outcomes[i]
+					if !mediated {
+						c = true
+					}
+					if o.Committed() != c || !c && (o.Reason != omegav1.RejectReason_REJECT_REASON_QUOTA || !strings.Contains(o.Detail, "batch-cpu")) {
+						t.Fatalf("claim %d: %+v, want committed %v (or a quota rejection naming the quota)", i, o, c)
+					}
+				}
+			}
+			// 2,500 millicores: two tasks of 1,000, the third is over (in
+			// one transaction: its earlier claims count).
+			want(claims("batch-0", bt[0], bt[1], bt[2]), true, true, false)
+			want(claims("batch-1", bt[3]), false) // another instance of the kind: the same quota
+			want(claims("service-0", stk[0], stk[1], stk[2]), true, true, true)
+			if used := s.Snapshot().QuotaUsed(q); mediated && used.CPU != 2000 || !mediated && used.CPU != 4000 {
+				t.Fatalf("the quota's use: %v", used)
+			}
+			// A task that ends gives its room back.
+			mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Component: "fleet", Ops: []txn.Op{txn.SetStatus(bt[0], omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, "")}})
+			want(claims("batch-0", bt[4]), true)
+			// A quota put higher lets the next through.
+			higher := &omegav1.Quota{Meta: quota.Meta, Spec: &omegav1.QuotaSpec{Scheduler: "batch", Limit: &omegav1.Resources{CpuMillis: 10000}}}
+			mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Component: "admin", Ops: []txn.Op{txn.PutQuota(higher, 0)}})
+			if x, _ := s.Snapshot().Task(bt[5]); !x.Placed() {
+				want(claims("batch-0", bt[5]), true)
+			}
+			before := s.Snapshot()
+			if d, err := reopenDiff(t, s, dir, before); err != nil || d != "" {
+				t.Fatalf("reopened: %s %v", d, err)
+			}
+		})
+	}
+}

@@ -122,6 +122,13 @@ func buildHistory(t *testing.T, s *Store, seed uint64) {
 		txn.Delete(omegav1.ObjectKind_OBJECT_KIND_JOB, jd, 0),
 		txn.Delete(omegav1.ObjectKind_OBJECT_KIND_MACHINE, md, 0),
 	}})
+	// A quota on the committers (committer-0, ...), made and then put higher:
+	// its use is counted from the placed tasks, not stored.
+	quota := &omegav1.Quota{Meta: &omegav1.ObjectMeta{Uid: testUID('Q', 0, 0).String(), Name: "g-cpu"},
+		Spec: &omegav1.QuotaSpec{Scheduler: "committer", Limit: &omegav1.Resources{CpuMillis: 1 << 20}}}
+	mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Component: "admin", Ops: []txn.Op{txn.CreateQuota(quota)}})
+	quota.Spec = &omegav1.QuotaSpec{Scheduler: "committer", Limit: &omegav1.Resources{CpuMillis: 1 << 21, MemoryBytes: 1 << 40}}
+	mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Component: "admin", Ops: []txn.Op{txn.PutQuota(quota, 0)}})
 	if err := txn.CheckInvariants(s.Snapshot()); err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}

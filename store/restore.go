@@ -224,6 +224,11 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 				add(txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t})
 		})
 	}
+	if err == nil {
+		st.RangeQuotas(func(q *txn.Quota) bool {
+			return add(txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_QUOTA, Quota: q, Created: true})
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("write the objects: %w", err)
 	}
@@ -239,7 +244,7 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 	if err != nil {
 		return fmt.Errorf("read the new store back: %w", err)
 	}
-	if got.Revision() != rev || got.NumMachines() != st.NumMachines() || got.NumJobs() != st.NumJobs() || got.NumTasks() != st.NumTasks() {
+	if got.Revision() != rev || got.NumMachines() != st.NumMachines() || got.NumJobs() != st.NumJobs() || got.NumTasks() != st.NumTasks() || got.NumQuotas() != st.NumQuotas() {
 		return fmt.Errorf("read the new store back: revision %d with %d machines, %d jobs, %d tasks; wrote %d with %d, %d, %d",
 			got.Revision(), got.NumMachines(), got.NumJobs(), got.NumTasks(), rev, st.NumMachines(), st.NumJobs(), st.NumTasks())
 	}

@@ -22,18 +22,24 @@ import (
 // (`omega snapshot save` writes one from a running server, `omega snapshot
 // restore` builds a new store from it). It does not depend on the store's
 // on-disk format (FormatVersion): it carries a cell from a store of one
-// format to a store of another. The layout, version 1:
+// format to a store of another. The layout, version 2 (version 1, still
+// read, has no quotas: no 'q' record and three counts in its trailer):
 //
 //	header   "OMEGASNP" (8 bytes), the file's version (uint32, big endian),
 //	         the cell's revision (uint64, big endian)
 //	objects  one record per object: a kind byte ('m' machine, 'j' job,
-//	         't' task), the length of what follows (uvarint), and the
-//	         object's protobuf wire form (omegav1.Machine, Job or Task, as
-//	         the gRPC Snapshot call lists them; a task's version is its
-//	         meta's, and a machine's derived status is ignored)
-//	trailer  'E', the number of machines, jobs and tasks (uint64 each, big
-//	         endian), then the SHA-256 of every byte before it (32 bytes);
-//	         nothing follows
+//	         't' task, 'q' quota), the length of what follows (uvarint),
+//	         and the object's protobuf wire form (omegav1.Machine, Job,
+//	         Task or Quota, as the gRPC Snapshot call lists them; a task's
+//	         version is its meta's, and a machine's derived status is
+//	         ignored)
+//	trailer  'E', the number of machines, jobs, tasks and quotas (uint64
+//	         each, big endian), then the SHA-256 of every byte before it
+//	         (32 bytes); nothing follows
+//
+// Outstanding offers (a two-level allocator's) are not written: a cell
+// restored from a file has none, as a Mesos master's failover rescinds
+// the offers it had made, and its frameworks ask again.
 //
 // A reader refuses a file with another magic or version, one that ends
 // before its trailer or goes on after it, one whose checksum does not
@@ -45,19 +51,19 @@ const SnapshotMagic = "OMEGASNP"
 
 // SnapshotVersion is the snapshot file's layout this omega writes and
 // reads.
-const SnapshotVersion = 1
+const SnapshotVersion = 2
 
 // ErrSnapshot: the file is not a valid snapshot (another magic or
 // version, truncated, corrupt, or objects that make no valid state).
 var ErrSnapshot = errors.New("not a valid omega snapshot")
 
 const (
-	snapHeaderBytes  = len(SnapshotMagic) + 4 + 8
-	snapTrailerBytes = 1 + 3*8 + sha256.Size
-	snapMachine      = 'm'
-	snapJob          = 'j'
-	snapTask         = 't'
-	snapEnd          = 'E'
+	snapHeaderBytes = len(SnapshotMagic) + 4 + 8
+	snapMachine     = 'm'
+	snapQuota       = 'q'
+	snapJob         = 'j'
+	snapTask        = 't'
+	snapEnd         = 'E'
 	// snapMaxRecord bounds one object's record: no object the store accepts
 	// comes near it (txn.Limits' MaxObjectBytes), and a corrupt length does
 	// not make the reader allocate gigabytes.
@@ -68,12 +74,13 @@ const (
 type SnapshotInfo struct {
 	Revision              uint64
 	Machines, Jobs, Tasks int
+	Quotas                int
 	Bytes                 int64
 	SHA256                [sha256.Size]byte
 }
 
 func (i SnapshotInfo) String() string {
-	return fmt.Sprintf("revision %d, %d machines, %d jobs, %d tasks, %d bytes, sha256 %x", i.Revision, i.Machines, i.Jobs, i.Tasks, i.Bytes, i.SHA256[:8])
+	return fmt.Sprintf("revision %d, %d machines, %d jobs, %d tasks, %d quotas, %d bytes, sha256 %x", i.Revision, i.Machines, i.Jobs, i.Tasks, i.Quotas, i.Bytes, i.SHA256[:8])
 }
 
 // WriteSnapshot writes st to w in the snapshot file format. Its objects
@@ -102,9 +109,6 @@ func WriteSnapshot(w io.Writer, st *txn.State) (SnapshotInfo, error) {
 		}
 		return err == nil
 	}
-	// Outstanding offers (a two-level allocator's) are not written: a cell
-	// restored from a file has none, as a Mesos master's failover rescinds
-	// the offers it had made, and its frameworks ask again.
 	st.RangeMachines(func(m *txn.Machine) bool { info.Machines++; return put(snapMachine, m.Proto()) })
 	if err == nil {
 		st.RangeJobs(func(j *txn.Job) bool { info.Jobs++; return put(snapJob, j.Proto()) })
@@ -112,11 +116,14 @@ func WriteSnapshot(w io.Writer, st *txn.State) (SnapshotInfo, error) {
 	if err == nil {
 		st.RangeTasks(func(t *txn.Task) bool { info.Tasks++; return put(snapTask, t.Proto()) })
 	}
+	if err == nil {
+		st.RangeQuotas(func(q *txn.Quota) bool { info.Quotas++; return put(snapQuota, q.Proto()) })
+	}
 	if err != nil {
 		return info, fmt.Errorf("write snapshot: %w", err)
 	}
 	buf = append(buf[:0], snapEnd)
-	for _, n := range []int{info.Machines, info.Jobs, info.Tasks} {
+	for _, n := range []int{info.Machines, info.Jobs, info.Tasks, info.Quotas} {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(n))
 	}
 	if _, err := cw.Write(buf); err != nil {
@@ -210,8 +217,9 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 	if string(hdr[:8]) != SnapshotMagic {
 		return nil, info, fmt.Errorf("%w: it starts with %q, not %q", ErrSnapshot, hdr[:8], SnapshotMagic)
 	}
-	if v := binary.BigEndian.Uint32(hdr[8:]); v != SnapshotVersion {
-		return nil, info, fmt.Errorf("%w: snapshot format version %d; this omega reads version %d", ErrSnapshot, v, SnapshotVersion)
+	version := binary.BigEndian.Uint32(hdr[8:])
+	if version != 1 && version != SnapshotVersion {
+		return nil, info, fmt.Errorf("%w: snapshot format version %d; this omega reads versions 1 and %d", ErrSnapshot, version, SnapshotVersion)
 	}
 	info.Revision = binary.BigEndian.Uint64(hdr[12:])
 
@@ -230,7 +238,7 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 		if kind == snapEnd {
 			break
 		}
-		if kind != snapMachine && kind != snapJob && kind != snapTask {
+		if kind != snapMachine && kind != snapJob && kind != snapTask && (kind != snapQuota || version < 2) {
 			return nil, info, fmt.Errorf("%w: corrupt: unknown record kind 0x%02x at offset %d", ErrSnapshot, kind, at)
 		}
 		n, err := binary.ReadUvarint(hr)
@@ -254,6 +262,8 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 			info.Machines++
 		case snapJob:
 			info.Jobs++
+		case snapQuota:
+			info.Quotas++
 		default:
 			info.Tasks++
 		}
@@ -261,8 +271,12 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 			objErr = restoreRecord(rs, kind, buf, at)
 		}
 	}
-	var counts [3 * 8]byte
-	if _, err := io.ReadFull(hr, counts[:]); err != nil {
+	var countBuf [4 * 8]byte
+	counts := countBuf[:3*8]
+	if version >= 2 {
+		counts = countBuf[:]
+	}
+	if _, err := io.ReadFull(hr, counts); err != nil {
 		return nil, info, truncated(err, hr.n, "inside its trailer")
 	}
 	want := hr.h.Sum(nil)
@@ -277,8 +291,13 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 		return nil, info, fmt.Errorf("%w: corrupt: %d bytes after its trailer", ErrSnapshot, extra)
 	}
 	m, j, t := binary.BigEndian.Uint64(counts[0:]), binary.BigEndian.Uint64(counts[8:]), binary.BigEndian.Uint64(counts[16:])
-	if m != uint64(info.Machines) || j != uint64(info.Jobs) || t != uint64(info.Tasks) {
-		return nil, info, fmt.Errorf("%w: corrupt: its trailer counts %d machines, %d jobs and %d tasks; it holds %d, %d and %d", ErrSnapshot, m, j, t, info.Machines, info.Jobs, info.Tasks)
+	var q uint64
+	if version >= 2 {
+		q = binary.BigEndian.Uint64(counts[24:])
+	}
+	if m != uint64(info.Machines) || j != uint64(info.Jobs) || t != uint64(info.Tasks) || q != uint64(info.Quotas) {
+		return nil, info, fmt.Errorf("%w: corrupt: its trailer counts %d machines, %d jobs, %d tasks and %d quotas; it holds %d, %d, %d and %d",
+			ErrSnapshot, m, j, t, q, info.Machines, info.Jobs, info.Tasks, info.Quotas)
 	}
 	if objErr != nil {
 		return nil, info, objErr
@@ -314,6 +333,12 @@ func restoreRecord(rs *txn.Restorer, kind byte, b []byte, at int64) error {
 		p := &omegav1.Job{}
 		if err = proto.Unmarshal(b, p); err == nil {
 			err = rs.Job(p)
+		}
+	case snapQuota:
+		what = "quota"
+		p := &omegav1.Quota{}
+		if err = proto.Unmarshal(b, p); err == nil {
+			err = rs.Quota(p)
 		}
 	default:
 		what = "task"

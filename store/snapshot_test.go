@@ -263,7 +263,7 @@ func rawSnapshot(version uint32, rev uint64, recs ...[2]any) []byte {
 	b := []byte(SnapshotMagic)
 	b = binary.BigEndian.AppendUint32(b, version)
 	b = binary.BigEndian.AppendUint64(b, rev)
-	var counts [3]uint64
+	var counts [4]uint64
 	for _, r := range recs {
 		kind := r[0].(byte)
 		v, ok := r[1].([]byte)
@@ -273,10 +273,14 @@ func rawSnapshot(version uint32, rev uint64, recs ...[2]any) []byte {
 		b = append(b, kind)
 		b = binary.AppendUvarint(b, uint64(len(v)))
 		b = append(b, v...)
-		counts[strings.IndexByte("mjt", kind)]++
+		counts[strings.IndexByte("mjtq", kind)]++
 	}
 	b = append(b, 'E')
-	for _, n := range counts {
+	n := 3 // version 1's trailer: machines, jobs, tasks
+	if version >= 2 {
+		n = 4 // and quotas
+	}
+	for _, n := range counts[:n] {
 		b = binary.BigEndian.AppendUint64(b, n)
 	}
 	sum := sha256.Sum256(b)
@@ -346,8 +350,19 @@ func TestSnapshotCorrupt(t *testing.T) {
 	if err := read([]byte("PK\x03\x04 not a snapshot at all, a zip file")); !strings.Contains(err.Error(), "not \"OMEGASNP\"") {
 		t.Fatalf("another file: %v", err)
 	}
-	if err := read(rawSnapshot(2, 1)); !strings.Contains(err.Error(), "version 2; this omega reads version 1") {
-		t.Fatalf("version 2: %v", err)
+	if err := read(rawSnapshot(3, 1)); !strings.Contains(err.Error(), "version 3; this omega reads versions 1 and 2") {
+		t.Fatalf("version 3: %v", err)
+	}
+	// Version 1 (no quotas) is still read; a quota record in it is corrupt.
+	q := &omegav1.Quota{Meta: &omegav1.ObjectMeta{Uid: testUID('Q', 0, 0).String(), Name: "q"}, Spec: &omegav1.QuotaSpec{Scheduler: "batch", Limit: &omegav1.Resources{CpuMillis: 100}}}
+	if _, _, err := ReadSnapshot(bytes.NewReader(rawSnapshot(1, 1, [2]any{byte('m'), machineProto(m, 1000, 1000)}))); err != nil {
+		t.Fatalf("a version 1 file: %v", err)
+	}
+	if err := read(rawSnapshot(1, 1, [2]any{byte('q'), q})); !strings.Contains(err.Error(), "unknown record kind 0x71") {
+		t.Fatalf("a quota in a version 1 file: %v", err)
+	}
+	if st, info, err := ReadSnapshot(bytes.NewReader(rawSnapshot(2, 1, [2]any{byte('q'), q}))); err != nil || st.NumQuotas() != 1 || info.Quotas != 1 {
+		t.Fatalf("a quota in a version 2 file: %v (%+v)", err, info)
 	}
 
 	// Good checksums over objects that make no valid cell.

@@ -15,7 +15,7 @@ import (
 // touch is one object a published revision changed (not only in fields
 // the store derives): what the next checkpoint must write.
 type touch struct {
-	kind    byte   // prefixMachine, prefixJob, prefixOffer or prefixTask
+	kind    byte   // prefixMachine, prefixJob, prefixOffer, prefixQuota or prefixTask
 	created bool   // the change created it
 	seq     uint32 // its place in the list: ties sort in revision order
 	uid     uuid.UUID
@@ -41,7 +41,7 @@ func compareTouches(a, b touch) int {
 // swaps do not miss), then each of those by comparison. The uids are
 // random, so that leaves a few dozen touches to sort by comparison at the
 // end. counts is scratch, returned for reuse. A list with a kind other
-// than the four objects' (there is none) is sorted by comparison.
+// than the five objects' (there is none) is sorted by comparison.
 func sortTouches(ts []touch, counts []int32) []int32 {
 	for i := range ts {
 		if touchRank(ts[i].kind) < 0 {
@@ -49,7 +49,7 @@ func sortTouches(ts []touch, counts []int32) []int32 {
 			return counts
 		}
 	}
-	const first = 4 * 256
+	const first = 5 * 256
 	if cap(counts) < 2*(first+1) {
 		counts = make([]int32, 2*(first+1))
 	}
@@ -83,8 +83,10 @@ func touchRank(k byte) int {
 		return 1
 	case prefixOffer:
 		return 2
-	case prefixTask:
+	case prefixQuota:
 		return 3
+	case prefixTask:
+		return 4
 	}
 	return -1
 }
@@ -150,6 +152,8 @@ func (l *touchList) add(ws *txn.WriteSet) {
 			t.kind = prefixJob
 		case c.Offer != nil:
 			t.kind = prefixOffer
+		case c.Quota != nil:
+			t.kind = prefixQuota
 		default:
 			t.kind = prefixMachine
 		}

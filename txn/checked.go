@@ -50,6 +50,8 @@ func (s *State) ApplyChecked(ws *WriteSet) (*State, error) {
 			key = objKey{omegav1.ObjectKind_OBJECT_KIND_MACHINE, c.Machine.UID}
 		case c.Offer != nil:
 			key = objKey{omegav1.ObjectKind_OBJECT_KIND_OFFER, c.Offer.UID}
+		case c.Quota != nil:
+			key = objKey{omegav1.ObjectKind_OBJECT_KIND_QUOTA, c.Quota.UID}
 		default:
 			return nil, fmt.Errorf("%w: revision %d, change %d has no object", ErrInvalid, ws.Revision, i)
 		}

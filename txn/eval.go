@@ -29,6 +29,10 @@ type evaluator struct {
 	// claims took of it, per machine.
 	answering *Offer
 	offerUsed map[uuid.UUID]Resources
+	// quotaMode: the base has quotas, so claimedSoFar sums what the
+	// transaction's committed claims declare (Overlay.QuotasOf).
+	quotaMode    bool
+	claimedSoFar Resources
 }
 
 // Evaluate decides what tx does to base if committed as revision rev (which
@@ -182,6 +186,7 @@ func (s *Scratch) EvaluateRules(base *State, tx *Txn, rev uint64, lim Limits, ru
 		// offerMode: the base has offers (a pointer and a count: nothing
 		// more on the path of a cell without them).
 		offerMode: base.offers.Len() > 0,
+		quotaMode: base.quotas.Len() > 0,
 	}
 	// The objects touched, at most one per change (a claim touches two: its
 	// task and its machine), so a map made for that many never grows. A

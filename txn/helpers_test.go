@@ -409,6 +409,10 @@ func dump(s *txn.State) string {
 		lines = append(lines, fmt.Sprintf("job %s v%d c%d at %d | %s", j.UID, j.Version, j.CreateRev, j.Created, text(j.Proto())))
 		return true
 	})
+	s.RangeQuotas(func(q *txn.Quota) bool {
+		lines = append(lines, fmt.Sprintf("quota %s v%d c%d at %d used{%v} | %s", q.UID, q.Version, q.CreateRev, q.Created, s.QuotaUsed(q.UID), text(q.Proto())))
+		return true
+	})
 	s.RangeOffers(func(o *txn.Offer) bool {
 		lines = append(lines, fmt.Sprintf("offer %s v%d c%d at %d to %q over %d machines, total{%v} | %s", o.UID, o.Version, o.CreateRev, o.Created, o.Framework, o.Len(), o.Total(), text(o.Proto())))
 		return true

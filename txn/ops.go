@@ -32,7 +32,7 @@ func (e *evaluator) op(op *Op) (Outcome, error) {
 
 func exactlyOne(op *Op) error {
 	n := 0
-	for _, set := range []bool{op.NewTask != nil, op.NewJob != nil, op.NewMachine != nil, op.NewOffer != nil} {
+	for _, set := range []bool{op.NewTask != nil, op.NewJob != nil, op.NewMachine != nil, op.NewOffer != nil, op.NewQuota != nil} {
 		if set {
 			n++
 		}
@@ -51,6 +51,16 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 	switch {
 	case op.NewOffer != nil:
 		return e.createOffer(op)
+	case op.NewQuota != nil:
+		q, err := newQuota(op.NewQuota)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if _, _, exists := e.quota(q.UID); exists {
+			return Outcome{}, fmt.Errorf("%w: quota %s", ErrAlreadyExists, q.UID)
+		}
+		q.Version, q.CreateRev, q.Created = e.rev, e.rev, now
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_QUOTA, Quota: q, Created: true})
 	case op.NewTask != nil:
 		t, err := newTask(op.NewTask, &e.metas)
 		if err != nil {
@@ -130,6 +140,9 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 	}
 	nm := e.mutableMachine(m)
 	claimed := op.Resources.owned()
+	if e.quotaMode {
+		e.claimedSoFar = e.claimedSoFar.Add(claimed)
+	}
 	nm.Allocated = m.Allocated.Add(claimed)
 	nm.Tasks++
 	nm.Seq, nm.LastClaim = e.rev, e.rev
@@ -233,6 +246,21 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("%w: put of a task: a task changes only by claim, evict, set-status and delete", ErrInvalid)
 	case op.NewOffer != nil:
 		return Outcome{}, fmt.Errorf("%w: put of an offer: an offer changes only by its answer", ErrInvalid)
+	case op.NewQuota != nil:
+		nq, err := newQuota(op.NewQuota)
+		if err != nil {
+			return Outcome{}, err
+		}
+		q, baseVer, ok := e.quota(nq.UID)
+		if !ok {
+			return e.missing(omegav1.ObjectKind_OBJECT_KIND_QUOTA, "quota", nq.UID)
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
+			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_VERSION_MISMATCH,
+				"quota %s is at version %d, expected %d", q.UID, baseVer, op.ExpectVersion), nil
+		}
+		nq.Version, nq.CreateRev, nq.Created = e.rev, q.CreateRev, q.Created
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_QUOTA, Quota: nq})
 	case op.NewJob != nil:
 		nj, err := newJob(op.NewJob)
 		if err != nil {
@@ -338,6 +366,15 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 		e.setMachineDeleted(m)
 	case omegav1.ObjectKind_OBJECT_KIND_OFFER:
 		return Outcome{}, fmt.Errorf("%w: delete of offer %s: an offer goes when its framework answers it", ErrInvalid, uid)
+	case omegav1.ObjectKind_OBJECT_KIND_QUOTA:
+		q, baseVer, ok := e.quota(uid)
+		if !ok {
+			return e.missing(omegav1.ObjectKind_OBJECT_KIND_QUOTA, "quota", uid)
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
+			return mismatch("quota", baseVer)
+		}
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_QUOTA, Quota: q, Deleted: true})
 	default:
 		return Outcome{}, fmt.Errorf("%w: delete of object kind %s", ErrInvalid, op.DeleteKind)
 	}

@@ -59,6 +59,19 @@ func (r *Restorer) Offer(p *omegav1.Offer) error {
 	return nil
 }
 
+// Quota adds a stored quota (its use is counted from the tasks).
+func (r *Restorer) Quota(p *omegav1.Quota) error {
+	q, err := quotaFromWire(p)
+	if err != nil {
+		return err
+	}
+	if _, dup := r.b.quotas.Get(q.UID); dup {
+		return fmt.Errorf("%w: quota %s listed twice", ErrAlreadyExists, q.UID)
+	}
+	r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_QUOTA, Quota: q})
+	return nil
+}
+
 // Job adds a stored job.
 func (r *Restorer) Job(p *omegav1.Job) error {
 	j, err := jobFromWire(p)

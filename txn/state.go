@@ -37,8 +37,11 @@ type State struct {
 	offered      *pmap.Map[Resources]
 	avail        *pmap.Map[struct{}]
 	offeredTotal total
-	capacity     total // sum over machines
-	alloc        total // sum of machine allocations
+	// quotas and what each one's tasks hold (quota.go).
+	quotas   *pmap.Map[*Quota]
+	quotaUse *pmap.Map[Resources]
+	capacity total // sum over machines
+	alloc    total // sum of machine allocations
 	// lastDelete is the newest revision that deleted an object: a view older
 	// than it may name objects that are gone.
 	lastDelete uint64
@@ -60,6 +63,8 @@ func NewState() *State {
 		pending:  pmap.New[*pmap.Map[struct{}]](),
 		offers:   pmap.New[*Offer](),
 		offered:  pmap.New[Resources](),
+		quotas:   pmap.New[*Quota](),
+		quotaUse: pmap.New[Resources](),
 	}
 }
 
@@ -122,7 +127,8 @@ func (s *State) RangePendingJobs(f func(job uuid.UUID, pending int) bool) {
 }
 
 // Change is one object's new value at a revision, or its deletion. Exactly
-// one of Task, Job, Machine, Offer is set (on a deletion, the last value).
+// one of Task, Job, Machine, Offer, Quota is set (on a deletion, the last
+// value).
 type Change struct {
 	Kind omegav1.ObjectKind
 	// PrevState is, for a task's change, the task's state before the
@@ -134,6 +140,7 @@ type Change struct {
 	Job       *Job
 	Machine   *Machine
 	Offer     *Offer
+	Quota     *Quota
 	Deleted   bool
 	// Created: the object is new at this revision (its meta and spec must be
 	// stored). Derived: only fields the store derives changed (a machine's
@@ -164,6 +171,8 @@ func (c *Change) UID() uuid.UUID {
 		return c.Machine.UID
 	case c.Offer != nil:
 		return c.Offer.UID
+	case c.Quota != nil:
+		return c.Quota.UID
 	}
 	return uuid.Nil
 }
@@ -200,6 +209,8 @@ type Builder struct {
 	pending  *pmap.Builder[*pmap.Map[struct{}]]
 	offers   *pmap.Builder[*Offer]
 	ix       offerIndex
+	quotas   *pmap.Builder[*Quota]
+	qx       quotaIndex
 	// jobSets holds the pending sets this builder edits, as transients, so
 	// adding a job's 10,000 tasks copies each path once, not per task.
 	jobSets     map[uuid.UUID]*pmap.Builder[struct{}]
@@ -219,6 +230,8 @@ func (s *State) Builder() *Builder {
 		pending:  s.pending.Transient(),
 		offers:   s.offers.Transient(),
 		ix:       newOfferIndex(s),
+		quotas:   s.quotas.Transient(),
+		qx:       quotaIndex{base: s},
 		capacity: s.capacity,
 		alloc:    s.alloc,
 	}
@@ -237,6 +250,13 @@ func (b *Builder) Apply(c *Change) {
 			}
 		} else {
 			old, had = b.tasks.Swap(t.UID, t)
+		}
+		if had || !c.Deleted {
+			var now *Task
+			if !c.Deleted {
+				now = t
+			}
+			b.qx.task(old, now)
 		}
 		wasPending := had && old.State == omegav1.TaskState_TASK_STATE_PENDING
 		isPending := !c.Deleted && t.State == omegav1.TaskState_TASK_STATE_PENDING
@@ -257,6 +277,13 @@ func (b *Builder) Apply(c *Change) {
 			return
 		}
 		b.jobs.Set(c.Job.UID, c.Job)
+	case c.Quota != nil:
+		if c.Deleted {
+			b.deleted = b.quotas.Delete(c.Quota.UID) || b.deleted
+		} else {
+			b.quotas.Set(c.Quota.UID, c.Quota)
+		}
+		b.qx.quota(c.Quota)
 	case c.Offer != nil:
 		if c.Deleted {
 			if _, had := b.offers.Get(c.Offer.UID); had {
@@ -335,10 +362,12 @@ func (b *Builder) Finish(rev uint64) *State {
 		jobs:       b.jobs.Persistent(),
 		pending:    b.pending.Persistent(),
 		offers:     b.offers.Persistent(),
+		quotas:     b.quotas.Persistent(),
 		capacity:   b.capacity,
 		alloc:      b.alloc,
 	}
 	b.ix.finish(st)
+	b.qx.finish(st)
 	return st
 }
 
@@ -404,6 +433,9 @@ func CheckInvariants(s *State) error {
 		return true
 	})
 	if err != nil {
+		return err
+	}
+	if err := s.checkQuotaUse(); err != nil {
 		return err
 	}
 	if !capacity.equal(s.capacity) || !alloc.equal(s.alloc) {

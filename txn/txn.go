@@ -152,6 +152,7 @@ type Op struct {
 	NewJob     *omegav1.Job
 	NewMachine *omegav1.Machine
 	NewOffer   *omegav1.Offer // Create only
+	NewQuota   *omegav1.Quota
 	// Delete; Answer names its offer in DeleteUID.
 	DeleteKind omegav1.ObjectKind
 	DeleteUID  uuid.UUID

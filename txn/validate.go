@@ -387,6 +387,16 @@ func (c *checker) object(op *Op) int {
 		c.msg(p)
 		c.offer(p)
 	}
+	if p := op.NewQuota; p != nil {
+		c.what, c.id = "quota", p.GetMeta().GetUid()
+		c.msg(p)
+		c.meta(p.GetMeta())
+		if s := p.GetSpec(); s != nil {
+			c.msg(s)
+			c.str("spec", "scheduler", s.GetScheduler())
+			c.resources("spec.limit", s.GetLimit())
+		}
+	}
 	return c.n - n
 }
 
@@ -491,6 +501,8 @@ func (op *Op) object() proto.Message {
 		return op.NewMachine
 	case op.NewOffer != nil:
 		return op.NewOffer
+	case op.NewQuota != nil:
+		return op.NewQuota
 	}
 	return nil
 }

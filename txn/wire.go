@@ -42,6 +42,8 @@ func (op *Op) Proto() *omegav1.Operation {
 			c.Object = &omegav1.CreateOp_Machine{Machine: op.NewMachine}
 		case op.NewOffer != nil:
 			c.Object = &omegav1.CreateOp_Offer{Offer: op.NewOffer}
+		case op.NewQuota != nil:
+			c.Object = &omegav1.CreateOp_Quota{Quota: op.NewQuota}
 		}
 		return &omegav1.Operation{Op: &omegav1.Operation_Create{Create: c}}
 	case OpClaim:
@@ -66,6 +68,8 @@ func (op *Op) Proto() *omegav1.Operation {
 			p.Object = &omegav1.PutOp_Job{Job: op.NewJob}
 		case op.NewMachine != nil:
 			p.Object = &omegav1.PutOp_Machine{Machine: op.NewMachine}
+		case op.NewQuota != nil:
+			p.Object = &omegav1.PutOp_Quota{Quota: op.NewQuota}
 		}
 		return &omegav1.Operation{Op: &omegav1.Operation_Put{Put: p}}
 	case OpDelete:
@@ -250,6 +254,8 @@ func opFromProto(o *omegav1.Operation) (Op, error) {
 			op.NewMachine = obj.Machine
 		case *omegav1.CreateOp_Offer:
 			op.NewOffer = obj.Offer
+		case *omegav1.CreateOp_Quota:
+			op.NewQuota = obj.Quota
 		}
 		return op, nil
 	case *omegav1.Operation_Claim:
@@ -277,6 +283,8 @@ func opFromProto(o *omegav1.Operation) (Op, error) {
 			op.NewJob = obj.Job
 		case *omegav1.PutOp_Machine:
 			op.NewMachine = obj.Machine
+		case *omegav1.PutOp_Quota:
+			op.NewQuota = obj.Quota
 		}
 		return op, nil
 	case *omegav1.Operation_Delete:
@@ -373,6 +381,8 @@ func (ws *WriteSet) Proto() *omegav1.RevisionChanges {
 			w.Object = &omegav1.Change_Machine{Machine: c.Machine.Proto()}
 		case c.Offer != nil:
 			w.Object = &omegav1.Change_Offer{Offer: c.Offer.Proto()}
+		case c.Quota != nil:
+			w.Object = &omegav1.Change_Quota{Quota: c.Quota.Proto()}
 		}
 		p.Changes = append(p.Changes, w)
 	}
@@ -476,6 +486,9 @@ func WriteSetFromProto(p *omegav1.RevisionChanges) (*WriteSet, error) {
 		case *omegav1.Change_Offer:
 			c.Kind = omegav1.ObjectKind_OBJECT_KIND_OFFER
 			c.Offer, err = offerFromWire(obj.Offer)
+		case *omegav1.Change_Quota:
+			c.Kind = omegav1.ObjectKind_OBJECT_KIND_QUOTA
+			c.Quota, err = quotaFromWire(obj.Quota)
 		default:
 			err = fmt.Errorf("%w: a change with no object", ErrInvalid)
 		}
@@ -535,7 +548,7 @@ func machineFromWire(p *omegav1.Machine, derived bool) (*Machine, error) {
 const DefaultSnapshotChunkBytes = 1 << 20
 
 // SnapshotChunks lists st for the wire: machines, then jobs, then tasks,
-// then offers, in
+// then offers, then quotas, in
 // chunks of about maxBytes of wire encoding each (an object larger than
 // that has a chunk of its own), the last one marked. It calls send for
 // each chunk in order and stops at the first error.
@@ -584,6 +597,12 @@ func SnapshotChunks(st *State, maxBytes int, send func(*omegav1.SnapshotChunk) e
 		chunk.Offers = append(chunk.Offers, p)
 		return err == nil
 	})
+	st.RangeQuotas(func(q *Quota) bool {
+		p := q.Proto()
+		add(p)
+		chunk.Quotas = append(chunk.Quotas, p)
+		return err == nil
+	})
 	if err != nil {
 		return err
 	}
@@ -628,6 +647,11 @@ func (s *SnapshotReader) Add(c *omegav1.SnapshotChunk) error {
 	}
 	for _, o := range c.GetOffers() {
 		if err := s.r.Offer(o); err != nil {
+			return err
+		}
+	}
+	for _, q := range c.GetQuotas() {
+		if err := s.r.Quota(q); err != nil {
 			return err
 		}
 	}

@@ -95,7 +95,7 @@ func decodeChange(b []byte, in *interned) (Change, error) {
 		}
 		b = b[n:]
 		switch {
-		case (num >= 1 && num <= 3 || num == 8) && typ == protowire.BytesType:
+		case (num >= 1 && num <= 3 || num == 8 || num == 9) && typ == protowire.BytesType:
 			obj, n = protowire.ConsumeBytes(b)
 			objNum = num // a oneof: the last one wins, as proto.Unmarshal has it
 		case num >= 4 && num <= 7 && typ == protowire.VarintType:
@@ -146,6 +146,12 @@ func decodeChange(b []byte, in *interned) (Change, error) {
 		p := &omegav1.Machine{}
 		if err = proto.Unmarshal(obj, p); err == nil {
 			c.Machine, err = machineFromWire(p, true)
+		}
+	case 9:
+		c.Kind = omegav1.ObjectKind_OBJECT_KIND_QUOTA
+		p := &omegav1.Quota{}
+		if err = proto.Unmarshal(obj, p); err == nil {
+			c.Quota, err = quotaFromWire(p)
 		}
 	case 8:
 		c.Kind = omegav1.ObjectKind_OBJECT_KIND_OFFER

@@ -217,6 +217,8 @@ func appendChange(b []byte, c *Change, partial bool) ([]byte, error) {
 			num, obj = 3, c.Machine.Proto()
 		case c.Offer != nil:
 			num, obj = 8, c.Offer.Proto()
+		case c.Quota != nil:
+			num, obj = 9, c.Quota.Proto()
 		}
 		if obj != nil {
 			b = protowire.AppendTag(b, num, protowire.BytesType)

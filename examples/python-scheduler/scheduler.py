@@ -128,6 +128,8 @@ class Scheduler:
         # Outstanding offers (a two-level allocator's, if the cell runs one):
         # what they lock is not free for this scheduler's claims.
         self.offers = {}
+        # Quotas: what a mediated store lets each scheduler hold in all.
+        self.quotas = {}
         # Decide again only once the copy has reached this revision: after a
         # commit, the store's result says which revision holds its outcome
         # and everything it conflicted with.
@@ -139,19 +141,22 @@ class Scheduler:
 
     def list(self):
         """Snapshot: the whole cell at one revision, in chunks (machines,
-        then jobs, then tasks, then offers); the last chunk says so."""
-        machines, jobs, tasks, offers, revision = {}, {}, {}, {}, 0
+        then jobs, then tasks, then offers, then quotas); the last chunk says
+        so."""
+        machines, jobs, tasks, offers, quotas, revision = {}, {}, {}, {}, {}, 0
         for chunk in self.stub.Snapshot(service_pb2.SnapshotRequest(), timeout=LIST_SECONDS, metadata=self.metadata):
             revision = chunk.revision
             machines.update((m.meta.uid, m) for m in chunk.machines)
             jobs.update((j.meta.uid, j) for j in chunk.jobs)
             tasks.update((t.meta.uid, t) for t in chunk.tasks)
             offers.update((o.meta.uid, o) for o in chunk.offers)
+            quotas.update((q.meta.uid, q) for q in chunk.quotas)
             if chunk.last:
                 break
         else:
             raise Retry("the snapshot ended before its last chunk")
-        self.machines, self.jobs, self.tasks, self.offers, self.revision = machines, jobs, tasks, offers, revision
+        self.machines, self.jobs, self.tasks, self.offers, self.quotas = machines, jobs, tasks, offers, quotas
+        self.revision = revision
         self.wait_for = 0
         log.info("listed the cell at revision %d: %d machines, %d jobs, %d tasks",
                  revision, len(machines), len(jobs), len(tasks))
@@ -161,7 +166,8 @@ class Scheduler:
         its deletion."""
         for ch in changes:
             kind = ch.WhichOneof("object")
-            table = {"machine": self.machines, "job": self.jobs, "task": self.tasks, "offer": self.offers}[kind]
+            table = {"machine": self.machines, "job": self.jobs, "task": self.tasks,
+                     "offer": self.offers, "quota": self.quotas}[kind]
             obj = getattr(ch, kind)
             if ch.deleted:
                 table.pop(obj.meta.uid, None)

@@ -159,6 +159,25 @@ func DiffStates(want, got *txn.State, o Compare) error {
 	if err != nil {
 		return err
 	}
+	// The quotas, and what each one's tasks hold.
+	if want.NumQuotas() != got.NumQuotas() {
+		return fmt.Errorf("holds %d quotas, want %d", got.NumQuotas(), want.NumQuotas())
+	}
+	want.RangeQuotas(func(w *txn.Quota) bool {
+		g, ok := got.Quota(w.UID)
+		switch {
+		case !ok:
+			err = fmt.Errorf("quota %s missing", w.UID)
+		case !proto.Equal(g.Proto(), w.Proto()):
+			err = fmt.Errorf("quota %s:\n  %v\nwant\n  %v", w.UID, g.Proto(), w.Proto())
+		case !got.QuotaUsed(w.UID).Equal(want.QuotaUsed(w.UID)):
+			err = fmt.Errorf("quota %s: used %v, want %v", w.UID, got.QuotaUsed(w.UID), want.QuotaUsed(w.UID))
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
 	// The pending index: got lists exactly want's PENDING tasks by job.
 	indexed := 0
 	got.RangePendingJobs(func(job uuid.UUID, n int) bool {

@@ -370,6 +370,19 @@ func (d *Decoder) OfferObj() *omegav1.Offer {
 	return o
 }
 
+// QuotaObj reads a quota: on a kind of the cell's schedulers or a string of
+// the decoder's, with a limit of its resources.
+func (d *Decoder) QuotaObj() *omegav1.Quota {
+	q := &omegav1.Quota{Meta: d.meta('Q', NumQuotas)}
+	switch d.pick(2, 1) {
+	case 0:
+		q.Spec = &omegav1.QuotaSpec{Scheduler: OfferFramework(d.choice(2)), Limit: d.resources()}
+	case 1:
+		q.Spec = &omegav1.QuotaSpec{Scheduler: d.Str(), Limit: d.resources()}
+	}
+	return q
+}
+
 // OfferFramework names the i-th of the frameworks the fuzzed offers go
 // to; a transaction's component is the first when its string's byte is
 // StrFramework.

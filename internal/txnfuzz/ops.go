@@ -25,6 +25,7 @@ const (
 	OpCreateClaim // a task created and claimed in one transaction
 	OpOffer       // an offer created (a two-level allocator's)
 	OpAnswer      // an offer answered
+	OpQuota       // a quota created, put or deleted
 	OpUnknown     // an operation of no known kind
 	numOps
 )
@@ -143,6 +144,15 @@ func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
 		return append(ops, txn.CreateOffer(d.OfferObj()))
 	case OpAnswer:
 		return append(ops, txn.Answer(d.uid('O', NumOffers)))
+	case OpQuota:
+		switch d.pick(3, 0) {
+		case 0:
+			return append(ops, txn.CreateQuota(d.QuotaObj()))
+		case 1:
+			return append(ops, txn.PutQuota(d.QuotaObj(), 0))
+		default:
+			return append(ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_QUOTA, d.uid('Q', NumQuotas), 0))
+		}
 	}
 	return append(ops, txn.Op{Kind: txn.OpKind(d.Byte() | 0x80)})
 }

@@ -35,6 +35,7 @@ const (
 	NumJobs     = 3
 	NumTasks    = 12
 	NumOffers   = 3
+	NumQuotas   = 2
 )
 
 func poolUID(kind byte, i int) uuid.UUID {

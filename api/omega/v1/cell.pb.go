@@ -2366,6 +2366,122 @@ func (x *OfferLock) GetResources() *Resources {
 	return nil
 }
 
+// Quota caps what one scheduler's placed tasks may hold in all (Borg's
+// per-user quota, here per scheduler): the sum of what their claims
+// declare while they are not terminal. A store under the mediated policy
+// refuses a claim that would take the scheduler past it
+// (REJECT_REASON_QUOTA); the raw store keeps it and enforces nothing (what
+// a scheduler may hold is its own business there). Operators create, put
+// and delete quotas.
+type Quota struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meta          *ObjectMeta            `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	Spec          *QuotaSpec             `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_omega_v1_cell_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Quota) GetMeta() *ObjectMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *Quota) GetSpec() *QuotaSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+type QuotaSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The scheduler it caps, as the ownership rule names one: a component
+	// of that name, or an instance of that kind ("batch" caps "batch-0"
+	// and "batch-eu" together).
+	Scheduler string `protobuf:"bytes,1,opt,name=scheduler,proto3" json:"scheduler,omitempty"`
+	// The cap in each dimension; a dimension it does not name is not
+	// capped.
+	Limit         *Resources `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaSpec) Reset() {
+	*x = QuotaSpec{}
+	mi := &file_omega_v1_cell_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaSpec) ProtoMessage() {}
+
+func (x *QuotaSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaSpec.ProtoReflect.Descriptor instead.
+func (*QuotaSpec) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *QuotaSpec) GetScheduler() string {
+	if x != nil {
+		return x.Scheduler
+	}
+	return ""
+}
+
+func (x *QuotaSpec) GetLimit() *Resources {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
 var File_omega_v1_cell_proto protoreflect.FileDescriptor
 
 const file_omega_v1_cell_proto_rawDesc = "" +
@@ -2546,7 +2662,13 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\tOfferLock\x12\x1f\n" +
 	"\vmachine_uid\x18\x01 \x01(\tR\n" +
 	"machineUid\x121\n" +
-	"\tresources\x18\x02 \x01(\v2\x13.omega.v1.ResourcesR\tresources*w\n" +
+	"\tresources\x18\x02 \x01(\v2\x13.omega.v1.ResourcesR\tresources\"Z\n" +
+	"\x05Quota\x12(\n" +
+	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12'\n" +
+	"\x04spec\x18\x02 \x01(\v2\x13.omega.v1.QuotaSpecR\x04spec\"T\n" +
+	"\tQuotaSpec\x12\x1c\n" +
+	"\tscheduler\x18\x01 \x01(\tR\tscheduler\x12)\n" +
+	"\x05limit\x18\x02 \x01(\v2\x13.omega.v1.ResourcesR\x05limit*w\n" +
 	"\fMachineState\x12\x1d\n" +
 	"\x19MACHINE_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10MACHINE_STATE_UP\x10\x01\x12\x1a\n" +
@@ -2598,7 +2720,7 @@ func file_omega_v1_cell_proto_rawDescGZIP() []byte {
 }
 
 var file_omega_v1_cell_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_omega_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_omega_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_omega_v1_cell_proto_goTypes = []any{
 	(MachineState)(0),        // 0: omega.v1.MachineState
 	(JobKind)(0),             // 1: omega.v1.JobKind
@@ -2632,33 +2754,35 @@ var file_omega_v1_cell_proto_goTypes = []any{
 	(*OfferSpec)(nil),        // 29: omega.v1.OfferSpec
 	(*OfferStatus)(nil),      // 30: omega.v1.OfferStatus
 	(*OfferLock)(nil),        // 31: omega.v1.OfferLock
-	nil,                      // 32: omega.v1.Resources.ExtendedEntry
-	nil,                      // 33: omega.v1.ObjectMeta.LabelsEntry
-	nil,                      // 34: omega.v1.ObjectMeta.AnnotationsEntry
-	nil,                      // 35: omega.v1.MachineSpec.AttributesEntry
-	nil,                      // 36: omega.v1.Command.EnvEntry
-	nil,                      // 37: omega.v1.TaskTemplate.LabelsEntry
+	(*Quota)(nil),            // 32: omega.v1.Quota
+	(*QuotaSpec)(nil),        // 33: omega.v1.QuotaSpec
+	nil,                      // 34: omega.v1.Resources.ExtendedEntry
+	nil,                      // 35: omega.v1.ObjectMeta.LabelsEntry
+	nil,                      // 36: omega.v1.ObjectMeta.AnnotationsEntry
+	nil,                      // 37: omega.v1.MachineSpec.AttributesEntry
+	nil,                      // 38: omega.v1.Command.EnvEntry
+	nil,                      // 39: omega.v1.TaskTemplate.LabelsEntry
 }
 var file_omega_v1_cell_proto_depIdxs = []int32{
-	32, // 0: omega.v1.Resources.extended:type_name -> omega.v1.Resources.ExtendedEntry
-	33, // 1: omega.v1.ObjectMeta.labels:type_name -> omega.v1.ObjectMeta.LabelsEntry
-	34, // 2: omega.v1.ObjectMeta.annotations:type_name -> omega.v1.ObjectMeta.AnnotationsEntry
+	34, // 0: omega.v1.Resources.extended:type_name -> omega.v1.Resources.ExtendedEntry
+	35, // 1: omega.v1.ObjectMeta.labels:type_name -> omega.v1.ObjectMeta.LabelsEntry
+	36, // 2: omega.v1.ObjectMeta.annotations:type_name -> omega.v1.ObjectMeta.AnnotationsEntry
 	8,  // 3: omega.v1.ObjectMeta.owner_references:type_name -> omega.v1.OwnerReference
 	7,  // 4: omega.v1.MachineSpec.capacity:type_name -> omega.v1.Resources
-	35, // 5: omega.v1.MachineSpec.attributes:type_name -> omega.v1.MachineSpec.AttributesEntry
+	37, // 5: omega.v1.MachineSpec.attributes:type_name -> omega.v1.MachineSpec.AttributesEntry
 	0,  // 6: omega.v1.MachineStatus.state:type_name -> omega.v1.MachineState
 	7,  // 7: omega.v1.MachineStatus.allocated:type_name -> omega.v1.Resources
 	9,  // 8: omega.v1.Machine.meta:type_name -> omega.v1.ObjectMeta
 	10, // 9: omega.v1.Machine.spec:type_name -> omega.v1.MachineSpec
 	11, // 10: omega.v1.Machine.status:type_name -> omega.v1.MachineStatus
 	6,  // 11: omega.v1.Constraint.operator:type_name -> omega.v1.Constraint.Operator
-	36, // 12: omega.v1.Command.env:type_name -> omega.v1.Command.EnvEntry
+	38, // 12: omega.v1.Command.env:type_name -> omega.v1.Command.EnvEntry
 	16, // 13: omega.v1.HealthCheck.exec:type_name -> omega.v1.ExecProbe
 	17, // 14: omega.v1.HealthCheck.http:type_name -> omega.v1.HttpProbe
 	7,  // 15: omega.v1.TaskTemplate.resources:type_name -> omega.v1.Resources
 	14, // 16: omega.v1.TaskTemplate.command:type_name -> omega.v1.Command
 	13, // 17: omega.v1.TaskTemplate.constraints:type_name -> omega.v1.Constraint
-	37, // 18: omega.v1.TaskTemplate.labels:type_name -> omega.v1.TaskTemplate.LabelsEntry
+	39, // 18: omega.v1.TaskTemplate.labels:type_name -> omega.v1.TaskTemplate.LabelsEntry
 	2,  // 19: omega.v1.TaskTemplate.restart_policy:type_name -> omega.v1.RestartPolicy
 	15, // 20: omega.v1.TaskTemplate.health_check:type_name -> omega.v1.HealthCheck
 	1,  // 21: omega.v1.JobSpec.kind:type_name -> omega.v1.JobKind
@@ -2686,11 +2810,14 @@ var file_omega_v1_cell_proto_depIdxs = []int32{
 	30, // 43: omega.v1.Offer.status:type_name -> omega.v1.OfferStatus
 	31, // 44: omega.v1.OfferStatus.locks:type_name -> omega.v1.OfferLock
 	7,  // 45: omega.v1.OfferLock.resources:type_name -> omega.v1.Resources
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	9,  // 46: omega.v1.Quota.meta:type_name -> omega.v1.ObjectMeta
+	33, // 47: omega.v1.Quota.spec:type_name -> omega.v1.QuotaSpec
+	7,  // 48: omega.v1.QuotaSpec.limit:type_name -> omega.v1.Resources
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_cell_proto_init() }
@@ -2708,7 +2835,7 @@ func file_omega_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_cell_proto_rawDesc), len(file_omega_v1_cell_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -47,6 +47,7 @@ func Run(t *testing.T, backend Backend) {
 		{"ConcurrentCommitters", testConcurrent},
 		{"Lifecycle", testLifecycle},
 		{"Offers", testOffers},
+		{"Quotas", testQuotas},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, backend) })
 	}
@@ -136,6 +137,15 @@ func equalStates(a, b *txn.State) error {
 	if err == nil && a.NumOffers() != b.NumOffers() {
 		err = fmt.Errorf("%d offers vs %d", a.NumOffers(), b.NumOffers())
 	}
+	if err == nil && a.NumQuotas() != b.NumQuotas() {
+		err = fmt.Errorf("%d quotas vs %d", a.NumQuotas(), b.NumQuotas())
+	}
+	a.RangeQuotas(func(x *txn.Quota) bool {
+		if y, ok := b.Quota(x.UID); !ok || !proto.Equal(x.Proto(), y.Proto()) || !a.QuotaUsed(x.UID).Equal(b.QuotaUsed(x.UID)) {
+			err = fmt.Errorf("quota %s differs", x.UID)
+		}
+		return err == nil
+	})
 	a.RangeOffers(func(x *txn.Offer) bool {
 		if y, ok := b.Offer(x.UID); !ok || !proto.Equal(x.Proto(), y.Proto()) {
 			err = fmt.Errorf("offer %s differs", x.UID)
@@ -613,5 +623,51 @@ func testLifecycle(t *testing.T, b Backend) {
 	commit(t, tr, &txn.Txn{ViewRevision: st.Revision(), Ops: []txn.Op{txn.Claim(tk.UID, uid('M', 0), txn.Resources{CPU: 100, Memory: 100}, tk.Version)}})
 	if tk, _ := snapshot(t, tr).Task(uid('T', 0)); tk.Run() != nil {
 		t.Fatalf("a new claim kept the report %v", tk.Run())
+	}
+}
+
+// testQuotas: a quota crosses the transport whole — created, put and
+// deleted through commits, in the watch and in a snapshot — and what its
+// scheduler's tasks hold is counted alike on both sides.
+func testQuotas(t *testing.T, b Backend) {
+	tr := b(t, options(t))
+	commit(t, tr, &txn.Txn{Ops: []txn.Op{txn.CreateMachine(machine(0, 4000, 4000))}})
+	base := snapshot(t, tr)
+	w, err := tr.Watch(context.Background(), base.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	q := uid('Q', 1)
+	quota := func(cpu int64) *omegav1.Quota {
+		return &omegav1.Quota{Meta: &omegav1.ObjectMeta{Uid: q.String(), Name: "q1", Labels: map[string]string{"team": "a"}},
+			Spec: &omegav1.QuotaSpec{Scheduler: "batch", Limit: &omegav1.Resources{CpuMillis: cpu}}}
+	}
+	commit(t, tr, &txn.Txn{Component: "admin", Ops: []txn.Op{txn.CreateQuota(quota(2000))}})
+	commit(t, tr, &txn.Txn{Component: "batch-0", Ops: []txn.Op{txn.CreateTask(task(1, 500, 10)), txn.Claim(uid('T', 1), uid('M', 0), txn.Resources{CPU: 500, Memory: 10}, 0)}})
+	commit(t, tr, &txn.Txn{Component: "admin", Ops: []txn.Op{txn.PutQuota(quota(3000), 0)}})
+	st := snapshot(t, tr)
+	got, ok := st.Quota(q)
+	if !ok || got.Limit.CPU != 3000 || got.Scheduler() != "batch" || st.QuotaUsed(q).CPU != 500 {
+		t.Fatalf("the snapshot's quota: %+v (found %v), used %v", got, ok, st.QuotaUsed(q))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	state := base
+	for state.Revision() < st.Revision() {
+		sets, err := w.Next(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ws := range sets {
+			state = state.Apply(ws)
+		}
+	}
+	if err := equalStates(st, state); err != nil {
+		t.Fatalf("the watched state differs from the snapshot: %v", err)
+	}
+	res := commit(t, tr, &txn.Txn{ViewRevision: st.Revision(), Component: "admin", Ops: []txn.Op{txn.Delete(omegav1.ObjectKind_OBJECT_KIND_QUOTA, q, got.Version)}})
+	if res.Committed != 1 || snapshot(t, tr).NumQuotas() != 0 {
+		t.Fatalf("delete the quota: %+v", res.Outcomes)
 	}
 }
