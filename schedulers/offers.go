@@ -35,8 +35,13 @@ func NewFramework(r *Runner) *Framework { return &Framework{r: r} }
 // Runner returns the framework's runner.
 func (f *Framework) Runner() *Runner { return f.r }
 
-// Wants reports whether the framework wants resources: it has jobs queued.
-func (f *Framework) Wants() bool { return f.r.Queued() > 0 }
+// Wants reports whether the framework wants resources at now: a job of its
+// queue is ready (not waiting out a retry delay), as the paper's framework
+// asks for offers while its pending queue holds a job.
+func (f *Framework) Wants(now time.Time) bool {
+	at, ok := f.r.NextReady()
+	return ok && !at.After(now)
+}
 
 // OfferDecision is what a framework decided on one offer: the attempts at
 // its jobs, and the answer that commits them once DecisionTime (theirs

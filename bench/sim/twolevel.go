@@ -86,16 +86,31 @@ func (t *twoLevel) Wake(_ context.Context, now time.Time) (Next, error) {
 	return t.next(), nil
 }
 
+// arm schedules the allocator's next offer, unless one is due: an
+// interval after a framework's job is ready (now, or when the earliest
+// waiting out a retry delay will be), as the paper's allocator batches the
+// resources it offers after a framework asks.
 func (t *twoLevel) arm(now time.Time) {
 	if !t.build.IsZero() {
 		return
 	}
+	var first time.Time
 	for _, fw := range t.fws {
-		if fw.f.Wants() {
-			t.build = now.Add(t.o.OfferInterval)
-			return
+		if at, ok := fw.f.Runner().NextReady(); ok && (first.IsZero() || at.Before(first)) {
+			first = at
 		}
 	}
+	if first.IsZero() {
+		return
+	}
+	t.build = later(now, first).Add(t.o.OfferInterval)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (t *twoLevel) Step(ctx context.Context, now time.Time) (Next, error) {
@@ -162,7 +177,7 @@ func (t *twoLevel) offer(ctx context.Context, now time.Time) error {
 	wanting := make([]bool, len(t.fws))
 	any := false
 	for i, fw := range t.fws {
-		wanting[i] = fw.f.Wants()
+		wanting[i] = fw.f.Wants(now)
 		any = any || wanting[i]
 	}
 	if !any {
