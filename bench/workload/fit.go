@@ -2,6 +2,7 @@ package workload
 
 import (
 	"cmp"
+	"github.com/omega-cell/omega/bench/trace/google2011"
 	"math"
 	"slices"
 )
@@ -31,7 +32,7 @@ import (
 // ClassifyPriority returns the class of a 2011 job of priority p: service
 // for the production band (p >= 9), batch otherwise.
 func ClassifyPriority(p int) Kind {
-	if p >= Google2011ProductionPriority {
+	if p >= google2011.ProductionPriority {
 		return KindService
 	}
 	return KindBatch
@@ -41,7 +42,7 @@ func ClassifyPriority(p int) Kind {
 // service only for production jobs whose scheduling class is 2 or 3. It is
 // not the one the workload uses; the fit reports what it would give.
 func ClassifyCMBPBB(p, schedulingClass int) Kind {
-	if p >= Google2011ProductionPriority && schedulingClass >= 2 {
+	if p >= google2011.ProductionPriority && schedulingClass >= 2 {
 		return KindService
 	}
 	return KindBatch
@@ -130,15 +131,15 @@ type SurvivalPoint struct {
 type jobAgg struct {
 	priority, schedClass int8
 	tasks                map[int64]struct{}
-	cpu, mem             Optional[float64] // first event with requests
-	schedCPU, schedMem   Optional[float64] // first SCHEDULE event with requests
+	cpu, mem             google2011.Optional[float64] // first event with requests
+	schedCPU, schedMem   google2011.Optional[float64] // first SCHEDULE event with requests
 }
 
 // request returns the job's per-task request: at its first SCHEDULE (what
 // its task held when placed; at time 0 it can differ from the SUBMIT row's,
 // which gives the request before later updates), else at its first event
 // with requests.
-func (j *jobAgg) request() (cpu, mem Optional[float64]) {
+func (j *jobAgg) request() (cpu, mem google2011.Optional[float64]) {
 	if j.schedCPU.Known {
 		return j.schedCPU, j.schedMem
 	}
@@ -164,13 +165,13 @@ func NewFitter() *Fitter {
 }
 
 func (f *Fitter) seeTime(t int64) {
-	if t != Google2011AfterTrace && t > f.end {
+	if t != google2011.AfterTrace && t > f.end {
 		f.end = t
 	}
 }
 
 // AddTaskEvent adds one task_events row.
-func (f *Fitter) AddTaskEvent(e TaskEvent) {
+func (f *Fitter) AddTaskEvent(e google2011.TaskEvent) {
 	f.taskRows++
 	f.seeTime(e.Time)
 	j := f.jobs[e.JobID]
@@ -178,10 +179,10 @@ func (f *Fitter) AddTaskEvent(e TaskEvent) {
 		j = &jobAgg{priority: e.Priority, schedClass: e.SchedulingClass, tasks: map[int64]struct{}{}}
 		f.jobs[e.JobID] = j
 	}
-	if e.Type == Google2011Submit {
+	if e.Type == google2011.Submit {
 		j.tasks[e.TaskIndex] = struct{}{}
 	}
-	if e.Time == 0 && e.Type == Google2011Schedule && e.CPURequest.Known && e.MemoryRequest.Known {
+	if e.Time == 0 && e.Type == google2011.Schedule && e.CPURequest.Known && e.MemoryRequest.Known {
 		s := &f.running[0]
 		if ClassifyPriority(int(j.priority)) == KindService {
 			s = &f.running[1]
@@ -194,23 +195,23 @@ func (f *Fitter) AddTaskEvent(e TaskEvent) {
 		if !j.cpu.Known {
 			j.cpu, j.mem = e.CPURequest, e.MemoryRequest
 		}
-		if !j.schedCPU.Known && e.Type == Google2011Schedule {
+		if !j.schedCPU.Known && e.Type == google2011.Schedule {
 			j.schedCPU, j.schedMem = e.CPURequest, e.MemoryRequest
 		}
 	}
 }
 
 // AddJobEvent adds one job_events row.
-func (f *Fitter) AddJobEvent(e JobEvent) {
+func (f *Fitter) AddJobEvent(e google2011.JobEvent) {
 	f.jobRows++
 	f.seeTime(e.Time)
 	switch e.Type {
-	case Google2011Submit:
+	case google2011.Submit:
 		if _, ok := f.submit[e.JobID]; !ok {
 			f.submit[e.JobID] = e.Time
 			f.submitIDs = append(f.submitIDs, e.JobID)
 		}
-	case Google2011Fail, Google2011Finish, Google2011Kill, Google2011Lost:
+	case google2011.Fail, google2011.Finish, google2011.Kill, google2011.Lost:
 		if _, ok := f.ended[e.JobID]; !ok {
 			f.ended[e.JobID] = e.Time
 		}

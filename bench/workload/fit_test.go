@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"github.com/omega-cell/omega/bench/trace/google2011"
 	"go/format"
 	"math"
 	"os"
@@ -203,19 +204,19 @@ func TestFitTablesAgainstSamples(t *testing.T) {
 			a = &agg{prio: e.Priority, idx: map[int64]bool{}}
 			per[e.JobID] = a
 		}
-		if e.Type == Google2011Submit {
+		if e.Type == google2011.Submit {
 			a.idx[e.TaskIndex] = true
 		}
 		if !a.known && e.CPURequest.Known {
 			a.cpu, a.known = e.CPURequest.Value, true
 		}
-		if !a.schedule && e.CPURequest.Known && e.Type == Google2011Schedule {
+		if !a.schedule && e.CPURequest.Known && e.Type == google2011.Schedule {
 			a.sched, a.schedule = e.CPURequest.Value, true
 		}
 	}
 	var batchTasks, batchCPU []float64
 	for _, e := range jobs {
-		if e.Type != Google2011Submit || e.Time == 0 {
+		if e.Type != google2011.Submit || e.Time == 0 {
 			continue
 		}
 		if a := per[e.JobID]; a != nil && ClassifyPriority(int(a.prio)) == KindBatch {
@@ -342,7 +343,7 @@ func TestKaplanMeier(t *testing.T) {
 }
 
 func TestClassify(t *testing.T) {
-	for p := 0; p <= Google2011MaxPriority; p++ {
+	for p := 0; p <= google2011.MaxPriority; p++ {
 		want := KindBatch
 		if p >= 9 {
 			want = KindService

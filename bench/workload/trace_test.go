@@ -2,6 +2,7 @@ package workload
 
 import (
 	"errors"
+	"github.com/omega-cell/omega/bench/trace/google2011"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,14 +21,14 @@ var (
 // The excerpt is parsed once per test binary and shared (read-only).
 var trace struct {
 	once  sync.Once
-	tasks []TaskEvent
-	jobs  []JobEvent
+	tasks []google2011.TaskEvent
+	jobs  []google2011.JobEvent
 	err   error
 }
 
 // loadTrace returns the parsed excerpt, or skips the test when the excerpt
 // is absent.
-func loadTrace(t testing.TB) ([]TaskEvent, []JobEvent) {
+func loadTrace(t testing.TB) ([]google2011.TaskEvent, []google2011.JobEvent) {
 	t.Helper()
 	for _, p := range []string{taskEventsPath, jobEventsPath} {
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
@@ -35,11 +36,11 @@ func loadTrace(t testing.TB) ([]TaskEvent, []JobEvent) {
 		}
 	}
 	trace.once.Do(func() {
-		trace.tasks, trace.err = ReadAllTaskEvents(taskEventsPath)
+		trace.tasks, trace.err = google2011.ReadAllTaskEvents(taskEventsPath)
 		if trace.err != nil {
 			return
 		}
-		trace.jobs, trace.err = ReadAllJobEvents(jobEventsPath)
+		trace.jobs, trace.err = google2011.ReadAllJobEvents(jobEventsPath)
 	})
 	if trace.err != nil {
 		t.Fatalf("reading the trace excerpt: %v", trace.err)

@@ -1,10 +1,11 @@
-package workload
+package google2011
 
 import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"github.com/omega-cell/omega/bench/trace"
 	"io"
 	"math"
 	"os"
@@ -41,8 +42,8 @@ func TestParseTaskEventFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := TaskEvent{
-		Time: 0, MissingInfo: Google2011ExistsButNoCreation, JobID: 3418309, TaskIndex: 0,
-		MachineID: Known[int64](4155527081), Type: Google2011Submit,
+		Time: 0, MissingInfo: ExistsButNoCreation, JobID: 3418309, TaskIndex: 0,
+		MachineID: Known[int64](4155527081), Type: Submit,
 		User: "70s3v5qRyCO/1PCdI6fVXnrW8FU/w+5CKRSa72xgcIo=", SchedulingClass: 3, Priority: 9,
 	}
 	if e != want {
@@ -60,7 +61,7 @@ func TestParseTaskEventFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = TaskEvent{
-		Time: 0, JobID: 6251664990, MachineID: Known[int64](30789456), Type: Google2011Schedule,
+		Time: 0, JobID: 6251664990, MachineID: Known[int64](30789456), Type: Schedule,
 		User: "lRvqPbzcyVpWRGsqXd+PVsDiyS2pJxa2BogyAArJVlo=", SchedulingClass: 1, Priority: 0,
 		CPURequest: Known(0.006248), MemoryRequest: Known(0.007767), DiskRequest: Known(3.815e-05),
 		DifferentMachines: Known(false),
@@ -68,7 +69,7 @@ func TestParseTaskEventFields(t *testing.T) {
 	if e != want {
 		t.Errorf("row 3:\n got %+v\nwant %+v", e, want)
 	}
-	if e.MissingInfo != Google2011MissingNone {
+	if e.MissingInfo != MissingNone {
 		t.Errorf("empty missing_info = %v, want NONE", e.MissingInfo)
 	}
 
@@ -90,7 +91,7 @@ func TestParseJobEventFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := JobEvent{
-		Time: 604046276, JobID: 6251639640, Type: Google2011Finish,
+		Time: 604046276, JobID: 6251639640, Type: Finish,
 		User: "0yO12LxPGQxL+XkI4hS6Tlyx5V3KOvjHS0DQSOJeMbs=", SchedulingClass: 1,
 		JobName:        "0VRH1Jd5MGmAfJ9/rKwhsafRxNYi77rYxgsgb1q2OJw=",
 		LogicalJobName: "Y+cfHMX6f6uUQjHk6eRo9YEJfat+HtYJMC6R3J2WPAA=",
@@ -103,11 +104,11 @@ func TestParseJobEventFields(t *testing.T) {
 func TestEventTypeNames2011(t *testing.T) {
 	// The 2011 codes; the 2019 trace renumbers them (3 is SCHEDULE there).
 	for code, name := range []string{"SUBMIT", "SCHEDULE", "EVICT", "FAIL", "FINISH", "KILL", "LOST", "UPDATE_PENDING", "UPDATE_RUNNING"} {
-		if got := Google2011EventType(code).String(); got != name {
+		if got := EventType(code).String(); got != name {
 			t.Errorf("code %d = %s, want %s", code, got, name)
 		}
 	}
-	if Google2011EventType(9).Valid() {
+	if EventType(9).Valid() {
 		t.Error("code 9 is not a 2011 event type")
 	}
 }
@@ -124,28 +125,28 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		err         error
 	}{
 		{with(0, "x"), "time", strconv.ErrSyntax},
-		{with(0, "-1"), "time", ErrOutOfRange},
-		{with(0, ""), "time", ErrMissing},
-		{with(1, "3"), "missing_info", ErrOutOfRange},
+		{with(0, "-1"), "time", trace.ErrOutOfRange},
+		{with(0, ""), "time", trace.ErrMissing},
+		{with(1, "3"), "missing_info", trace.ErrOutOfRange},
 		{with(2, "99999999999999999999"), "job_id", strconv.ErrRange},
-		{with(3, ""), "task_index", ErrMissing},
+		{with(3, ""), "task_index", trace.ErrMissing},
 		{with(4, "1.5"), "machine_id", strconv.ErrSyntax},
-		{with(5, "9"), "event_type", ErrOutOfRange},
-		{with(7, "4"), "scheduling_class", ErrOutOfRange},
-		{with(8, "12"), "priority", ErrOutOfRange},
-		{with(9, "NaN"), "cpu_request", ErrOutOfRange},
-		{with(10, "-0.1"), "memory_request", ErrOutOfRange},
-		{with(11, "Inf"), "disk_request", ErrOutOfRange},
+		{with(5, "9"), "event_type", trace.ErrOutOfRange},
+		{with(7, "4"), "scheduling_class", trace.ErrOutOfRange},
+		{with(8, "12"), "priority", trace.ErrOutOfRange},
+		{with(9, "NaN"), "cpu_request", trace.ErrOutOfRange},
+		{with(10, "-0.1"), "memory_request", trace.ErrOutOfRange},
+		{with(11, "Inf"), "disk_request", trace.ErrOutOfRange},
 		{with(11, "0.1.2"), "disk_request", strconv.ErrSyntax},
-		{with(12, "2"), "different_machines_restriction", ErrOutOfRange},
-		{realTaskRows[1] + ",", "", ErrFieldCount},
-		{strings.Join(good[:12], ","), "", ErrFieldCount},
-		{"", "", ErrFieldCount},
+		{with(12, "2"), "different_machines_restriction", trace.ErrOutOfRange},
+		{realTaskRows[1] + ",", "", trace.ErrFieldCount},
+		{strings.Join(good[:12], ","), "", trace.ErrFieldCount},
+		{"", "", trace.ErrFieldCount},
 	} {
 		_, err := ParseTaskEvent(tc.line)
-		var pe *ParseError
+		var pe *trace.ParseError
 		if !errors.As(err, &pe) {
-			t.Errorf("%q: error %v is not a *ParseError", tc.line, err)
+			t.Errorf("%q: error %v is not a *trace.ParseError", tc.line, err)
 			continue
 		}
 		if pe.Field != tc.field || !errors.Is(err, tc.err) {
@@ -155,7 +156,7 @@ func TestParseErrorsNameTheField(t *testing.T) {
 			t.Errorf("message %q does not name field %s", err, tc.field)
 		}
 	}
-	if _, err := ParseJobEvent("1,,2,3"); !errors.Is(err, ErrFieldCount) {
+	if _, err := ParseJobEvent("1,,2,3"); !errors.Is(err, trace.ErrFieldCount) {
 		t.Errorf("short job row: %v", err)
 	}
 }
@@ -198,7 +199,7 @@ func TestReaderNamesFileLineAndField(t *testing.T) {
 		if len(got) != 3 || len(errs) != 1 {
 			t.Fatalf("%s: %d rows, errors %v; want 3 rows and 1 error", name, len(got), errs)
 		}
-		var pe *ParseError
+		var pe *trace.ParseError
 		if !errors.As(errs[0], &pe) || pe.File != name || pe.Line != 3 || pe.Field != "priority" {
 			t.Errorf("%s: error %v; want file %s line 3 field priority", name, errs[0], name)
 		}
@@ -312,7 +313,7 @@ func TestTaskEventFacts(t *testing.T) {
 	}
 	var atZero, emptyMachine, missing2, emptyRes, bigIDs int
 	var firstNonZero int64
-	counts := map[Google2011EventType]int{}
+	counts := map[EventType]int{}
 	prev := int64(0)
 	for i, e := range tasks {
 		if e.Time < prev {
@@ -330,7 +331,7 @@ func TestTaskEventFacts(t *testing.T) {
 		}
 		noRes := !e.CPURequest.Known && !e.MemoryRequest.Known && !e.DiskRequest.Known
 		anyEmpty := !e.CPURequest.Known || !e.MemoryRequest.Known || !e.DiskRequest.Known
-		if e.MissingInfo == Google2011ExistsButNoCreation {
+		if e.MissingInfo == ExistsButNoCreation {
 			missing2++
 			if !noRes {
 				t.Errorf("row %d: missing_info=2 but resources %+v %+v %+v", i+1, e.CPURequest, e.MemoryRequest, e.DiskRequest)
@@ -351,9 +352,9 @@ func TestTaskEventFacts(t *testing.T) {
 	if firstNonZero != 600026913 {
 		t.Errorf("first non-zero time = %d, want 600,026,913", firstNonZero)
 	}
-	want := map[Google2011EventType]int{
-		Google2011Submit: 201491, Google2011Schedule: 189994, Google2011Evict: 4338,
-		Google2011Fail: 581, Google2011Finish: 43237, Google2011Kill: 10505,
+	want := map[EventType]int{
+		Submit: 201491, Schedule: 189994, Evict: 4338,
+		Fail: 581, Finish: 43237, Kill: 10505,
 	}
 	for k, n := range want {
 		if counts[k] != n {
@@ -393,9 +394,9 @@ func FuzzParseTaskEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line string) {
 		e, err := ParseTaskEvent(line) // must not panic
 		if err != nil {
-			var pe *ParseError
+			var pe *trace.ParseError
 			if !errors.As(err, &pe) {
-				t.Fatalf("%q: error %v is not a *ParseError", line, err)
+				t.Fatalf("%q: error %v is not a *trace.ParseError", line, err)
 			}
 			return
 		}

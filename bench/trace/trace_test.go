@@ -1,0 +1,107 @@
+package trace
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// fixed is a Stream of given events.
+type fixed struct {
+	name string
+	evs  []Event
+}
+
+func (f *fixed) Next() (Event, error) {
+	if len(f.evs) == 0 {
+		return Event{}, io.EOF
+	}
+	e := f.evs[0]
+	f.evs = f.evs[1:]
+	return e, nil
+}
+func (f *fixed) Table() string { return f.name }
+func (f *fixed) Close() error  { return nil }
+
+func ev(t int64, table string, line int) Event {
+	return Event{Time: t, Pos: Pos{File: table, Line: line}}
+}
+
+func drain(t *testing.T, s Source) []string {
+	t.Helper()
+	var got []string
+	for {
+		e, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e.Pos.String())
+	}
+}
+
+func TestMergeOrdersByTimeThenStream(t *testing.T) {
+	m := Merge(Units{}, NewStats(), false,
+		&fixed{"a", []Event{ev(0, "a", 1), ev(5, "a", 2), ev(5, "a", 3)}},
+		&fixed{"b", []Event{ev(0, "b", 1), ev(0, "b", 2), ev(5, "b", 3), ev(7, "b", 4)}},
+	)
+	got := strings.Join(drain(t, m), " ")
+	if want := "a:1 b:1 b:2 a:2 a:3 b:3 b:4"; got != want {
+		t.Fatalf("merged %s, want %s", got, want)
+	}
+	if m.Stats().Events != 7 {
+		t.Errorf("events %d", m.Stats().Events)
+	}
+}
+
+func TestMergeSkipsTimeGoingBack(t *testing.T) {
+	mk := func() *fixed { return &fixed{"a", []Event{ev(3, "a", 1), ev(2, "a", 2), ev(4, "a", 3)}} }
+	st := NewStats()
+	got := strings.Join(drain(t, Merge(Units{}, st, false, mk())), " ")
+	if got != "a:1 a:3" || st.Skipped["a: time: time goes backwards"] != 1 {
+		t.Fatalf("lenient: %s, skipped %v", got, st.Skipped)
+	}
+	m := Merge(Units{}, NewStats(), true, mk())
+	m.Next()
+	if _, err := m.Next(); !errors.Is(err, ErrOutOfOrder) || !strings.Contains(err.Error(), "a:2:") {
+		t.Fatalf("strict: %v, want ErrOutOfOrder naming a:2", err)
+	}
+}
+
+func TestLines(t *testing.T) {
+	long := strings.Repeat("x", 300<<10) // longer than the read buffer
+	l, err := NewLines(strings.NewReader("a\r\n"+long+"\nlast"), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"a", long, "last"} {
+		b, err := l.Next()
+		if err != nil || string(b) != want || l.Line() != i+1 {
+			t.Fatalf("row %d: %d bytes, %v (line %d)", i+1, len(b), err, l.Line())
+		}
+	}
+	if _, err := l.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last: %v", err)
+	}
+	l, _ = NewLines(strings.NewReader(strings.Repeat("y", MaxLine+10)), "big")
+	if _, err := l.Next(); err == nil || !strings.Contains(err.Error(), "big:1:") {
+		t.Fatalf("an oversized row: %v", err)
+	}
+}
+
+func TestCause(t *testing.T) {
+	_, err := ParseInt("priority", "x", 0, 11)
+	if c := Cause("task_events", err); c != "task_events: priority: not a number" {
+		t.Errorf("cause %q", c)
+	}
+	_, err = ParseInt("priority", "12", 0, 11)
+	if c := Cause("task_events", err); c != "task_events: priority: value out of range" {
+		t.Errorf("cause %q", c)
+	}
+	if c := Cause("t", FieldCountError("t", "1,2", ',', 3)); c != "t: wrong number of fields" {
+		t.Errorf("cause %q", c)
+	}
+}
