@@ -84,3 +84,44 @@ func FindShards(dir, table string) (Shards, string, error) {
 	}
 	return s, warn, nil
 }
+
+// TableFiles lists the files of a table of a trace in dir, in the order to
+// read them: the shards of dir/table (part-K-of-N, checked as FindShards
+// does) or, when it has none, its files ending in one of exts in name
+// order (BigQuery's exports number their files, e.g.
+// instance_events-000000000000.json.gz); else the single file
+// dir/table+ext. No file is no error: the table is absent.
+func TableFiles(dir, table string, exts ...string) ([]string, string, error) {
+	s, warn, err := FindShards(dir, table)
+	if err != nil || len(s.Files) > 0 {
+		return s.Files, warn, err
+	}
+	var files []string
+	if ents, err := os.ReadDir(filepath.Join(dir, table)); err == nil {
+		for _, e := range ents {
+			if !e.IsDir() && hasExt(e.Name(), exts) {
+				files = append(files, filepath.Join(dir, table, e.Name()))
+			}
+		}
+		slices.Sort(files)
+		return files, "", nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, "", err
+	}
+	for _, ext := range exts {
+		p := filepath.Join(dir, table+ext)
+		if _, err := os.Stat(p); err == nil {
+			return []string{p}, "", nil
+		}
+	}
+	return nil, "", nil
+}
+
+func hasExt(name string, exts []string) bool {
+	for _, x := range exts {
+		if len(name) > len(x) && name[len(name)-len(x):] == x {
+			return true
+		}
+	}
+	return false
+}

@@ -16,6 +16,9 @@ type Stats struct {
 	// Skipped rows by cause, and the first examples of each.
 	Skipped  map[string]int64
 	Examples map[string][]Pos
+	// Ignored rows by reason: well-formed rows a replay leaves out (an
+	// alloc set's, say), each reason documented in docs/REPLAY.md.
+	Ignored map[string]int64
 	// Warnings about the input as a whole (a table absent, shards that
 	// do not start at 0), each once.
 	Warnings []string
@@ -26,7 +29,7 @@ const maxExamples = 5
 
 // NewStats returns empty stats.
 func NewStats() *Stats {
-	return &Stats{Rows: map[string]int64{}, Skipped: map[string]int64{}, Examples: map[string][]Pos{}}
+	return &Stats{Rows: map[string]int64{}, Skipped: map[string]int64{}, Examples: map[string][]Pos{}, Ignored: map[string]int64{}}
 }
 
 // Skip counts a skipped row.
@@ -36,6 +39,9 @@ func (s *Stats) Skip(cause string, at Pos) {
 		s.Examples[cause] = append(ex, at)
 	}
 }
+
+// Ignore counts a well-formed row left out, by reason.
+func (s *Stats) Ignore(reason string) { s.Ignored[reason]++ }
 
 // Warn records a warning once.
 func (s *Stats) Warn(w string) {
