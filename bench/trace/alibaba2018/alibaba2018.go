@@ -514,7 +514,7 @@ type batch struct {
 	tasks     *trace.Lines
 	taskFiles []string
 	taskPeek  *TaskRow
-	taskLast  int64 // the last batch_task row's start_time
+	taskLast  int64               // the last batch_task row's start_time
 	plans     map[planKey]TaskRow // tasks that may still start instances
 	expiry    expiries            // when each plan can be dropped
 	inst      *trace.RowTable
