@@ -36,6 +36,10 @@ type FleetConfig struct {
 	// Required (seeded by the caller) when FailuresPerDay > 0; unused
 	// otherwise.
 	Rand *rand.Rand
+	// NewExecutor, if set, makes the fleet's executor for the placements
+	// the tracker follows instead of a SimExecutor (omega replay's, which
+	// ends each task when the trace says its run ended).
+	NewExecutor func(*Tracker) Executor
 	// Start is the virtual time the failure process starts from. Default
 	// (zero): the time of the first Tick.
 	Start time.Time

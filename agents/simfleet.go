@@ -84,7 +84,7 @@ type SimFleet struct {
 	c       *client.Client
 	cfg     FleetConfig
 	tr      *Tracker
-	exec    *SimExecutor
+	exec    Executor
 	members *SimMembership
 	rep     *Reporter[role]
 
@@ -137,7 +137,12 @@ func NewSimFleet(ctx context.Context, c *client.Client, cfg FleetConfig) (*SimFl
 	if err != nil {
 		return nil, fmt.Errorf("new sim fleet: %w", err)
 	}
-	f.tr, f.exec, f.members = tr, NewSimExecutor(tr), NewSimMembership(tr, cfg)
+	f.tr, f.members = tr, NewSimMembership(tr, cfg)
+	if cfg.NewExecutor != nil {
+		f.exec = cfg.NewExecutor(tr)
+	} else {
+		f.exec = NewSimExecutor(tr)
+	}
 	if err := tr.List(ctx); err != nil {
 		return nil, fmt.Errorf("new sim fleet (%s): %w", c.Component(), err)
 	}

@@ -341,6 +341,9 @@ func (s *Sim) Close() error {
 // Config returns the configuration.
 func (s *Sim) Config() Config { return s.cfg }
 
+// Clock is the simulation's virtual clock.
+func (s *Sim) Clock() *Clock { return s.Engine.o.Clock }
+
 // Build assembles a simulation: the store, the machines, the pre-fill
 // placed through the commit path, the runners, the fleet and the arrivals.
 func Build(ctx context.Context, cfg Config) (*Sim, error) {
@@ -350,6 +353,53 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	gen, err := workload.New(cfg.Workload)
 	if err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
+	}
+	seed := cfg.Workload.Seed
+	return BuildCell(ctx, cfg, Cell{
+		Machines: gen.Machines(),
+		Prefill:  func(ctx context.Context, c *client.Client) error { return prefill(ctx, c, gen, seed) },
+		NewSource: func() Source {
+			return &genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000))), route: cfg.Route, share: cfg.RouteShare}
+		},
+	})
+}
+
+// Cell is what a simulation runs besides its schedulers, fleet and job
+// controller: the machines registered before it starts, what is placed
+// before it starts, where its jobs come from and components of its own.
+// Build makes the workload generator's; omega replay makes a trace's.
+type Cell struct {
+	// Machines are registered at the start, in this order.
+	Machines []workload.Machine
+	// Prefill, if set, places what runs when the simulation starts,
+	// through c (the submitter's client) and the commit path.
+	Prefill func(ctx context.Context, c *client.Client) error
+	// NewSource makes the arrivals (read ahead on a goroutine of their
+	// own); nil: no arrivals (a component of Actors submits).
+	NewSource func() Source
+	// Actors, if set, makes the cell's own components after every other
+	// client is made (so theirs keep their random streams), each client
+	// from newClient.
+	Actors func(newClient func(name string) (*client.Client, error)) ([]Actor, error)
+	// NewExecutor, if set, is the fleet's executor (agents.FleetConfig).
+	NewExecutor func(*agents.Tracker) agents.Executor
+	// UnroutedJobs lets jobs name a scheduler the run does not have
+	// (omega replay's fidelity mode, where the trace places them);
+	// otherwise such a job is an error.
+	UnroutedJobs bool
+}
+
+// noArrivals is the Source of a cell whose jobs some actor submits.
+type noArrivals struct{}
+
+func (noArrivals) Next() (Arrival, bool) { return Arrival{}, false }
+
+// BuildCell assembles a simulation of cfg's schedulers, fleet and store on
+// cell: cfg.Workload gives the seed and the horizon (its Days), and sizes
+// the store's watch history by its Machines; its generator is not used.
+func BuildCell(ctx context.Context, cfg Config, cell Cell) (*Sim, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	opts := store.DefaultOptions(cfg.Dir)
 	opts.Durability, opts.CheckInvariants = cfg.Durability, cfg.CheckInvariants
@@ -386,11 +436,13 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := registerMachines(ctx, sub, gen.Machines()); err != nil {
+	if err := registerMachines(ctx, sub, cell.Machines); err != nil {
 		return nil, err
 	}
-	if err := prefill(ctx, sub, gen, seed); err != nil {
-		return nil, err
+	if cell.Prefill != nil {
+		if err := cell.Prefill(ctx, sub); err != nil {
+			return nil, err
+		}
 	}
 	var runners []*schedulers.Runner
 	for _, spec := range cfg.Schedulers {
@@ -425,6 +477,7 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	fleetCfg.FailuresPerDay = cfg.FailuresPerDay
 	fleetCfg.Rand = rand.New(rand.NewPCG(seed, 3000))
 	fleetCfg.Start = Epoch
+	fleetCfg.NewExecutor = cell.NewExecutor
 	fleet, err := agents.NewSimFleet(ctx, fc, fleetCfg)
 	if err != nil {
 		return nil, err
@@ -437,7 +490,11 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := newAheadSource(&genSource{gen: gen, ids: client.RandReader(rand.New(rand.NewPCG(seed, 4000))), route: cfg.Route, share: cfg.RouteShare})
+	var inner Source = noArrivals{}
+	if cell.NewSource != nil {
+		inner = cell.NewSource()
+	}
+	src := newAheadSource(inner)
 	defer func() {
 		if !ok {
 			src.Close()
@@ -448,7 +505,10 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 	if cfg.FaultyAgent {
 		// The first machine's agent, with a client of its own (made last:
 		// the other clients' random streams stay as they were).
-		first := gen.Machines()[0].Name
+		if len(cell.Machines) == 0 {
+			return nil, errors.New("sim: a faulty agent needs a machine")
+		}
+		first := cell.Machines[0].Name
 		var uid uuid.UUID
 		sub.View().RangeMachines(func(m *txn.Machine) bool {
 			if m.Meta.GetName() == first {
@@ -474,6 +534,13 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 		}
 		twoLevel = &TwoLevelOptions{Allocator: ac, AllocatorTime: cfg.AllocatorTime, OfferInterval: cfg.OfferInterval}
 	}
+	if cell.Actors != nil {
+		more, err := cell.Actors(newClient)
+		if err != nil {
+			return nil, err
+		}
+		actors = append(actors, more...)
+	}
 	var audit *auditpkg.Stream
 	if cfg.AuditHistory {
 		audit = auditpkg.NewStream(Epoch.UnixNano())
@@ -492,6 +559,7 @@ func Build(ctx context.Context, cfg Config) (*Sim, error) {
 		Actors:    actors,
 		TwoLevel:  twoLevel,
 		liar:      liar,
+		Unrouted:  cell.UnroutedJobs,
 	})
 	if err != nil {
 		return nil, err

@@ -99,6 +99,9 @@ type Options struct {
 	// allocator (the Omega paper's Mesos baseline) instead of each on its
 	// own loop.
 	TwoLevel *TwoLevelOptions
+	// Unrouted lets jobs name a scheduler that no runner here is (they
+	// stay pending unless something else places them).
+	Unrouted bool
 	// liar is the faulty agent among Actors, if there is one, for the
 	// summary.
 	liar *faultyAgent
@@ -143,6 +146,7 @@ type Engine struct {
 	woken    []int             // runners the intake gave work during the current observe
 	now      time.Time         // the current observe's time
 	tl       *twoLevel         // the allocator and frameworks, with Options.TwoLevel
+	end      time.Time         // when the run stops (EndAt may move it)
 }
 
 // Sample is one utilisation sample.
@@ -179,7 +183,7 @@ func New(o Options) (*Engine, error) {
 		o.SampleEvery = time.Minute
 	}
 	e := &Engine{o: o, intake: schedulers.NewIntake(), byRunner: map[*schedulers.Runner]int{}}
-	e.intake.Strict = true // every job of the workload must have a scheduler here
+	e.intake.Strict = !o.Unrouted // every job of the workload must have a scheduler here
 	e.daily = make([][]time.Duration, len(o.Runners))
 	e.add(&arrivals{src: o.Source, sub: o.Submitter})
 	if tl := o.TwoLevel; tl != nil {
@@ -232,6 +236,21 @@ func New(o Options) (*Engine, error) {
 	return e, nil
 }
 
+// EndAt moves the end of the run to t (not before the current time): a
+// trace replay ends at the last task event of its window, which it learns
+// only when it reads that far. The summary's duration follows.
+func (e *Engine) EndAt(t time.Time) {
+	t = maxTime(t, e.o.Clock.now)
+	e.end, e.o.Duration = t, t.Sub(Epoch)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 func (e *Engine) add(a Actor) { e.slots = append(e.slots, slot{a: a}) }
 
 // set queues slot i's next step. An unchanged next keeps its entry (and
@@ -270,7 +289,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 	}
-	end := Epoch.Add(e.o.Duration)
+	e.end = Epoch.Add(e.o.Duration)
 	e.o.Clock.now = Epoch
 	for i := range e.slots {
 		n, err := e.slots[i].a.Start(ctx, Epoch)
@@ -281,7 +300,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	lastProgress := time.Duration(0)
 	for {
-		at, ok, err := e.step(ctx, end)
+		at, ok, err := e.step(ctx, e.end)
 		if err != nil {
 			return fmt.Errorf("sim at %v: %w", at.Sub(Epoch), err)
 		}
@@ -296,7 +315,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	e.o.Clock.now = end
+	e.o.Clock.now = e.end
 	if src, ok := e.o.Source.(interface{ Err() error }); ok && src.Err() != nil {
 		return fmt.Errorf("sim: workload: %w", src.Err())
 	}
@@ -556,3 +575,6 @@ func (e *Engine) addBusy(i int, start time.Time, d time.Duration) {
 		d -= part
 	}
 }
+
+// Runners are the run's schedulers, in the order of the configuration.
+func (e *Engine) Runners() []*schedulers.Runner { return e.o.Runners }

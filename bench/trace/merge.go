@@ -88,6 +88,22 @@ func (m *Merged) Next() (Event, error) {
 	return e, nil
 }
 
+// TasksDone says every stream still live has a head that is not a task
+// event. Each stream is one table, whose rows are of one kind of object
+// (machines, jobs or tasks), so a stream whose next row is not a task's
+// has none to come.
+func (m *Merged) TasksDone() bool {
+	if !m.started {
+		return false
+	}
+	for i, ok := range m.live {
+		if ok && m.heads[i].Kind.Task() {
+			return false
+		}
+	}
+	return true
+}
+
 // Stats are the reader's counts.
 func (m *Merged) Stats() *Stats { return m.stats }
 

@@ -46,6 +46,12 @@ func (k Kind) String() string {
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// Task says the event is about a task (its submission, update,
+// placement, end or constraint).
+func (k Kind) Task() bool {
+	return k >= TaskSubmit && k <= TaskEnd || k == TaskConstraint
+}
+
 // End is how a task's (or a job's) run ended.
 type End uint8
 
@@ -156,6 +162,10 @@ type Source interface {
 	Stats() *Stats
 	// Units are the trace's resource units.
 	Units() Units
+	// TasksDone says no task event follows: what is left, if anything, is
+	// other tables' rows (machines, jobs), so a replay's horizon, the last
+	// task event, is known.
+	TasksDone() bool
 	Close() error
 }
 

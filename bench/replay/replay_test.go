@@ -1,0 +1,113 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var excerptDir = filepath.Join("..", "..", "..", "shared", "traces", "google-clusterdata-2011-2")
+
+func needExcerpt(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(excerptDir, "task_events")); errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("Google 2011 trace excerpt not found at %s (kept outside the repository in ../shared/traces); skipping", excerptDir)
+	}
+}
+
+func runExcerpt(t *testing.T, mod func(*Config)) *Replay {
+	t.Helper()
+	needExcerpt(t)
+	cfg := DefaultConfig()
+	cfg.Format, cfg.Trace = "google2011", excerptDir
+	// Time 0 (the cell as the trace opens: 277,321 rows) and the first five
+	// minutes after its next time, 600 s (../shared/traces/README.md).
+	cfg.To = 15 * time.Minute
+	cfg.Sim.Dir = t.TempDir()
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := Build(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// The trace's opening: the cell it describes at time 0, with its running
+// tasks placed where the trace had them. Some of those placements do not
+// fit the recorded capacities (the trace's own over-commitment): they are
+// refused for fit, counted with their rows, and far fewer are refused with
+// twice the capacity.
+func TestReplayExcerptOpening(t *testing.T) {
+	open := func(overcommit float64) Stats {
+		r := runExcerpt(t, func(c *Config) { c.To = time.Second; c.Overcommit = overcommit })
+		if ts := r.TraceStats(); ts.SkippedTotal() != 0 {
+			t.Errorf("genuine rows skipped: %v", ts.Skipped)
+		}
+		return r.Stats()
+	}
+	fit := func(st Stats) int64 {
+		return st.RefusedBy["insufficient_resources: short of memory"] + st.RefusedBy["insufficient_resources: short of cpu"]
+	}
+	st1, st2 := open(1), open(2)
+	t.Logf("overcommit 1: %+v", st1.RefusedBy)
+	t.Logf("overcommit 2: %+v", st2.RefusedBy)
+	// ../shared/traces/README.md: 12,477 machines are added at time 0.
+	if st1.MachinesAdded != 12477 {
+		t.Errorf("machines added %d, want the 12,477 the table adds at time 0", st1.MachinesAdded)
+	}
+	if st1.TasksPrefilled+st1.PlacementsRefused < 130000 || st1.TasksPrefilled < 100000 {
+		t.Errorf("prefilled %d, refused %d: want the ~130k tasks the trace had running at time 0, most of them placed", st1.TasksPrefilled, st1.PlacementsRefused)
+	}
+	if fit(st1) == 0 || len(st1.RefusedExamples) == 0 {
+		t.Errorf("no placement refused for fit (%v); the trace over-commits its recorded capacities at time 0", st1.RefusedBy)
+	}
+	if fit(st2)*10 > fit(st1) || st2.TasksPrefilled <= st1.TasksPrefilled {
+		t.Errorf("twice the capacity: %d refused for fit (%d prefilled), against %d (%d) as recorded; want far fewer", fit(st2), st2.TasksPrefilled, fit(st1), st1.TasksPrefilled)
+	}
+	if st1.TracePlacements != 0 || st1.JobsSubmitted == 0 {
+		t.Errorf("trace placements after time 0 applied %d (want 0: only fidelity mode applies them), jobs %d", st1.TracePlacements, st1.JobsSubmitted)
+	}
+}
+
+// Fifteen minutes: the opening, then the five minutes of submissions after
+// the trace's first gap (its next time is 600 s), scheduled by omega's
+// schedulers; capacities doubled, so the cell has room.
+func TestReplayExcerptWindow(t *testing.T) {
+	r := runExcerpt(t, func(c *Config) { c.Overcommit = 2 })
+	st, ts := r.Stats(), r.TraceStats()
+	sum := r.Sim.Engine.Summarize(1, 0)
+	t.Logf("sim %.0f s, jobs %d scheduled %d pending %d, tasks placed %d, utilisation %.3f", sum.SimSeconds, sum.JobsSubmitted, sum.JobsScheduled, sum.JobsPending, sum.TasksPlaced, sum.UtilizationMean)
+	if ts.SkippedTotal() != 0 {
+		t.Errorf("genuine rows skipped: %v", ts.Skipped)
+	}
+	if st.TracePlacements != 0 {
+		t.Errorf("%d of the trace's placements after time 0 applied; only fidelity mode applies them", st.TracePlacements)
+	}
+	// The trace submits a job's tasks one row at a time, microseconds
+	// apart: they are one job of the cell, so no job waits at the end of
+	// the window for lack of room.
+	if st.SubmissionsCoalesced == 0 || sum.JobsPending > sum.JobsSubmitted/50 {
+		t.Errorf("%d submissions joined their job, %d of %d jobs pending at the end", st.SubmissionsCoalesced, sum.JobsPending, sum.JobsSubmitted)
+	}
+	if sum.TasksPlaced < 1000 || sum.JobsScheduled < sum.JobsSubmitted/2 {
+		t.Errorf("the schedulers placed %d tasks, scheduled %d of %d jobs; want most of the window's submissions placed", sum.TasksPlaced, sum.JobsScheduled, sum.JobsSubmitted)
+	}
+	// The run ends at the window's last task event (at 900 s or just
+	// before it).
+	if sum.SimSeconds > 900 || sum.SimSeconds < 890 {
+		t.Errorf("ran %.1f simulated seconds, want the window's last task event (≤900 s)", sum.SimSeconds)
+	}
+	if st.EventsApplied > ts.Events {
+		t.Errorf("applied %d events of %d read", st.EventsApplied, ts.Events)
+	}
+}
