@@ -50,6 +50,9 @@ type jobInfo struct {
 	group       int64
 	submitted   int64 // trace time, µs
 	tracePlaced int64 // the trace's first placement of one of its tasks, µs; -1: none
+	traceAll    int64 // when the trace had placed every one of its tasks, µs; -1: not in the window
+	tasks       int32 // its tasks
+	placedN     int32 // of them, placed by the trace
 }
 
 // actor reads the trace and applies it to the cell at its times: machines
@@ -257,8 +260,13 @@ func (a *actor) Step(ctx context.Context, now time.Time) (sim.Next, error) {
 				continue
 			}
 			ct.placed = true
-			if info := a.jobs[ct.job]; info != nil && info.tracePlaced < 0 {
-				info.tracePlaced = e.Time
+			if info := a.jobs[ct.job]; info != nil {
+				if info.tracePlaced < 0 {
+					info.tracePlaced = e.Time
+				}
+				if info.placedN++; info.placedN == info.tasks {
+					info.traceAll = e.Time
+				}
 			}
 			if e.Time <= a.cfg.From.Microseconds() || a.cfg.Fidelity {
 				claims = append(claims, claimed{ct: ct, machine: e.Machine, pos: e.Pos, ev: *e})
@@ -454,7 +462,7 @@ func (a *actor) submit(e *trace.Event, byJob map[int64]*group, groups *[]*group)
 		g.ops = append(g.ops, txn.CreateJob(g.job))
 		byJob[e.Job] = g
 		*groups = append(*groups, g)
-		a.jobs[uid] = &jobInfo{traceJob: e.Job, group: a.groups, submitted: e.Time, tracePlaced: -1}
+		a.jobs[uid] = &jobInfo{traceJob: e.Job, group: a.groups, submitted: e.Time, tracePlaced: -1, traceAll: -1}
 		a.st.JobsSubmitted++
 	}
 	jobUID := uuid.MustParse(g.job.Meta.Uid)
@@ -466,6 +474,9 @@ func (a *actor) submit(e *trace.Event, byJob map[int64]*group, groups *[]*group)
 		Spec: &omegav1.TaskSpec{Resources: a.cfg.request(e.Resources), Priority: e.Priority},
 	}
 	g.ops = append(g.ops, txn.CreateTask(t))
+	if info := a.jobs[jobUID]; info != nil {
+		info.tasks++
+	}
 	g.job.Spec.Replicas++
 	g.job.Status.Pending++
 	a.live[k] = &cellTask{uid: uid, job: jobUID, run: run, traceSubm: e.Time}

@@ -449,3 +449,6 @@ func Aggregate(sums []Summary) AggregateSummary {
 	}
 	return a
 }
+
+// KindName is a job kind's name in the reports (batch, service, mapreduce).
+func KindName(k omegav1.JobKind) string { return kindName(k) }

@@ -93,8 +93,8 @@ func (m *Merged) Next() (Event, error) {
 // (machines, jobs or tasks), so a stream whose next row is not a task's
 // has none to come.
 func (m *Merged) TasksDone() bool {
-	if !m.started {
-		return false
+	if !m.started || m.err != nil {
+		return false // an error read ahead is yet to be returned
 	}
 	for i, ok := range m.live {
 		if ok && m.heads[i].Kind.Task() {

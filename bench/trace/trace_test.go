@@ -2,6 +2,7 @@ package trace
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -68,6 +69,35 @@ func TestMergeSkipsTimeGoingBack(t *testing.T) {
 	m.Next()
 	if _, err := m.Next(); !errors.Is(err, ErrOutOfOrder) || !strings.Contains(err.Error(), "a:2:") {
 		t.Fatalf("strict: %v, want ErrOutOfOrder naming a:2", err)
+	}
+}
+
+// TasksDone turns true once the last task event is read, though a
+// machine table runs on, and stays false while an error read ahead waits to
+// be returned.
+func TestMergeTasksDone(t *testing.T) {
+	kind := func(e Event, k Kind) Event { e.Kind = k; return e }
+	m := Merge(Units{}, NewStats(), false,
+		&fixed{"machines", []Event{kind(ev(0, "m", 1), MachineAdd), kind(ev(9, "m", 2), MachineRemove)}},
+		&fixed{"tasks", []Event{kind(ev(1, "t", 1), TaskSubmit), kind(ev(2, "t", 2), TaskEnd)}},
+	)
+	var done []bool
+	for {
+		if _, err := m.Next(); err != nil {
+			break
+		}
+		done = append(done, m.TasksDone())
+	}
+	if got := fmt.Sprint(done); got != "[false false true true]" {
+		t.Errorf("TasksDone after each event %s, want [false false true true]", got)
+	}
+	bad := &fixed{"tasks", []Event{kind(ev(5, "t", 1), TaskSubmit), kind(ev(4, "t", 2), TaskSubmit)}}
+	m = Merge(Units{}, NewStats(), true, bad)
+	if _, err := m.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if m.TasksDone() {
+		t.Errorf("TasksDone with an out-of-order row read ahead under strict: the error would never be returned")
 	}
 }
 

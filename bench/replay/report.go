@@ -1,0 +1,191 @@
+package replay
+
+import (
+	"encoding/csv"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/omega-cell/omega/bench/sim"
+	"github.com/omega-cell/omega/bench/trace"
+)
+
+// Summary is omega replay's summary.json: the simulation's summary (the
+// contract of omega sim, DESIGN.md "summary.json") and a replay section.
+type Summary struct {
+	sim.Summary
+	Replay Section `json:"replay"`
+}
+
+// Section is what the replay adds to the simulation's summary: the trace,
+// the window, how it was mapped onto the cell, what the reader read and
+// skipped, what the replay did with it, and the comparison of waits.
+type Section struct {
+	Format          string     `json:"format"`
+	Trace           string     `json:"trace"`
+	FromS           float64    `json:"from_s"`
+	ToS             float64    `json:"to_s"` // 0: the trace's end
+	Sample          float64    `json:"sample"`
+	MachineCPU      float64    `json:"machine_cpu"`
+	MachineMemory   int64      `json:"machine_memory_bytes"`
+	Overcommit      float64    `json:"overcommit"`
+	ServicePriority int32      `json:"service_priority"`
+	Evictions       string     `json:"evictions"`
+	Fidelity        bool       `json:"fidelity"`
+	CoalesceS       float64    `json:"coalesce_s"`
+	Reader          Reader     `json:"reader"`
+	Stats           Stats      `json:"stats"`
+	Comparison      Comparison `json:"comparison"`
+}
+
+// Reader is the reader's counts: rows per table, events, rows skipped by
+// cause (with an example row of each), rows ignored and warnings.
+type Reader struct {
+	Rows     map[string]int64    `json:"rows"`
+	Events   int64               `json:"events"`
+	Skipped  map[string]int64    `json:"skipped"`
+	Examples map[string][]string `json:"skipped_examples,omitempty"`
+	Ignored  map[string]int64    `json:"ignored,omitempty"`
+	Warnings []string            `json:"warnings,omitempty"`
+}
+
+// Comparison sets the cell's waits beside the trace's, over the jobs
+// submitted after the window opened that the trace placed whole within it:
+// submission to every task placed, in the production cluster and in the
+// replay.
+type Comparison struct {
+	Jobs          int     `json:"jobs"` // jobs compared
+	OursP50S      float64 `json:"ours_wait_p50_s"`
+	OursP90S      float64 `json:"ours_wait_p90_s"`
+	TraceP50S     float64 `json:"trace_wait_p50_s"`
+	TraceP90S     float64 `json:"trace_wait_p90_s"`
+	TraceFirstP50 float64 `json:"trace_first_placement_p50_s"`
+	TraceFirstP90 float64 `json:"trace_first_placement_p90_s"`
+	// OursUnplaced: jobs the trace placed whole that the replay did not
+	// (pending at the end, or abandoned).
+	OursUnplaced int `json:"ours_unplaced"`
+}
+
+// Summarize is the run's summary.json.
+func (r *Replay) Summarize() Summary {
+	st := r.Stats()
+	sum := r.Sim.Engine.Summarize(r.cfg.Sim.Workload.Seed, int(st.MachinesAdded))
+	ts := r.TraceStats()
+	c := r.cfg
+	return Summary{Summary: sum, Replay: Section{
+		Format: c.Format, Trace: c.Trace, FromS: c.From.Seconds(), ToS: c.To.Seconds(), Sample: c.Sample,
+		MachineCPU: c.MachineCPU, MachineMemory: c.MachineMemory, Overcommit: c.Overcommit, ServicePriority: c.ServicePriority,
+		Evictions: c.Evictions, Fidelity: c.Fidelity, CoalesceS: c.Coalesce.Seconds(),
+		Reader: Reader{Rows: ts.Rows, Events: ts.Events, Skipped: ts.Skipped, Examples: examples(ts.Examples), Ignored: ts.Ignored, Warnings: ts.Warnings},
+		Stats:  st, Comparison: r.compare(),
+	}}
+}
+
+// jobRow is one job of jobs.csv.
+type jobRow struct {
+	name                        string
+	scheduler, kind             string
+	traceJob                    int64
+	tasks                       int32
+	submitted, firstAt, placed  time.Time
+	traceFirst, traceAll        int64
+	attempts, placedN, conflict int
+	abandoned, opening          bool // opening: submitted when the window opened (placed as the trace had it)
+}
+
+func (r *Replay) rows() []jobRow {
+	var rows []jobRow
+	for _, run := range r.Sim.Engine.Runners() {
+		for _, j := range run.Records() {
+			info := r.actor.jobs[j.UID]
+			if info == nil {
+				continue
+			}
+			rows = append(rows, jobRow{name: strconv.FormatInt(info.traceJob, 10) + "." + strconv.FormatInt(info.group, 10),
+				scheduler: run.Name(), kind: sim.KindName(j.Kind), traceJob: info.traceJob, tasks: info.tasks,
+				submitted: j.Submitted, firstAt: j.FirstAttempt, placed: j.Placed,
+				traceFirst: info.tracePlaced - info.submitted, traceAll: info.traceAll - info.submitted,
+				attempts: j.Attempts, placedN: j.TasksPlaced, conflict: j.Conflicted, abandoned: j.Abandoned,
+				opening: info.submitted <= r.cfg.From.Microseconds()})
+			if info.tracePlaced < 0 {
+				rows[len(rows)-1].traceFirst = -1
+			}
+			if info.traceAll < 0 {
+				rows[len(rows)-1].traceAll = -1
+			}
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b jobRow) int { return a.submitted.Compare(b.submitted) })
+	return rows
+}
+
+func (r *Replay) compare() Comparison {
+	var ours, theirs, first []float64
+	c := Comparison{}
+	for _, x := range r.rows() {
+		if x.traceAll < 0 || x.opening {
+			continue
+		}
+		c.Jobs++
+		theirs = append(theirs, float64(x.traceAll)/1e6)
+		first = append(first, float64(x.traceFirst)/1e6)
+		if x.placed.IsZero() {
+			c.OursUnplaced++
+			continue
+		}
+		ours = append(ours, x.placed.Sub(x.submitted).Seconds())
+	}
+	c.OursP50S, c.OursP90S = sim.Quantile(ours, 0.5), sim.Quantile(ours, 0.9)
+	c.TraceP50S, c.TraceP90S = sim.Quantile(theirs, 0.5), sim.Quantile(theirs, 0.9)
+	c.TraceFirstP50, c.TraceFirstP90 = sim.Quantile(first, 0.5), sim.Quantile(first, 0.9)
+	return c
+}
+
+// WriteJobsCSV writes jobs.csv: per job of the cell (a trace job's tasks
+// submitted together), the replay's outcome beside the trace's: our wait
+// until every task was placed, and the trace's until its first and its
+// last task was placed (empty where the trace did not within the window);
+// at_opening marks the jobs that ran when the window opened.
+func (r *Replay) WriteJobsCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"job", "trace_job", "scheduler", "kind", "tasks", "submitted_s", "first_attempt_s", "placed_s",
+		"wait_s", "trace_first_placement_wait_s", "trace_wait_s", "attempts", "conflicted_attempts", "tasks_placed", "abandoned", "at_opening"})
+	secs := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return strconv.FormatFloat(t.Sub(sim.Epoch).Seconds(), 'f', 3, 64)
+	}
+	us := func(d int64) string {
+		if d < 0 {
+			return ""
+		}
+		return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64)
+	}
+	for _, x := range r.rows() {
+		wait := ""
+		if !x.placed.IsZero() {
+			wait = strconv.FormatFloat(x.placed.Sub(x.submitted).Seconds(), 'f', 3, 64)
+		}
+		cw.Write([]string{x.name, strconv.FormatInt(x.traceJob, 10), x.scheduler, x.kind, strconv.Itoa(int(x.tasks)),
+			secs(x.submitted), secs(x.firstAt), secs(x.placed), wait, us(x.traceFirst), us(x.traceAll),
+			strconv.Itoa(x.attempts), strconv.Itoa(x.conflict), strconv.Itoa(x.placedN), strconv.FormatBool(x.abandoned), strconv.FormatBool(x.opening)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// examples are the reader's example places, as "file:line".
+func examples(in map[string][]trace.Pos) map[string][]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := map[string][]string{}
+	for cause, ps := range in {
+		for _, p := range ps {
+			out[cause] = append(out[cause], p.String())
+		}
+	}
+	return out
+}
