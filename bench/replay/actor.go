@@ -32,6 +32,7 @@ type cellTask struct {
 	placed    bool // the trace has placed this run
 	evicted   bool // with evictions ignored: the run goes on through the trace's eviction
 	traceSubm int64
+	cpu, mem  int64 // its request in the cell's units (for the trace's utilisation)
 }
 
 // machine is a machine of the trace, in the cell (uid) or not yet (its
@@ -87,7 +88,40 @@ type actor struct {
 	jobs     map[uuid.UUID]*jobInfo
 	groups   int64
 
+	// The trace's own allocation (the requests of the runs it had placed,
+	// of the tasks in the cell) and the cell's capacity (its machines up),
+	// sampled every minute of simulated time for the comparison.
+	traceCPU, traceMem int64
+	capCPU, capMem     int64
+	nextSample         time.Time
+	samples            []sim.Sample
+
 	st Stats
+}
+
+// sampleEvery is how often the trace's utilisation is sampled: the
+// engine's default period, so the two series line up.
+const sampleEvery = time.Minute
+
+// sampleTo records the trace's utilisation for every sample time before
+// now (the values that held since the previous step), or, with at, up to
+// and including now (after the step applied now's events, as the engine
+// samples its own).
+func (a *actor) sampleTo(now time.Time, at bool) {
+	if a.nextSample.IsZero() {
+		a.nextSample = sim.Epoch
+	}
+	for a.nextSample.Before(now) || at && a.nextSample.Equal(now) {
+		a.samples = append(a.samples, sim.Sample{At: a.nextSample.Sub(sim.Epoch), CPU: ratio(a.traceCPU, a.capCPU), Memory: ratio(a.traceMem, a.capMem)})
+		a.nextSample = a.nextSample.Add(sampleEvery)
+	}
+}
+
+func ratio(a, b int64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
 
 // Stats count what the replay did with the trace, for summary.json.
@@ -236,6 +270,7 @@ func (a *actor) Step(ctx context.Context, now time.Time) (sim.Next, error) {
 	if err := a.c.Sync(ctx); err != nil {
 		return sim.Next{}, err
 	}
+	a.sampleTo(now, false)
 	v := a.c.View()
 	var machineOps, endOps []txn.Op
 	var claims []claimed
@@ -260,6 +295,7 @@ func (a *actor) Step(ctx context.Context, now time.Time) (sim.Next, error) {
 				continue
 			}
 			ct.placed = true
+			a.traceCPU, a.traceMem = a.traceCPU+ct.cpu, a.traceMem+ct.mem
 			if info := a.jobs[ct.job]; info != nil {
 				if info.tracePlaced < 0 {
 					info.tracePlaced = e.Time
@@ -297,6 +333,7 @@ func (a *actor) Step(ctx context.Context, now time.Time) (sim.Next, error) {
 	if err := a.place(ctx, now, claims); err != nil {
 		return sim.Next{}, err
 	}
+	a.sampleTo(now, true)
 	// Read on, and end the run at the horizon when the trace is done.
 	lim := now.Sub(sim.Epoch).Microseconds() + a.cfg.From.Microseconds() + a.cfg.Lookahead.Microseconds()
 	if err := a.fill(lim); err != nil {
@@ -479,7 +516,8 @@ func (a *actor) submit(e *trace.Event, byJob map[int64]*group, groups *[]*group)
 	}
 	g.job.Spec.Replicas++
 	g.job.Status.Pending++
-	a.live[k] = &cellTask{uid: uid, job: jobUID, run: run, traceSubm: e.Time}
+	req := t.Spec.Resources
+	a.live[k] = &cellTask{uid: uid, job: jobUID, run: run, traceSubm: e.Time, cpu: req.GetCpuMillis(), mem: req.GetMemoryBytes()}
 	a.book.submit(uid, runKey{e.Job, e.Task, run})
 	a.st.TasksSubmitted++
 }
@@ -538,6 +576,7 @@ func (a *actor) end(v client.View, e *trace.Event, ops []txn.Op) []txn.Op {
 		delete(a.runs, k)
 	}
 	if ct.placed {
+		a.traceCPU, a.traceMem = a.traceCPU-ct.cpu, a.traceMem-ct.mem
 		return ops
 	}
 	a.book.forget(ct.uid)
@@ -560,6 +599,7 @@ func (a *actor) machineEvent(v client.View, e *trace.Event, ops []txn.Op) []txn.
 		if m.uid == uuid.Nil {
 			return ops
 		}
+		a.capCPU, a.capMem = a.capCPU-m.cap.CPU, a.capMem-m.cap.Memory
 		a.st.MachinesRemoved++
 		down, ok := agents.MachineDownFromView(v.State, m.uid, "removed in the trace")
 		if ok {
@@ -572,6 +612,16 @@ func (a *actor) machineEvent(v client.View, e *trace.Event, ops []txn.Op) []txn.
 		}
 		return ops
 	}
+	// The cell's capacity follows the machine: out before the event, in
+	// again after it if it is up in the cell.
+	if m != nil && m.up && m.uid != uuid.Nil {
+		a.capCPU, a.capMem = a.capCPU-m.cap.CPU, a.capMem-m.cap.Memory
+	}
+	defer func() {
+		if m != nil && m.up && m.uid != uuid.Nil {
+			a.capCPU, a.capMem = a.capCPU+m.cap.CPU, a.capMem+m.cap.Memory
+		}
+	}()
 	if m == nil {
 		if !a.sampled(e.Machine, 'm') {
 			return ops

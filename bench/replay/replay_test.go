@@ -107,6 +107,13 @@ func TestReplayExcerptWindow(t *testing.T) {
 	if sum.SimSeconds > 900 || sum.SimSeconds < 890 {
 		t.Errorf("ran %.1f simulated seconds, want the window's last task event (≤900 s)", sum.SimSeconds)
 	}
+	// The trace's own allocation at the opening is about half the cell
+	// (at twice the recorded capacities); ours starts from the same
+	// placements.
+	c := r.Summarize().Replay.Comparison
+	if c.TraceCPUMean < 0.3 || c.TraceCPUMean > 0.8 || c.OursCPUMean < c.TraceCPUMean*0.8 {
+		t.Errorf("mean CPU utilisation ours %.3f, the trace's %.3f; want the trace's about half the cell and ours not far below", c.OursCPUMean, c.TraceCPUMean)
+	}
 	if st.EventsApplied > ts.Events {
 		t.Errorf("applied %d events of %d read", st.EventsApplied, ts.Events)
 	}

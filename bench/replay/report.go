@@ -2,10 +2,15 @@ package replay
 
 import (
 	"encoding/csv"
+	"image/color"
 	"io"
 	"slices"
 	"strconv"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/omega-cell/omega/bench/sim"
 	"github.com/omega-cell/omega/bench/trace"
@@ -65,6 +70,14 @@ type Comparison struct {
 	// OursUnplaced: jobs the trace placed whole that the replay did not
 	// (pending at the end, or abandoned).
 	OursUnplaced int `json:"ours_unplaced"`
+	// Utilisation: the mean over the run of the cell's allocated share of
+	// its capacity, CPU and memory, under our placements and under the
+	// trace's (the requests of the runs it had placed, over the same
+	// machines); the series are in utilization.csv.
+	OursCPUMean     float64 `json:"ours_cpu_utilization_mean"`
+	TraceCPUMean    float64 `json:"trace_cpu_utilization_mean"`
+	OursMemoryMean  float64 `json:"ours_memory_utilization_mean"`
+	TraceMemoryMean float64 `json:"trace_memory_utilization_mean"`
 }
 
 // Summarize is the run's summary.json.
@@ -139,7 +152,105 @@ func (r *Replay) compare() Comparison {
 	c.OursP50S, c.OursP90S = sim.Quantile(ours, 0.5), sim.Quantile(ours, 0.9)
 	c.TraceP50S, c.TraceP90S = sim.Quantile(theirs, 0.5), sim.Quantile(theirs, 0.9)
 	c.TraceFirstP50, c.TraceFirstP90 = sim.Quantile(first, 0.5), sim.Quantile(first, 0.9)
+	var n int
+	for _, x := range r.utilization() {
+		n++
+		c.OursCPUMean += x.ours.CPU
+		c.OursMemoryMean += x.ours.Memory
+		c.TraceCPUMean += x.trace.CPU
+		c.TraceMemoryMean += x.trace.Memory
+	}
+	if n > 0 {
+		c.OursCPUMean /= float64(n)
+		c.OursMemoryMean /= float64(n)
+		c.TraceCPUMean /= float64(n)
+		c.TraceMemoryMean /= float64(n)
+	}
 	return c
+}
+
+// utilPoint is one sample time: the cell's utilisation under our
+// placements and under the trace's.
+type utilPoint struct {
+	at          time.Duration
+	ours, trace sim.Sample
+}
+
+// utilization pairs each of the engine's samples with the trace's sample
+// at the same time (both every minute of simulated time from 0).
+func (r *Replay) utilization() []utilPoint {
+	ours, theirs := r.Sim.Engine.Samples(), r.actor.samples
+	var out []utilPoint
+	j := 0
+	for _, o := range ours {
+		for j+1 < len(theirs) && theirs[j+1].At <= o.At {
+			j++
+		}
+		p := utilPoint{at: o.At, ours: o}
+		if j < len(theirs) && theirs[j].At <= o.At {
+			p.trace = theirs[j]
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// WriteUtilizationCSV writes utilization.csv: per minute of simulated
+// time, the cell's CPU and memory allocated over capacity under our
+// placements and under the trace's.
+func (r *Replay) WriteUtilizationCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"sim_seconds", "cpu", "memory", "trace_cpu", "trace_memory"})
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 6, 64) }
+	for _, p := range r.utilization() {
+		cw.Write([]string{strconv.FormatFloat(p.at.Seconds(), 'f', 0, 64), f(p.ours.CPU), f(p.ours.Memory), f(p.trace.CPU), f(p.trace.Memory)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteUtilizationPNG draws the two series, CPU and memory, ours and the
+// trace's, against trace time in hours.
+func (r *Replay) WriteUtilizationPNG(w io.Writer) error {
+	p := plot.New()
+	p.Title.Text = "Cell utilisation: omega's schedulers against the trace's"
+	p.X.Label.Text, p.Y.Label.Text = "trace time (hours)", "allocated / capacity"
+	pts := r.utilization()
+	from := r.cfg.From.Hours()
+	for i, s := range []struct {
+		label  string
+		get    func(utilPoint) float64
+		dashed bool
+	}{
+		{"CPU, omega", func(p utilPoint) float64 { return p.ours.CPU }, false},
+		{"CPU, trace", func(p utilPoint) float64 { return p.trace.CPU }, true},
+		{"memory, omega", func(p utilPoint) float64 { return p.ours.Memory }, false},
+		{"memory, trace", func(p utilPoint) float64 { return p.trace.Memory }, true},
+	} {
+		xy := make(plotter.XYs, len(pts))
+		for k, x := range pts {
+			xy[k] = plotter.XY{X: from + x.at.Hours(), Y: s.get(x)}
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color = []color.Color{color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0x1f, 0x77, 0xb4, 0xff},
+			color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff}}[i]
+		if s.dashed {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l)
+		p.Legend.Add(s.label, l)
+	}
+	p.Legend.Top, p.Legend.Left = false, false // bottom right, below the lines of a busy cell
+	p.Y.Min, p.Y.Max = 0, max(p.Y.Max, 1)
+	wt, err := p.WriterTo(16*vg.Centimeter, 11*vg.Centimeter, "png")
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
+	return err
 }
 
 // WriteJobsCSV writes jobs.csv: per job of the cell (a trace job's tasks

@@ -188,7 +188,8 @@ func runReplay(cmd *cobra.Command, cfg replay.Config, out string, asJSON bool) e
 			{"summary.json", bytesFile(b)},
 			{"jobs.csv", r.WriteJobsCSV},
 			{"schedulers.csv", sum.WriteSchedulersCSV},
-			{"utilization.csv", r.Sim.Engine.WriteUtilizationCSV},
+			{"utilization.csv", r.WriteUtilizationCSV},
+			{"utilization.png", r.WriteUtilizationPNG},
 		}); err != nil {
 			return err
 		}
@@ -208,8 +209,10 @@ func printReplaySummary(w io.Writer, s replay.Summary) {
 		x.Stats.JobsSubmitted, x.Stats.TasksSubmitted, x.Stats.TasksPrefilled, x.Stats.TracePlacements, x.Stats.PlacementsRefused)
 	fmt.Fprintf(w, "jobs: %d scheduled, %d abandoned, %d pending; mean utilisation %.1f%%\n", s.JobsScheduled, s.JobsAbandoned, s.JobsPending, 100*s.UtilizationMean)
 	c := x.Comparison
-	fmt.Fprintf(w, "wait to every task placed, %d jobs the trace placed whole: ours p50 %.1f s p90 %.1f s (%d not placed); the trace's p50 %.1f s p90 %.1f s\n\n",
+	fmt.Fprintf(w, "wait to every task placed, %d jobs the trace placed whole: ours p50 %.1f s p90 %.1f s (%d not placed); the trace's p50 %.1f s p90 %.1f s\n",
 		c.Jobs, c.OursP50S, c.OursP90S, c.OursUnplaced, c.TraceP50S, c.TraceP90S)
+	fmt.Fprintf(w, "mean utilisation, CPU: ours %.1f%%, the trace's %.1f%%; memory: ours %.1f%%, the trace's %.1f%% (utilization.csv, utilization.png)\n\n",
+		100*c.OursCPUMean, 100*c.TraceCPUMean, 100*c.OursMemoryMean, 100*c.TraceMemoryMean)
 	printSchedulerTable(w, s.Summary)
 	fmt.Fprintf(w, "\nhost: %.1f s wall, %.0f events/s, peak RSS %.0f MiB\n", s.Host.WallSeconds, s.Host.EventsPerSec, s.Host.PeakRSSMb)
 }

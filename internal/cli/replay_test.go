@@ -129,6 +129,16 @@ func TestReplaySmallTrace(t *testing.T) {
 	if s.Replay.Comparison.Jobs != 1 || s.Replay.Comparison.TraceP50S != 2 {
 		t.Errorf("comparison %+v; want the one job, its trace wait 2 s", s.Replay.Comparison)
 	}
+	// Two machines of 16 cores and 32 GiB (0.5 and 0.25 of 32 cores and
+	// 128 GiB); the tasks ask for 3.2 cores and 6.4 GiB each: both placed,
+	// a fifth of the cell, at the minute's sample, ours and the trace's.
+	util, _ := os.ReadFile(filepath.Join(out, "utilization.csv"))
+	if !strings.Contains(string(util), "\n60,0.200000,0.200000,0.200000,0.200000\n") {
+		t.Errorf("utilization.csv:\n%s\nwant a fifth of the cell allocated at 60 s, by both", util)
+	}
+	if png, err := os.ReadFile(filepath.Join(out, "utilization.png")); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("utilization.png: %v, not a PNG", err)
+	}
 	jobs, _ := os.ReadFile(filepath.Join(out, "jobs.csv"))
 	lines := strings.Split(strings.TrimSpace(string(jobs)), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[1], "7.1,7,batch-0,batch,2,10.000,") || !strings.Contains(lines[1], ",2.000,2.000,") {
@@ -149,7 +159,7 @@ func TestReplayExcerptDeterministic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{"summary.json", "jobs.csv", "schedulers.csv", "utilization.csv"} {
+	for _, name := range []string{"summary.json", "jobs.csv", "schedulers.csv", "utilization.csv", "utilization.png"} {
 		a, err := os.ReadFile(filepath.Join(outs[0], name))
 		if err != nil {
 			t.Fatal(err)
