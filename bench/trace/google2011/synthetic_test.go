@@ -57,12 +57,12 @@ type endItem struct {
 
 type endHeap []endItem
 
-func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Len() int { return len(h) }
 func (h endHeap) Less(i, j int) bool {
 	return h[i].t < h[j].t || h[i].t == h[j].t && h[i].seq < h[j].seq
 }
-func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *endHeap) Push(x any)        { *h = append(*h, x.(endItem)) }
+func (h endHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)   { *h = append(*h, x.(endItem)) }
 func (h *endHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
