@@ -83,6 +83,9 @@ type Runner struct {
 	// verdicts counts the transactions that wrote abandoned jobs' verdicts
 	// (not scheduling attempts: the reports leave them out).
 	verdicts client.Counters
+	// retire, if set, takes the record of a job that left the cell, and
+	// the runner keeps nothing of it (SetRetire).
+	retire func(JobRecord)
 	// rejected counts the operations the store's policy refused, by reason.
 	rejected map[omegav1.RejectReason]int64
 }
@@ -303,7 +306,31 @@ func (r *Runner) Gone(job uuid.UUID) {
 		j.gone = true
 		return
 	}
+	r.left(j)
+}
+
+// SetRetire makes the runner hand the record of each job that leaves the
+// cell to retire and keep nothing of it: Records then holds only the jobs
+// still in the cell, and memory follows the live cell, not every job the
+// runner ever saw (omega replay streams the records to jobs.csv). Without
+// it a job's record stays for Records.
+func (r *Runner) SetRetire(retire func(JobRecord)) { r.retire = retire }
+
+// left is a job that left the cell: what the runner kept to schedule it
+// goes, and with SetRetire its record too, handed over.
+func (r *Runner) left(j *jobState) {
 	j.forget()
+	if r.retire == nil {
+		return
+	}
+	if j.queued {
+		heap.Remove(&r.queue, j.queueIndex)
+		j.queued = false
+	}
+	delete(r.jobs, j.UID)
+	if !j.shadow {
+		r.retire(j.JobRecord)
+	}
 }
 
 // Lost tells the runner that task t of job was lost with its machine
@@ -507,7 +534,7 @@ func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now 
 	}
 	j.inFlight = false
 	if j.gone {
-		defer j.forget() // after the attempt's outcome is recorded
+		defer r.left(j) // after the attempt's outcome is recorded
 	}
 	if j.moved {
 		// The job moved to another instance while the attempt was in

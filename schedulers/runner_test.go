@@ -721,3 +721,58 @@ func TestRunnerLetsGoOfAJobThatLeftTheCell(t *testing.T) {
 		})
 	}
 }
+
+// With SetRetire, a job that left the cell is handed over, record and all,
+// at once or when its attempt in flight lands, and the runner keeps
+// nothing of it; a job still in the cell stays in Records.
+func TestRunnerRetiresAJobThatLeftTheCell(t *testing.T) {
+	for _, inFlight := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inFlight=%v", inFlight), func(t *testing.T) {
+			c := newCell(t, 1)
+			c.addMachines(uniform(4, 4000, 16*gib, 0)...)
+			job, _ := c.addJob("b", jobSpec{kind: batchKind, scheduler: "batch", tasks: 3, cpu: 1000, mem: gib})
+			other, _ := c.addJob("c", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1, cpu: 1000, mem: gib})
+			r := c.runner(NewBatch(), "batch-0", 1, testConfig(), nil)
+			var retired []JobRecord
+			r.SetRetire(func(rec JobRecord) { retired = append(retired, rec) })
+			r.Submit(job, t0)
+			r.Submit(other, t0)
+			a := begin(t, r, t0)
+			if a.Job != job {
+				a2 := begin(t, r, t0)
+				finish(t, r, a, t0)
+				a = a2
+			}
+			if !inFlight {
+				if o, _ := finish(t, r, a, t0); o != OutcomePlaced {
+					t.Fatalf("outcome %v", o)
+				}
+			}
+			r.Gone(job)
+			if inFlight {
+				if len(retired) != 0 || r.jobs[job] == nil {
+					t.Fatal("retired a job whose attempt is in flight")
+				}
+				if o, _ := finish(t, r, a, t0); o != OutcomePlaced {
+					t.Fatalf("outcome %v", o)
+				}
+			}
+			if len(retired) != 1 || retired[0].UID != job || retired[0].TasksPlaced != 3 || retired[0].Placed.IsZero() {
+				t.Fatalf("retired %+v, want the job with its 3 placements", retired)
+			}
+			if _, kept := r.jobs[job]; kept {
+				t.Fatal("the runner still holds the retired job")
+			}
+			for _, rec := range r.Records() {
+				if rec.UID == job {
+					t.Fatal("Records still lists the retired job")
+				}
+			}
+			record(t, r, other) // still in the cell
+			r.Gone(job)         // again: nothing to do
+			if len(retired) != 1 {
+				t.Fatalf("retired twice: %+v", retired)
+			}
+		})
+	}
+}

@@ -9,8 +9,10 @@ package replay
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"time"
@@ -72,6 +74,10 @@ type Config struct {
 	// traces submit a job's tasks one row at a time, microseconds apart).
 	// 0: one job per trace job per distinct time.
 	Coalesce time.Duration
+	// JobsCSV, if set, receives jobs.csv as the jobs leave the cell
+	// (FinishJobsCSV writes the rest): the replay keeps nothing of a job
+	// that left, so its memory follows the live cell.
+	JobsCSV io.Writer
 	// Lookahead is how far ahead of the simulated time the trace is read,
 	// so a run's runtime is known when the cell places it.
 	Lookahead time.Duration
@@ -193,6 +199,8 @@ type Replay struct {
 	cfg   Config
 	src   trace.Source
 	actor *actor
+	jobs  *csv.Writer // jobs.csv, with Config.JobsCSV
+	waits waits       // of the jobs that left the cell, for the comparison
 }
 
 // minDays is the shortest horizon a simulation takes; a shorter window
@@ -224,7 +232,13 @@ func Build(ctx context.Context, cfg Config) (*Replay, error) {
 	if cfg.To > 0 {
 		scfg.Workload.Days = max((cfg.To-cfg.From).Hours()/24, minDays)
 	}
+	r := &Replay{cfg: cfg, src: src}
+	if cfg.JobsCSV != nil {
+		r.jobs = csv.NewWriter(cfg.JobsCSV)
+		r.jobs.Write(jobsHeader)
+	}
 	s, err := sim.BuildCell(ctx, scfg, sim.Cell{
+		Retire: r.retire,
 		Actors: func(newClient func(string) (*client.Client, error)) ([]sim.Actor, error) {
 			c, err := newClient("trace")
 			if err != nil {
@@ -242,7 +256,8 @@ func Build(ctx context.Context, cfg Config) (*Replay, error) {
 		return nil, err
 	}
 	a.eng, a.clock = s.Engine, s.Clock()
-	return &Replay{Sim: s, cfg: cfg, src: src, actor: a}, nil
+	r.Sim, r.actor = s, a
+	return r, nil
 }
 
 // Close releases the trace and the simulation.

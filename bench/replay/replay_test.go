@@ -1,13 +1,17 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/omega-cell/omega/bench/trace/google2011"
 )
 
 var excerptDir = filepath.Join("..", "..", "..", "shared", "traces", "google-clusterdata-2011-2")
@@ -116,5 +120,58 @@ func TestReplayExcerptWindow(t *testing.T) {
 	}
 	if st.EventsApplied > ts.Events {
 		t.Errorf("applied %d events of %d read", st.EventsApplied, ts.Events)
+	}
+}
+
+// Jobs leave the cell (deleted a retention window after they finish) and
+// the replay keeps nothing of them: their rows go to jobs.csv as they
+// leave, the rest at the end, each job once; the summary counts them all.
+func TestReplayRetiresJobs(t *testing.T) {
+	dir := t.TempDir()
+	sy := google2011.Synthetic{Machines: 40, Events: 6000, Seed: 3, MeanTasks: 4, MeanRun: 300, ShardLines: 2500}
+	if err := sy.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	var jobs bytes.Buffer
+	cfg := DefaultConfig()
+	cfg.Format, cfg.Trace, cfg.JobsCSV = "google2011", dir, &jobs
+	cfg.Sim.Dir = t.TempDir()
+	r, err := Build(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, run := range r.Sim.Engine.Runners() {
+		live += len(run.Records())
+	}
+	if err := r.FinishJobsCSV(); err != nil {
+		t.Fatal(err)
+	}
+	sum := r.Summarize()
+	rows := strings.Split(strings.TrimSpace(jobs.String()), "\n")[1:]
+	seen := map[string]bool{}
+	for _, row := range rows {
+		name := row[:strings.IndexByte(row, ',')]
+		if seen[name] {
+			t.Fatalf("job %s twice in jobs.csv", name)
+		}
+		seen[name] = true
+	}
+	t.Logf("%d jobs, %d left the cell during the run, %d still held at the end", sum.Replay.Stats.JobsSubmitted, len(rows)-live, live)
+	if int64(len(rows)) != sum.Replay.Stats.JobsSubmitted || sum.JobsSubmitted != len(rows) {
+		t.Errorf("jobs.csv has %d jobs, the summary %d, the replay submitted %d", len(rows), sum.JobsSubmitted, sum.Replay.Stats.JobsSubmitted)
+	}
+	if live*2 > len(rows) {
+		t.Errorf("%d of %d jobs still held at the end; want most retired as they left the cell", live, len(rows))
+	}
+	if len(r.actor.jobs) != live {
+		t.Errorf("the replay holds %d jobs' trace facts, the runners %d records; want only the live ones", len(r.actor.jobs), live)
+	}
+	if sum.Replay.Comparison.Jobs < len(rows)*9/10 {
+		t.Errorf("compared %d jobs of %d", sum.Replay.Comparison.Jobs, len(rows))
 	}
 }

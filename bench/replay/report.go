@@ -14,6 +14,7 @@ import (
 
 	"github.com/omega-cell/omega/bench/sim"
 	"github.com/omega-cell/omega/bench/trace"
+	"github.com/omega-cell/omega/schedulers"
 )
 
 // Summary is omega replay's summary.json: the simulation's summary (the
@@ -107,25 +108,32 @@ type jobRow struct {
 	abandoned, opening          bool // opening: submitted when the window opened (placed as the trace had it)
 }
 
-func (r *Replay) rows() []jobRow {
+// row is the jobs.csv row of a job of runner run, from its record and
+// what the trace says of it.
+func (r *Replay) row(run *schedulers.Runner, j schedulers.JobRecord, info *jobInfo) jobRow {
+	x := jobRow{name: strconv.FormatInt(info.traceJob, 10) + "." + strconv.FormatInt(info.group, 10),
+		scheduler: run.Name(), kind: sim.KindName(j.Kind), traceJob: info.traceJob, tasks: info.tasks,
+		submitted: j.Submitted, firstAt: j.FirstAttempt, placed: j.Placed,
+		traceFirst: info.tracePlaced - info.submitted, traceAll: info.traceAll - info.submitted,
+		attempts: j.Attempts, placedN: j.TasksPlaced, conflict: j.Conflicted, abandoned: j.Abandoned,
+		opening: info.submitted <= r.cfg.From.Microseconds()}
+	if info.tracePlaced < 0 {
+		x.traceFirst = -1
+	}
+	if info.traceAll < 0 {
+		x.traceAll = -1
+	}
+	return x
+}
+
+// liveRows are the rows of the jobs still in the cell (the runners hold
+// their records), by submission.
+func (r *Replay) liveRows() []jobRow {
 	var rows []jobRow
 	for _, run := range r.Sim.Engine.Runners() {
 		for _, j := range run.Records() {
-			info := r.actor.jobs[j.UID]
-			if info == nil {
-				continue
-			}
-			rows = append(rows, jobRow{name: strconv.FormatInt(info.traceJob, 10) + "." + strconv.FormatInt(info.group, 10),
-				scheduler: run.Name(), kind: sim.KindName(j.Kind), traceJob: info.traceJob, tasks: info.tasks,
-				submitted: j.Submitted, firstAt: j.FirstAttempt, placed: j.Placed,
-				traceFirst: info.tracePlaced - info.submitted, traceAll: info.traceAll - info.submitted,
-				attempts: j.Attempts, placedN: j.TasksPlaced, conflict: j.Conflicted, abandoned: j.Abandoned,
-				opening: info.submitted <= r.cfg.From.Microseconds()})
-			if info.tracePlaced < 0 {
-				rows[len(rows)-1].traceFirst = -1
-			}
-			if info.traceAll < 0 {
-				rows[len(rows)-1].traceAll = -1
+			if info := r.actor.jobs[j.UID]; info != nil {
+				rows = append(rows, r.row(run, j, info))
 			}
 		}
 	}
@@ -133,25 +141,52 @@ func (r *Replay) rows() []jobRow {
 	return rows
 }
 
-func (r *Replay) compare() Comparison {
-	var ours, theirs, first []float64
-	c := Comparison{}
-	for _, x := range r.rows() {
-		if x.traceAll < 0 || x.opening {
-			continue
-		}
-		c.Jobs++
-		theirs = append(theirs, float64(x.traceAll)/1e6)
-		first = append(first, float64(x.traceFirst)/1e6)
-		if x.placed.IsZero() {
-			c.OursUnplaced++
-			continue
-		}
-		ours = append(ours, x.placed.Sub(x.submitted).Seconds())
+// waits is what the comparison keeps of the jobs that left the cell: a
+// wait or two per job, for the quantiles (not a record of the job).
+type waits struct {
+	jobs, unplaced      int
+	ours, theirs, first []float64
+}
+
+func (w *waits) add(x jobRow) {
+	if x.traceAll < 0 || x.opening {
+		return
 	}
-	c.OursP50S, c.OursP90S = sim.Quantile(ours, 0.5), sim.Quantile(ours, 0.9)
-	c.TraceP50S, c.TraceP90S = sim.Quantile(theirs, 0.5), sim.Quantile(theirs, 0.9)
-	c.TraceFirstP50, c.TraceFirstP90 = sim.Quantile(first, 0.5), sim.Quantile(first, 0.9)
+	w.jobs++
+	w.theirs = append(w.theirs, float64(x.traceAll)/1e6)
+	w.first = append(w.first, float64(x.traceFirst)/1e6)
+	if x.placed.IsZero() {
+		w.unplaced++
+		return
+	}
+	w.ours = append(w.ours, x.placed.Sub(x.submitted).Seconds())
+}
+
+// retire is a job that left the cell: its row goes to jobs.csv and its
+// waits to the comparison, and nothing else of it is kept.
+func (r *Replay) retire(run *schedulers.Runner, j schedulers.JobRecord) {
+	info := r.actor.jobs[j.UID]
+	if info == nil {
+		return
+	}
+	delete(r.actor.jobs, j.UID)
+	x := r.row(run, j, info)
+	r.waits.add(x)
+	if r.jobs != nil {
+		r.writeRow(x)
+	}
+}
+
+func (r *Replay) compare() Comparison {
+	w := r.waits
+	w.ours, w.theirs, w.first = slices.Clone(w.ours), slices.Clone(w.theirs), slices.Clone(w.first)
+	for _, x := range r.liveRows() {
+		w.add(x)
+	}
+	c := Comparison{Jobs: w.jobs, OursUnplaced: w.unplaced}
+	c.OursP50S, c.OursP90S = sim.Quantile(w.ours, 0.5), sim.Quantile(w.ours, 0.9)
+	c.TraceP50S, c.TraceP90S = sim.Quantile(w.theirs, 0.5), sim.Quantile(w.theirs, 0.9)
+	c.TraceFirstP50, c.TraceFirstP90 = sim.Quantile(w.first, 0.5), sim.Quantile(w.first, 0.9)
 	var n int
 	for _, x := range r.utilization() {
 		n++
@@ -253,15 +288,15 @@ func (r *Replay) WriteUtilizationPNG(w io.Writer) error {
 	return err
 }
 
-// WriteJobsCSV writes jobs.csv: per job of the cell (a trace job's tasks
-// submitted together), the replay's outcome beside the trace's: our wait
-// until every task was placed, and the trace's until its first and its
-// last task was placed (empty where the trace did not within the window);
-// at_opening marks the jobs that ran when the window opened.
-func (r *Replay) WriteJobsCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
-	cw.Write([]string{"job", "trace_job", "scheduler", "kind", "tasks", "submitted_s", "first_attempt_s", "placed_s",
-		"wait_s", "trace_first_placement_wait_s", "trace_wait_s", "attempts", "conflicted_attempts", "tasks_placed", "abandoned", "at_opening"})
+// jobsHeader is jobs.csv's header: per job of the cell (a trace job's
+// tasks submitted together), the replay's outcome beside the trace's: our
+// wait until every task was placed, and the trace's until its first and
+// its last task was placed (empty where the trace did not within the
+// window); at_opening marks the jobs that ran when the window opened.
+var jobsHeader = []string{"job", "trace_job", "scheduler", "kind", "tasks", "submitted_s", "first_attempt_s", "placed_s",
+	"wait_s", "trace_first_placement_wait_s", "trace_wait_s", "attempts", "conflicted_attempts", "tasks_placed", "abandoned", "at_opening"}
+
+func (r *Replay) writeRow(x jobRow) {
 	secs := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -274,17 +309,27 @@ func (r *Replay) WriteJobsCSV(w io.Writer) error {
 		}
 		return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64)
 	}
-	for _, x := range r.rows() {
-		wait := ""
-		if !x.placed.IsZero() {
-			wait = strconv.FormatFloat(x.placed.Sub(x.submitted).Seconds(), 'f', 3, 64)
-		}
-		cw.Write([]string{x.name, strconv.FormatInt(x.traceJob, 10), x.scheduler, x.kind, strconv.Itoa(int(x.tasks)),
-			secs(x.submitted), secs(x.firstAt), secs(x.placed), wait, us(x.traceFirst), us(x.traceAll),
-			strconv.Itoa(x.attempts), strconv.Itoa(x.conflict), strconv.Itoa(x.placedN), strconv.FormatBool(x.abandoned), strconv.FormatBool(x.opening)})
+	wait := ""
+	if !x.placed.IsZero() {
+		wait = strconv.FormatFloat(x.placed.Sub(x.submitted).Seconds(), 'f', 3, 64)
 	}
-	cw.Flush()
-	return cw.Error()
+	r.jobs.Write([]string{x.name, strconv.FormatInt(x.traceJob, 10), x.scheduler, x.kind, strconv.Itoa(int(x.tasks)),
+		secs(x.submitted), secs(x.firstAt), secs(x.placed), wait, us(x.traceFirst), us(x.traceAll),
+		strconv.Itoa(x.attempts), strconv.Itoa(x.conflict), strconv.Itoa(x.placedN), strconv.FormatBool(x.abandoned), strconv.FormatBool(x.opening)})
+}
+
+// FinishJobsCSV writes the rows of the jobs still in the cell after those
+// that left it during the run (Config.JobsCSV), and flushes: jobs.csv has
+// the jobs in the order they left the cell, then the rest by submission.
+func (r *Replay) FinishJobsCSV() error {
+	if r.jobs == nil {
+		return nil
+	}
+	for _, x := range r.liveRows() {
+		r.writeRow(x)
+	}
+	r.jobs.Flush()
+	return r.jobs.Error()
 }
 
 // examples are the reader's example places, as "file:line".

@@ -383,6 +383,9 @@ type Cell struct {
 	Actors func(newClient func(name string) (*client.Client, error)) ([]Actor, error)
 	// NewExecutor, if set, is the fleet's executor (agents.FleetConfig).
 	NewExecutor func(*agents.Tracker) agents.Executor
+	// Retire, if set, takes each job's record when the job leaves the
+	// cell, and the runners keep nothing of it (Options.Retire).
+	Retire func(*schedulers.Runner, schedulers.JobRecord)
 	// UnroutedJobs lets jobs name a scheduler the run does not have
 	// (omega replay's fidelity mode, where the trace places them);
 	// otherwise such a job is an error.
@@ -560,6 +563,7 @@ func BuildCell(ctx context.Context, cfg Config, cell Cell) (*Sim, error) {
 		TwoLevel:  twoLevel,
 		liar:      liar,
 		Unrouted:  cell.UnroutedJobs,
+		Retire:    cell.Retire,
 	})
 	if err != nil {
 		return nil, err

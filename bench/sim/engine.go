@@ -102,6 +102,12 @@ type Options struct {
 	// Unrouted lets jobs name a scheduler that no runner here is (they
 	// stay pending unless something else places them).
 	Unrouted bool
+	// Retire, if set, takes the record of each job that leaves the cell
+	// (deleted after its retention window), which the runners then no
+	// longer hold (schedulers.Runner.SetRetire): the summary keeps its
+	// counts and waits, and memory follows the live cell. Without it the
+	// runners keep every job's record for Records and the reports.
+	Retire func(*schedulers.Runner, schedulers.JobRecord)
 	// liar is the faulty agent among Actors, if there is one, for the
 	// summary.
 	liar *faultyAgent
@@ -147,6 +153,7 @@ type Engine struct {
 	now      time.Time         // the current observe's time
 	tl       *twoLevel         // the allocator and frameworks, with Options.TwoLevel
 	end      time.Time         // when the run stops (EndAt may move it)
+	retired  []tally           // per runner, the jobs retired (Options.Retire)
 }
 
 // Sample is one utilisation sample.
@@ -185,6 +192,16 @@ func New(o Options) (*Engine, error) {
 	e := &Engine{o: o, intake: schedulers.NewIntake(), byRunner: map[*schedulers.Runner]int{}}
 	e.intake.Strict = !o.Unrouted // every job of the workload must have a scheduler here
 	e.daily = make([][]time.Duration, len(o.Runners))
+	e.retired = make([]tally, len(o.Runners))
+	if o.Retire != nil {
+		for i, r := range o.Runners {
+			mapreduce := r.Scheduler().Kind() == "mapreduce"
+			r.SetRetire(func(rec schedulers.JobRecord) {
+				e.retired[i].add(rec, mapreduce)
+				o.Retire(r, rec)
+			})
+		}
+	}
 	e.add(&arrivals{src: o.Source, sub: o.Submitter})
 	if tl := o.TwoLevel; tl != nil {
 		if tl.Allocator == nil || tl.AllocatorTime < 0 || tl.OfferInterval <= 0 {

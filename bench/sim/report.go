@@ -173,44 +173,31 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 	byKind := map[omegav1.JobKind]*kindFigures{}
 	for i, r := range e.o.Runners {
 		ss := SchedulerSummary{Name: r.Name(), Kind: r.Scheduler().Kind()}
-		var waits, placedWaits, speedups []float64
+		// The jobs retired as they left the cell (Options.Retire), then
+		// those the runner still holds.
+		t := e.retired[i].clone()
 		for _, j := range r.Records() {
-			k := byKind[j.Kind]
-			if k == nil {
-				k = &kindFigures{JobKindSummary: JobKindSummary{Kind: kindName(j.Kind)}}
-				byKind[j.Kind] = k
-			}
-			k.JobsSubmitted++
-			switch {
-			case j.Abandoned:
-				k.JobsAbandoned++
-			case !j.Placed.IsZero():
-				k.JobsScheduled++
-				k.placedWaits = append(k.placedWaits, j.Placed.Sub(j.Submitted).Seconds())
-			default:
-				k.JobsPending++
-			}
-			if !j.FirstAttempt.IsZero() {
-				k.waits = append(k.waits, j.FirstAttempt.Sub(j.Submitted).Seconds())
-			}
-			if ss.Kind == "mapreduce" && !j.Placed.IsZero() && j.Requested > 0 {
-				speedups = append(speedups, float64(j.TasksPlaced)/float64(j.Requested))
-			}
-			s.JobsSubmitted++
-			ss.TasksPlaced += j.TasksPlaced
-			switch {
-			case j.Abandoned:
-				ss.JobsAbandoned++
-			case !j.Placed.IsZero():
-				ss.JobsScheduled++
-				placedWaits = append(placedWaits, j.Placed.Sub(j.Submitted).Seconds())
-			default:
-				s.JobsPending++
-			}
-			if !j.FirstAttempt.IsZero() {
-				waits = append(waits, j.FirstAttempt.Sub(j.Submitted).Seconds())
-			}
+			t.add(j, ss.Kind == "mapreduce")
 		}
+		for _, kind := range t.kinds {
+			kt := t.byKind[kind]
+			k := byKind[kind]
+			if k == nil {
+				k = &kindFigures{JobKindSummary: JobKindSummary{Kind: kindName(kind)}}
+				byKind[kind] = k
+			}
+			k.JobsSubmitted += kt.submitted
+			k.JobsAbandoned += kt.abandoned
+			k.JobsScheduled += kt.scheduled
+			k.JobsPending += kt.pending
+			k.placedWaits = append(k.placedWaits, kt.placedWaits...)
+			k.waits = append(k.waits, kt.waits...)
+		}
+		s.JobsSubmitted += t.submitted
+		s.JobsPending += t.pending
+		ss.TasksPlaced += t.tasksPlaced
+		ss.JobsAbandoned, ss.JobsScheduled = t.abandoned, t.scheduled
+		waits, placedWaits, speedups := t.waits, t.placedWaits, t.speedups
 		// Scheduling attempts only: the verdicts written on abandoned jobs
 		// are the runner's too, but not attempts to place anything.
 		c, v := r.Client().Counters(), r.VerdictCounters()
@@ -245,6 +232,73 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 	s.UtilizationMean = mean(u)
 	s.Warnings = saturation(s)
 	return s
+}
+
+// tally is what the summary takes from the jobs of one runner: counts, by
+// kind and in all, and the waits (and a MapReduce scheduler's speedups)
+// whose means and quantiles it reports. Records are added in order, so the
+// lists, and the sums over them, come out the same for the same records.
+type tally struct {
+	submitted, scheduled, abandoned, pending, tasksPlaced int
+	waits, placedWaits, speedups                          []float64
+	byKind                                                map[omegav1.JobKind]*kindTally
+	kinds                                                 []omegav1.JobKind // in order of first appearance
+}
+
+type kindTally struct {
+	submitted, scheduled, abandoned, pending int
+	waits, placedWaits                       []float64
+}
+
+func (t *tally) add(j schedulers.JobRecord, mapreduce bool) {
+	if t.byKind == nil {
+		t.byKind = map[omegav1.JobKind]*kindTally{}
+	}
+	k := t.byKind[j.Kind]
+	if k == nil {
+		k = &kindTally{}
+		t.byKind[j.Kind] = k
+		t.kinds = append(t.kinds, j.Kind)
+	}
+	t.submitted++
+	k.submitted++
+	t.tasksPlaced += j.TasksPlaced
+	switch {
+	case j.Abandoned:
+		t.abandoned++
+		k.abandoned++
+	case !j.Placed.IsZero():
+		w := j.Placed.Sub(j.Submitted).Seconds()
+		t.scheduled++
+		k.scheduled++
+		t.placedWaits = append(t.placedWaits, w)
+		k.placedWaits = append(k.placedWaits, w)
+	default:
+		t.pending++
+		k.pending++
+	}
+	if !j.FirstAttempt.IsZero() {
+		w := j.FirstAttempt.Sub(j.Submitted).Seconds()
+		t.waits = append(t.waits, w)
+		k.waits = append(k.waits, w)
+	}
+	if mapreduce && !j.Placed.IsZero() && j.Requested > 0 {
+		t.speedups = append(t.speedups, float64(j.TasksPlaced)/float64(j.Requested))
+	}
+}
+
+// clone is a copy to add to without changing t.
+func (t tally) clone() tally {
+	c := t
+	c.waits, c.placedWaits, c.speedups = slices.Clone(t.waits), slices.Clone(t.placedWaits), slices.Clone(t.speedups)
+	c.kinds = slices.Clone(t.kinds)
+	c.byKind = map[omegav1.JobKind]*kindTally{}
+	for kind, k := range t.byKind {
+		kc := *k
+		kc.waits, kc.placedWaits = slices.Clone(k.waits), slices.Clone(k.placedWaits)
+		c.byKind[kind] = &kc
+	}
+	return c
 }
 
 // busyness is the median of the daily busy fractions and their median

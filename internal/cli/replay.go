@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -165,6 +169,27 @@ func runReplay(cmd *cobra.Command, cfg replay.Config, out string, asJSON bool) e
 			float64(events)/time.Since(start).Seconds()))
 		bar.Add(1)
 	}
+	// jobs.csv is written as the jobs leave the cell, under a temporary
+	// name until the run is done (a failed run leaves no partial file).
+	var jobsTmp *os.File
+	var jobsBuf *bufio.Writer
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		f, err := os.CreateTemp(out, ".jobs.csv.*.tmp")
+		if err != nil {
+			return err
+		}
+		jobsTmp, jobsBuf = f, bufio.NewWriterSize(f, 1<<16)
+		defer func() {
+			if jobsTmp != nil {
+				jobsTmp.Close()
+				os.Remove(jobsTmp.Name())
+			}
+		}()
+		cfg.JobsCSV = jobsBuf
+	}
 	var err error
 	r, err = replay.Build(cmd.Context(), cfg)
 	if err != nil {
@@ -184,15 +209,24 @@ func runReplay(cmd *cobra.Command, cfg replay.Config, out string, asJSON bool) e
 		return fmt.Errorf("summary.json: %w", err)
 	}
 	if out != "" {
+		if err := r.FinishJobsCSV(); err != nil {
+			return fmt.Errorf("jobs.csv: %w", err)
+		}
+		if err := errors.Join(jobsBuf.Flush(), jobsTmp.Chmod(0o644), jobsTmp.Close()); err != nil {
+			return fmt.Errorf("jobs.csv: %w", err)
+		}
 		if err := writeFiles(out, []outFile{
 			{"summary.json", bytesFile(b)},
-			{"jobs.csv", r.WriteJobsCSV},
 			{"schedulers.csv", sum.WriteSchedulersCSV},
 			{"utilization.csv", r.WriteUtilizationCSV},
 			{"utilization.png", r.WriteUtilizationPNG},
 		}); err != nil {
 			return err
 		}
+		if err := os.Rename(jobsTmp.Name(), filepath.Join(out, "jobs.csv")); err != nil {
+			return err
+		}
+		jobsTmp = nil
 	}
 	if asJSON {
 		_, err := cmd.OutOrStdout().Write(b)
