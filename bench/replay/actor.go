@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +88,8 @@ type actor struct {
 	machines map[int64]*machine
 	jobs     map[uuid.UUID]*jobInfo
 	groups   int64
+	// machineCut, with --machines, is the largest draw of a machine kept.
+	machineCut float64
 
 	// The trace's own allocation (the requests of the runs it had placed,
 	// of the tasks in the cell) and the cell's capacity (its machines up),
@@ -246,6 +249,9 @@ func runtimeOf(e trace.Event, d int64) runtime {
 // opens) and asks to act at once.
 func (a *actor) Start(ctx context.Context, now time.Time) (sim.Next, error) {
 	if err := a.fill(a.cfg.From.Microseconds() + a.cfg.Lookahead.Microseconds()); err != nil {
+		return sim.Next{}, err
+	}
+	if err := a.cutMachines(); err != nil {
 		return sim.Next{}, err
 	}
 	return a.next(), nil
@@ -451,9 +457,18 @@ type group struct {
 }
 
 func (a *actor) sampled(id int64, salt byte) bool {
+	if salt == 'm' && a.machineCut > 0 {
+		return a.draw(id, salt) <= a.machineCut
+	}
 	if a.cfg.fraction >= 1 {
 		return true
 	}
+	return a.draw(id, salt) < a.cfg.fraction
+}
+
+// draw is id's seeded uniform draw in [0, 1) for the sampling (salt
+// separates machines from jobs).
+func (a *actor) draw(id int64, salt byte) float64 {
 	h := fnv.New64a()
 	var b [17]byte
 	for i := range 8 {
@@ -461,7 +476,39 @@ func (a *actor) sampled(id int64, salt byte) bool {
 	}
 	b[16] = salt
 	h.Write(b[:])
-	return float64(h.Sum64()>>11)/float64(1<<53) < a.cfg.fraction
+	return float64(h.Sum64()>>11) / float64(1<<53)
+}
+
+// cutMachines, for --machines N, keeps the N machines of the window's
+// opening with the smallest draws, and later machines by the same cut; the
+// jobs are kept in the same share, N over the machines at the opening.
+func (a *actor) cutMachines() error {
+	n := a.cfg.Machines
+	if n <= 0 {
+		return nil
+	}
+	seen := map[int64]bool{}
+	var draws []float64
+	for i := range a.buf {
+		e := &a.buf[i]
+		if e.Time > a.cfg.From.Microseconds() {
+			break
+		}
+		if e.Kind == trace.MachineAdd && !seen[e.Machine] {
+			seen[e.Machine] = true
+			draws = append(draws, a.draw(e.Machine, 'm'))
+		}
+	}
+	if len(draws) == 0 {
+		return fmt.Errorf("--machines %d: the trace has no machine when the window opens (at %v) to choose from", n, a.cfg.From)
+	}
+	if n >= len(draws) {
+		return nil // every machine
+	}
+	slices.Sort(draws)
+	a.machineCut = draws[n-1]
+	a.cfg.fraction = float64(n) / float64(len(draws))
+	return nil
 }
 
 func (a *actor) submit(e *trace.Event, byJob map[int64]*group, groups *[]*group) {

@@ -46,6 +46,11 @@ type Config struct {
 	// Sample keeps this share of the trace's machines and of its jobs
 	// (chosen by a seeded hash of their ids), 0 < Sample ≤ 1.
 	Sample float64
+	// Machines, if above 0, keeps that many of the machines the trace has
+	// when the window opens (those of the smallest seeded draws; a later
+	// machine by the same cut) and the jobs in the same share. Not with
+	// Sample below 1.
+	Machines int
 	// MachineCPU and MachineMemory are the size of a machine of
 	// normalised capacity 1.0 (Google's traces), or of 100% (Alibaba's
 	// memory): cores and bytes.
@@ -113,6 +118,11 @@ func (c *Config) Validate() error {
 	}
 	if !(c.Sample > 0 && c.Sample <= 1) {
 		errs = append(errs, fmt.Sprintf("--sample %v: want a share in (0, 1]", c.Sample))
+	}
+	if c.Machines < 0 || c.Machines > 10_000_000 {
+		errs = append(errs, fmt.Sprintf("--machines %d: want 0 (every machine) to 10,000,000", c.Machines))
+	} else if c.Machines > 0 && c.Sample < 1 {
+		errs = append(errs, fmt.Sprintf("--machines %d --sample %v: give one of them", c.Machines, c.Sample))
 	}
 	if !(c.MachineCPU > 0 && c.MachineCPU <= 1e6) || c.MachineMemory <= 0 {
 		errs = append(errs, fmt.Sprintf("--machine-cpu %v --machine-memory %d: want positive sizes", c.MachineCPU, c.MachineMemory))

@@ -175,3 +175,22 @@ func TestReplayRetiresJobs(t *testing.T) {
 		t.Errorf("compared %d jobs of %d", sum.Replay.Comparison.Jobs, len(rows))
 	}
 }
+
+// --machines N keeps N of the machines at the opening and the jobs in the
+// same share.
+func TestReplayMachinesSubset(t *testing.T) {
+	full := runExcerpt(t, func(c *Config) { c.To = time.Second; c.Overcommit = 2 }).Stats()
+	sub := runExcerpt(t, func(c *Config) { c.To = time.Second; c.Overcommit = 2; c.Machines = 1000 }).Stats()
+	if sub.MachinesAdded != 1000 {
+		t.Errorf("--machines 1000 added %d machines", sub.MachinesAdded)
+	}
+	share := float64(sub.JobsSubmitted) / float64(full.JobsSubmitted)
+	if want := 1000.0 / float64(full.MachinesAdded); share < want*0.8 || share > want*1.2 {
+		t.Errorf("kept %d of %d jobs (%.3f), want about the machines' share %.3f", sub.JobsSubmitted, full.JobsSubmitted, share, want)
+	}
+	cfg := DefaultConfig()
+	cfg.Format, cfg.Trace, cfg.Machines, cfg.Sample = "google2011", excerptDir, 10, 0.5
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--machines") {
+		t.Errorf("--machines with --sample: %v, want an error naming them", err)
+	}
+}

@@ -33,6 +33,7 @@ type Section struct {
 	FromS           float64    `json:"from_s"`
 	ToS             float64    `json:"to_s"` // 0: the trace's end
 	Sample          float64    `json:"sample"`
+	MachinesKept    int        `json:"machines_kept"` // --machines (0: every machine)
 	MachineCPU      float64    `json:"machine_cpu"`
 	MachineMemory   int64      `json:"machine_memory_bytes"`
 	Overcommit      float64    `json:"overcommit"`
@@ -88,7 +89,7 @@ func (r *Replay) Summarize() Summary {
 	ts := r.TraceStats()
 	c := r.cfg
 	return Summary{Summary: sum, Replay: Section{
-		Format: c.Format, Trace: c.Trace, FromS: c.From.Seconds(), ToS: c.To.Seconds(), Sample: c.Sample,
+		Format: c.Format, Trace: c.Trace, FromS: c.From.Seconds(), ToS: c.To.Seconds(), Sample: c.Sample, MachinesKept: c.Machines,
 		MachineCPU: c.MachineCPU, MachineMemory: c.MachineMemory, Overcommit: c.Overcommit, ServicePriority: c.ServicePriority,
 		Evictions: c.Evictions, Fidelity: c.Fidelity, CoalesceS: c.Coalesce.Seconds(),
 		Reader: Reader{Rows: ts.Rows, Events: ts.Events, Skipped: ts.Skipped, Examples: examples(ts.Examples), Ignored: ts.Ignored, Warnings: ts.Warnings},

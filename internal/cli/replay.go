@@ -29,7 +29,7 @@ var replaySimFlags = []string{"schedulers", "t-job", "t-task", "route", "conflic
 type replayFlags struct {
 	format, trace, out, from, to, evictions, coalesce, lookahead, machineMemory string
 	sample, machineCPU, overcommit                                              float64
-	servicePriority                                                             int
+	servicePriority, machines                                                   int
 	strict, fidelity, asJSON                                                    bool
 }
 
@@ -91,6 +91,7 @@ semantics.`,
 	fl.StringVar(&f.from, "from", "0s", "start of the window in trace time (e.g. 2h); the run's time 0")
 	fl.StringVar(&f.to, "to", "0s", "end of the window in trace time (0: the trace's end); the run ends at the window's last task event")
 	fl.Float64Var(&f.sample, "sample", def.Sample, "keep this share of the trace's machines and of its jobs, chosen by a seeded hash of their ids, above 0 to 1")
+	fl.IntVar(&f.machines, "machines", 0, "keep this many of the machines the trace has when the window opens (chosen by a seeded hash of their ids; later machines by the same cut) and the jobs in the same share (0: every machine)")
 	fl.Float64Var(&f.machineCPU, "machine-cpu", def.MachineCPU, "cores of a machine of normalised capacity 1.0 (Google's traces normalise to their largest machine)")
 	fl.StringVar(&f.machineMemory, "machine-memory", "128Gi", "memory of a machine of normalised capacity 1.0 (Google's), or of 100% (Alibaba's), e.g. 128Gi")
 	fl.Float64Var(&f.overcommit, "overcommit", def.Overcommit, "multiply every machine's capacity by this factor, 1 to 100 (the trace's cell placed beyond its recorded capacities; 1 replays them as recorded)")
@@ -110,7 +111,7 @@ func (f *replayFlags) config(cmd *cobra.Command) (replay.Config, error) {
 	var p problems
 	cfg := replay.DefaultConfig()
 	cfg.Format, cfg.Trace, cfg.Strict, cfg.Fidelity, cfg.Evictions = f.format, f.trace, f.strict, f.fidelity, f.evictions
-	cfg.Sample, cfg.MachineCPU, cfg.Overcommit = f.sample, f.machineCPU, f.overcommit
+	cfg.Sample, cfg.MachineCPU, cfg.Overcommit, cfg.Machines = f.sample, f.machineCPU, f.overcommit, f.machines
 	if f.servicePriority < -1 || f.servicePriority > math.MaxInt32 {
 		p.add("--service-priority", strconv.Itoa(f.servicePriority), "want a priority of 0 or more")
 	}
