@@ -328,7 +328,7 @@ func (r *Runner) left(j *jobState) {
 		j.queued = false
 	}
 	delete(r.jobs, j.UID)
-	if !j.shadow {
+	if !j.shadow && !j.moved { // a job that moved meanwhile is its new owner's to report
 		r.retire(j.JobRecord)
 	}
 }
