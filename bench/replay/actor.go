@@ -538,7 +538,7 @@ func (a *actor) submit(e *trace.Event, byJob map[int64]*group, groups *[]*group)
 		uid := a.c.NewUID()
 		g = &group{kind: kind, job: &omegav1.Job{
 			Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: name},
-			Spec: &omegav1.JobSpec{Kind: kind.Proto(), Scheduler: a.scheduler(kind), Priority: e.Priority,
+			Spec: &omegav1.JobSpec{Kind: kind.Proto(), Scheduler: a.scheduler(kind, uid.String()), Priority: e.Priority,
 				Template:        &omegav1.TaskTemplate{Resources: a.cfg.request(e.Resources)},
 				SubmitUnixNanos: a.simTime(e.Time).UnixNano()},
 			Status: &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_PENDING},
@@ -595,13 +595,15 @@ func (a *actor) coalesce(now time.Time, from int, byJob map[int64]*group) {
 	}
 }
 
-// scheduler is the scheduler a job of kind goes to: its kind's, or in
-// fidelity mode none that runs (the trace places it).
-func (a *actor) scheduler(kind workload.Kind) string {
+// scheduler is the scheduler a job of kind goes to: its kind's, or where
+// the simulation routes it (a monolithic architecture routes every kind
+// to its one scheduler; --route), or in fidelity mode none that runs (the
+// trace places it).
+func (a *actor) scheduler(kind workload.Kind, uid string) string {
 	if a.cfg.Fidelity {
 		return "trace"
 	}
-	return kind.String()
+	return sim.RouteJob(a.cfg.Sim.Route, a.cfg.Sim.RouteShare, kind.String(), uid)
 }
 
 // end applies the trace's end of a task at its time: a run the trace ended

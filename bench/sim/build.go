@@ -85,8 +85,10 @@ type Config struct {
 	CPUTime bool
 	// CheckInvariants checks the store after every commit (tests).
 	CheckInvariants bool
-	// Progress, if set, is called about once per simulated hour.
-	Progress func(time.Duration)
+	// Progress, if set, is called about once per ProgressEvery of
+	// simulated time (default an hour).
+	Progress      func(time.Duration)
+	ProgressEvery time.Duration
 	// AuditHistory audits every revision the run commits (bench/audit.Stream),
 	// into summary.json's violations_history: what the final state's audit
 	// cannot show, and when each kind of violation was first detectable.
@@ -556,7 +558,7 @@ func BuildCell(ctx context.Context, cfg Config, cell Cell) (*Sim, error) {
 		LockThread: cfg.CPUTime,
 		Store:      st, Submitter: sub, Runners: runners, Fleet: fleet, Jobs: jobCtl, Source: src, Clock: clock,
 		Duration: time.Duration(cfg.Workload.Days * float64(24*time.Hour)), FleetTick: cfg.FleetTick,
-		Progress:  cfg.Progress,
+		Progress: cfg.Progress, ProgressEvery: cfg.ProgressEvery,
 		Audit:     audit,
 		Observers: observers,
 		Actors:    actors,
@@ -688,12 +690,22 @@ func (s *genSource) Next() (Arrival, bool) {
 		s.err = err
 		return Arrival{}, false
 	}
-	if kind := job.Spec.GetScheduler(); s.route[kind] != "" {
-		if sh, ok := s.share[kind]; !ok || routedShare(job.Meta.GetUid()) < sh {
-			job.Spec.Scheduler = s.route[kind]
-		}
-	}
+	job.Spec.Scheduler = RouteJob(s.route, s.share, job.Spec.GetScheduler(), job.Meta.GetUid())
 	return Arrival{At: a.Submit, Job: job, Tasks: tasks}, true
+}
+
+// RouteJob is the scheduler a job of kind (named for its kind's scheduler)
+// goes to under Config.Route and Config.RouteShare: route's, for the share
+// of the jobs share gives by their uids (every job when share names no
+// share), or its kind's own.
+func RouteJob(route map[string]string, share map[string]float64, kind, uid string) string {
+	if route[kind] == "" {
+		return kind
+	}
+	if sh, ok := share[kind]; ok && routedShare(uid) >= sh {
+		return kind
+	}
+	return route[kind]
 }
 
 // routedShare places a job in [0, 1) by its uid's first 8 bytes (random,

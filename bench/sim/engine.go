@@ -7,6 +7,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,8 +84,10 @@ type Options struct {
 	SampleEvery time.Duration
 	// OnCommit, if set, sees every scheduler commit (tests: the event log).
 	OnCommit func(runner string, at time.Time, a *schedulers.Attempt, o schedulers.Outcome)
-	// Progress, if set, is called about once per simulated hour.
-	Progress func(now time.Duration)
+	// Progress, if set, is called about once per ProgressEvery of
+	// simulated time (default an hour).
+	Progress      func(now time.Duration)
+	ProgressEvery time.Duration
 	// LockThread keeps Run on one OS thread (for thread CPU-time
 	// measurement).
 	LockThread bool
@@ -315,7 +318,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.set(i, n, Epoch)
 	}
-	lastProgress := time.Duration(0)
+	lastProgress, every := time.Duration(0), cmp.Or(e.o.ProgressEvery, time.Hour)
 	for {
 		at, ok, err := e.step(ctx, e.end)
 		if err != nil {
@@ -324,7 +327,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		if !ok {
 			break
 		}
-		if p := e.o.Progress; p != nil && at.Sub(Epoch)-lastProgress >= time.Hour {
+		if p := e.o.Progress; p != nil && at.Sub(Epoch)-lastProgress >= every {
 			lastProgress = at.Sub(Epoch)
 			p(lastProgress)
 		}
