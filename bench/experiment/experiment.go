@@ -1,9 +1,10 @@
 // Package experiment is `omega bench NAME`: the Omega paper's experiments
 // (and the "don't expose raw state" one) as named sweeps of simulations.
 //
-// An experiment is a grid of cells; a cell is a set of `omega sim` flags.
+// An experiment is a grid of cells; a cell is a set of `omega sim` flags
+// (or, for the experiments on a trace, `omega replay` flags: Command).
 // Every simulation of a sweep is one cell at one seed, and it is exactly
-// the `omega sim` command line the sweep's plan prints (Sweep.Plan): the
+// the command line the sweep's plan prints (Sweep.Plan): the
 // direct run hands the same arguments to the same code (RunFunc), so a
 // sweep run here, or its plan run anywhere and collected, gives the same
 // results.csv byte for byte. What varies between runs of one simulation —
@@ -32,9 +33,11 @@ type Cell struct {
 	ID string
 	// Axes are the values the experiment sweeps, in its axis order.
 	Axes []Param
-	// Flags are the cell's `omega sim` flags, axes included, without
-	// --seed and --out.
+	// Flags are the cell's `omega sim` (or `omega replay`) flags, axes
+	// included, without --seed and --out.
 	Flags []Param
+	// replay: the cell's runs are `omega replay`.
+	replay bool
 }
 
 // Axis returns the value of the named axis ("" if the cell has none).
@@ -70,6 +73,10 @@ type Experiment struct {
 	Title string
 	// Figures: the paper's figures it reproduces ("" for none).
 	Figures string
+	// Command is the omega command each run is: "sim" (the default) or
+	// "replay" (a trace window; such an experiment needs the trace, so
+	// `omega bench all` leaves it out).
+	Command string
 	// Axes are the names of the parameters the grid sweeps.
 	Axes []string
 	// grid builds the cells; common are the flags every cell shares.
@@ -78,14 +85,26 @@ type Experiment struct {
 	analyze func(*Results) Analysis
 }
 
+// Cmd is the omega command the experiment's runs are.
+func (e *Experiment) Cmd() string {
+	if e.Command == "" {
+		return "sim"
+	}
+	return e.Command
+}
+
+// NeedsTrace reports whether the experiment replays a trace (its runs are
+// `omega replay`): it needs the user's --format and --trace.
+func (e *Experiment) NeedsTrace() bool { return e.Cmd() == "replay" }
+
 // registry holds the experiments, in order (package initialisation
 // registers them in whatever order their dependencies allow, so register
 // sorts them into this one).
 var registry []*Experiment
 
 // order is the experiments' report order: the paper's figures in order,
-// then the lesson.
-var order = []string{"arch", "batch-load", "n-batch", "service-times", "conflict-modes", "mapreduce", "raw-vs-mediated"}
+// then the lesson, then the experiments on a trace.
+var order = []string{"arch", "batch-load", "n-batch", "service-times", "conflict-modes", "mapreduce", "raw-vs-mediated", "replay"}
 
 func register(e *Experiment) *Experiment {
 	if !slices.Contains(order, e.Name) {
@@ -98,6 +117,12 @@ func register(e *Experiment) *Experiment {
 
 // All returns the experiments in report order.
 func All() []*Experiment { return slices.Clone(registry) }
+
+// Synthetic returns the experiments `omega bench all` runs: those on the
+// synthetic workload (the ones on a trace need the user's trace).
+func Synthetic() []*Experiment {
+	return slices.DeleteFunc(All(), (*Experiment).NeedsTrace)
+}
 
 // Names lists the experiments' names, and "all".
 func Names() []string {
@@ -129,7 +154,7 @@ type gridCell struct {
 }
 
 // Cells returns the experiment's grid at size, with the user's overrides
-// (flags of `omega sim`, applied to every cell after the experiment's
+// (flags of `omega sim` or `omega replay`, applied to every cell after the experiment's
 // common ones). Overriding an axis is an error naming it.
 func (e *Experiment) Cells(size Size, overrides []Param) ([]Cell, error) {
 	common, grid := e.grid(size)
@@ -143,7 +168,7 @@ func (e *Experiment) Cells(size Size, overrides []Param) ([]Cell, error) {
 				}
 			}
 		}
-		c := Cell{Axes: g.axes}
+		c := Cell{Axes: g.axes, replay: e.NeedsTrace()}
 		var id []string
 		for _, a := range g.axes {
 			id = append(id, a.Name+"="+a.Value)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,10 +15,16 @@ import (
 // axes in the experiment's order, and the paper's full-size cell; --quick
 // makes it smaller.
 func TestGrids(t *testing.T) {
-	if got := strings.Join(Names(), ","); got != "arch,batch-load,n-batch,service-times,conflict-modes,mapreduce,raw-vs-mediated,all" {
+	if got := strings.Join(Names(), ","); got != "arch,batch-load,n-batch,service-times,conflict-modes,mapreduce,raw-vs-mediated,replay,all" {
 		t.Fatalf("names %s", got)
 	}
 	for _, e := range All() {
+		if e.NeedsTrace() {
+			if slices.Contains(Synthetic(), e) {
+				t.Errorf("%s needs a trace, yet omega bench all runs it", e.Name)
+			}
+			continue // TestReplayGrid
+		}
 		full, err := e.Cells(Size{}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -134,5 +141,54 @@ func TestExecuteResumes(t *testing.T) {
 	failing := func(ctx context.Context, args []string, dir string, tick func()) error { return boom }
 	if err := s.Execute(context.Background(), out, 2, failing, progress); !errors.Is(err, boom) || !strings.Contains(err.Error(), "batch_load=1 seed 1") {
 		t.Errorf("a failing run: %v", err)
+	}
+}
+
+// The replay experiment sweeps the architectures and t_job(service) over
+// one trace window: its cells take the user's trace, window and cut, run
+// `omega replay`, and --quick cuts the window and the machines unless the
+// user says otherwise.
+func TestReplayGrid(t *testing.T) {
+	e, err := Lookup("replay")
+	if err != nil || !e.NeedsTrace() || e.Cmd() != "replay" {
+		t.Fatalf("replay: %v, needs a trace %v", err, e != nil && e.NeedsTrace())
+	}
+	user := []Param{{"format", "google2011"}, {"trace", "/t"}, {"to", "2h"}}
+	full, err := e.Cells(Size{}, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick, _ := e.Cells(Size{Quick: true}, user[:2])
+	if len(full) != 16 || len(quick) != 8 {
+		t.Errorf("%d full cells, %d quick; want 16 and 8", len(full), len(quick))
+	}
+	for _, c := range full {
+		if c.Flag("format") != "google2011" || c.Flag("trace") != "/t" || c.Flag("to") != "2h" || c.Flag("machines") != "" || c.Flag("days") != "" {
+			t.Errorf("%s: flags %v", c.ID, c.Flags)
+		}
+		if want := "batch=0.1s,service=" + c.Axis("t_job_service") + "s"; c.Flag("architecture") != c.Axis("architecture") || c.Flag("t-job") != want {
+			t.Errorf("%s: flags %v", c.ID, c.Flags)
+		}
+	}
+	for _, c := range quick {
+		if c.Flag("machines") != "1000" || c.Flag("to") != "30m" {
+			t.Errorf("quick %s: flags %v", c.ID, c.Flags)
+		}
+	}
+	s, _ := NewSweep(e, Size{}, user, 1, 1)
+	if h := s.Runs[0].hours(); h != 2 {
+		t.Errorf("a 2h window: %d hours", h)
+	}
+	s, _ = NewSweep(e, Size{}, user[:2], 1, 1)
+	if h := s.Runs[0].hours(); h != -1 {
+		t.Errorf("a window to the trace's end: %d hours, want -1 (unknown)", h)
+	}
+	var b strings.Builder
+	s.Plan(&b, "omega", "/o")
+	if !strings.HasPrefix(b.String(), "omega replay --schedulers=batch=1,service=1 --format=google2011 --trace=/t --architecture=single-path --t-job=batch=0.1s,service=0.1s --seed=1 --out=/o/runs/") {
+		t.Errorf("plan:\n%s", b.String())
+	}
+	if _, err := e.Cells(Size{}, []Param{{"architecture", "shared"}}); err == nil {
+		t.Error("overriding the swept architecture")
 	}
 }

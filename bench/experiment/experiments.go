@@ -57,7 +57,7 @@ var _ = register(&Experiment{
 		}
 		return common, cells
 	},
-	analyze: analyzeArch,
+	analyze: func(res *Results) Analysis { return analyzeArch(res, "arch") },
 })
 
 // twoLevelFinding sets two-level offers' batch framework beside shared
@@ -99,7 +99,9 @@ func twoLevelFinding(res *Results, shBusy series) Finding {
 	return f
 }
 
-func analyzeArch(res *Results) Analysis {
+// analyzeArch finds the architecture claims in a grid of architecture x
+// t_job_service, its figures' files named prefix-*.png.
+func analyzeArch(res *Results, prefix string) Analysis {
 	const ax = "t_job_service"
 	arch := func(a string) []string { return []string{"architecture", a} }
 	var an Analysis
@@ -189,13 +191,13 @@ func analyzeArch(res *Results) Analysis {
 		res.line("two-level", ax, "jobs_abandoned", arch("two-level")...)}
 	xl := "t_job(service) [s]"
 	an.Figures = []Figure{
-		{File: "arch-wait.png", Caption: "Mean job wait time (submission to first attempt) by architecture and kind of job; the 30 s SLO line (paper Figures 5a, 6a, 7a).",
+		{File: prefix + "-wait.png", Caption: "Mean job wait time (submission to first attempt) by architecture and kind of job; the 30 s SLO line (paper Figures 5a, 6a, 7a).",
 			make: lineChart{title: "Job wait time", xlabel: xl, ylabel: "mean wait [s]", logX: true, logY: true, series: waits, hlines: []hline{{sloWait, "30 s SLO"}}}.plot},
-		{File: "arch-busyness.png", Caption: "Scheduler busyness, the median of daily values; bars the range over seeds (paper Figures 5c, 6c, 7c).",
+		{File: prefix + "-busyness.png", Caption: "Scheduler busyness, the median of daily values; bars the range over seeds (paper Figures 5c, 6c, 7c).",
 			make: lineChart{title: "Scheduler busyness", xlabel: xl, ylabel: "busyness (median day)", logX: true, series: busy}.plot},
-		{File: "arch-conflicts.png", Caption: "Conflict fraction under shared state: conflicted attempts per conflict-free one (paper Figure 7b).",
+		{File: prefix + "-conflicts.png", Caption: "Conflict fraction under shared state: conflicted attempts per conflict-free one (paper Figure 7b).",
 			make: lineChart{title: "Conflict fraction (shared state)", xlabel: xl, ylabel: "conflict fraction", logX: true, series: conf}.plot},
-		{File: "arch-abandoned.png", Caption: "Jobs abandoned (at the 1,000-attempt bound, or 100 without a placement).",
+		{File: prefix + "-abandoned.png", Caption: "Jobs abandoned (at the 1,000-attempt bound, or 100 without a placement).",
 			make: lineChart{title: "Jobs abandoned", xlabel: xl, ylabel: "jobs", logX: true, series: aband}.plot},
 	}
 	return an

@@ -160,9 +160,16 @@ func (res *Results) writeMarkdown(w io.Writer, an Analysis) {
 	if s.Size.Quick {
 		size = "`--quick` (a small cell and a short horizon: the figures' shape, not the paper's values)"
 	}
+	if e.NeedsTrace() {
+		size = strings.Replace(size, "a small cell and a short horizon", "a sample of the trace's machines and a short window", 1)
+	}
 	fmt.Fprintf(w, "%d cells x %s (%s) = %d simulations, %s. Every cell ran:\n\n", len(s.Cells), plural(len(s.Seeds), "seed"), seedList(s.Seeds), len(s.Runs), size)
-	fmt.Fprintf(w, "    omega sim %s\n\n", strings.Join(commonFlags(s.Cells), " "))
-	fmt.Fprintf(w, "with, per cell, the grid below (axes: %s). Arrivals: %s. Figures are medians over the seeds,\n", strings.Join(e.Axes, ", "), arrivalsUsed(s.Cells))
+	fmt.Fprintf(w, "    omega %s %s\n\n", e.Cmd(), strings.Join(commonFlags(s.Cells), " "))
+	arrivals := arrivalsUsed(s.Cells)
+	if e.NeedsTrace() {
+		arrivals = "the trace's own submissions, at their times"
+	}
+	fmt.Fprintf(w, "with, per cell, the grid below (axes: %s). Arrivals: %s. Figures are medians over the seeds,\n", strings.Join(e.Axes, ", "), arrivals)
 	fmt.Fprintf(w, "with their range where it differs. `results.csv` has every run, `host.csv` the wall time of each.\n\n")
 
 	fmt.Fprintf(w, "## Findings\n\n| published | measured | verdict |\n|---|---|---|\n")

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/omega-cell/omega/bench/audit"
+	"github.com/omega-cell/omega/bench/replay"
 	"github.com/omega-cell/omega/bench/sim"
 )
 
@@ -28,6 +29,11 @@ type Row struct {
 	// utilisation samples (simulated seconds, share).
 	Speedups    []float64
 	Utilization [][2]float64
+	// Replay is a replay's own section of its summary.json (nil for a
+	// simulation), and TraceUtilization the trace's CPU allocation over
+	// the same machines beside Utilization.
+	Replay           *replay.Section
+	TraceUtilization [][2]float64
 }
 
 // Results are a sweep's rows, in the sweep's run order.
@@ -80,10 +86,22 @@ func loadRow(r Run, dir string) (Row, error) {
 	if row.Summary.Seed != r.Seed {
 		return row, fmt.Errorf("%s/summary.json: seed %d, the plan's run is seed %d", dir, row.Summary.Seed, r.Seed)
 	}
-	if row.Speedups, err = readSpeedups(filepath.Join(dir, "jobs.csv")); err != nil {
+	util := filepath.Join(dir, "utilization.csv")
+	if r.Cell.replay {
+		var x struct {
+			Replay *replay.Section `json:"replay"`
+		}
+		if err := json.Unmarshal(b, &x); err != nil || x.Replay == nil {
+			return row, fmt.Errorf("%s/summary.json: no replay section (written by omega sim, not omega replay?)", dir)
+		}
+		row.Replay = x.Replay
+		if row.TraceUtilization, err = readSeries(util, "trace_cpu"); err != nil {
+			return row, err
+		}
+	} else if row.Speedups, err = readSpeedups(filepath.Join(dir, "jobs.csv")); err != nil {
 		return row, err
 	}
-	if row.Utilization, err = readUtilization(filepath.Join(dir, "utilization.csv")); err != nil {
+	if row.Utilization, err = readSeries(util, "cpu"); err != nil {
 		return row, err
 	}
 	row.Metrics = metrics(row)
@@ -160,11 +178,16 @@ func readSpeedups(path string) ([]float64, error) {
 	return out, err
 }
 
-func readUtilization(path string) ([][2]float64, error) {
+// readSeries reads utilization.csv's column against its sim_seconds.
+func readSeries(path, column string) ([][2]float64, error) {
 	var out [][2]float64
 	err := readCSV(path, func(col map[string]int, rec []string) error {
+		c, ok := col[column]
+		if !ok {
+			return fmt.Errorf("no %s column", column)
+		}
 		t, err1 := strconv.ParseFloat(rec[col["sim_seconds"]], 64)
-		u, err2 := strconv.ParseFloat(rec[col["cpu"]], 64)
+		u, err2 := strconv.ParseFloat(rec[c], 64)
 		if err := errors.Join(err1, err2); err != nil {
 			return err
 		}
@@ -269,6 +292,24 @@ func metrics(r Row) map[string]float64 {
 		f("conflict_fraction", cf)
 		f("jobs_abandoned", a.aban)
 	}
+	if x := r.Replay; x != nil {
+		c := x.Comparison
+		m["replay_jobs_compared"], m["replay_unplaced"] = float64(c.Jobs), float64(c.OursUnplaced)
+		if c.Jobs > c.OursUnplaced { // quantiles of the jobs placed
+			m["replay_wait_p50_s"], m["replay_wait_p90_s"] = c.OursP50S, c.OursP90S
+		}
+		if c.Jobs > 0 {
+			m["trace_wait_p50_s"], m["trace_wait_p90_s"] = c.TraceP50S, c.TraceP90S
+		}
+		m["replay_cpu_utilization_mean"], m["trace_cpu_utilization_mean"] = c.OursCPUMean, c.TraceCPUMean
+		m["replay_memory_utilization_mean"], m["trace_memory_utilization_mean"] = c.OursMemoryMean, c.TraceMemoryMean
+		m["replay_tasks_prefilled"], m["replay_placements_refused"] = float64(x.Stats.TasksPrefilled), float64(x.Stats.PlacementsRefused)
+		var skipped int64
+		for _, n := range x.Reader.Skipped {
+			skipped += n
+		}
+		m["replay_events"], m["replay_rows_skipped"] = float64(x.Reader.Events), float64(skipped)
+	}
 	if len(r.Speedups) > 0 {
 		benefit := 0
 		for _, x := range r.Speedups {
@@ -317,7 +358,10 @@ func (res *Results) Columns() (flags, metricCols []string) {
 			order = append(order, k+"_"+f)
 		}
 	}
-	order = append(order, "mapreduce_benefit_share", "mapreduce_speedup_p50", "mapreduce_speedup_p80")
+	order = append(order, "mapreduce_benefit_share", "mapreduce_speedup_p50", "mapreduce_speedup_p80",
+		"replay_jobs_compared", "replay_wait_p50_s", "replay_wait_p90_s", "trace_wait_p50_s", "trace_wait_p90_s", "replay_unplaced",
+		"replay_cpu_utilization_mean", "trace_cpu_utilization_mean", "replay_memory_utilization_mean", "trace_memory_utilization_mean",
+		"replay_tasks_prefilled", "replay_placements_refused", "replay_events", "replay_rows_skipped")
 	for _, k := range order {
 		if have[k] {
 			metricCols = append(metricCols, k)

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Run is one simulation of a sweep: a cell at a seed.
@@ -20,7 +22,8 @@ type Run struct {
 	Dir string
 }
 
-// Args are the run's `omega sim` arguments, without --out.
+// Args are the run's `omega sim` (or `omega replay`) arguments, without
+// --out.
 func (r Run) Args() []string {
 	var a []string
 	for _, f := range r.Cell.Flags {
@@ -60,12 +63,13 @@ func NewSweep(e *Experiment, size Size, overrides []Param, seed uint64, seeds in
 	return s, nil
 }
 
-// Plan writes one independent `omega sim` command line per run, each
+// Plan writes one independent `omega sim` (or `omega replay`) command
+// line per run, each
 // writing into its directory under out: run them anywhere (a batch
 // system's array, GNU parallel, an omega cell), then collect out.
 func (s *Sweep) Plan(w io.Writer, binary, out string) error {
 	for _, r := range s.Runs {
-		args := append([]string{binary, "sim"}, r.Args()...)
+		args := append([]string{binary, s.Experiment.Cmd()}, r.Args()...)
 		args = append(args, "--out="+filepath.Join(out, r.Dir))
 		for i, a := range args {
 			args[i] = shellQuote(a)
@@ -91,14 +95,15 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// RunFunc runs one simulation: `omega sim ARGS --out DIR`, ticking once
-// per simulated hour. The CLI gives the very code `omega sim` runs.
+// RunFunc runs one simulation: `omega sim ARGS --out DIR` (or `omega
+// replay`, as the experiment's Command says), ticking once per simulated
+// hour. The CLI gives the very code those commands run.
 type RunFunc func(ctx context.Context, args []string, dir string, tick func()) error
 
 // commandFile records, in a run's directory, the arguments it ran with; a
 // run is finished when its last output (utilization.csv, which `omega
-// sim` renames into place last) is there beside a command file that
-// matches.
+// sim` and `omega replay` rename into place last) is there beside a
+// command file that matches.
 const commandFile = "command.txt"
 
 // Done reports whether the run's outputs are in out, from a run with the
@@ -115,7 +120,8 @@ func (r Run) Done(out string) bool {
 
 // Execute runs the sweep's runs that are not done in out, parallel at a
 // time, ticking progress once per simulated hour of a run (hours says how
-// many there are in all). A run that fails stops the others; the runs
+// many there are in all, -1 when a run's length is not known before it
+// runs: a replay to the trace's end). A run that fails stops the others; the runs
 // that finished stay in out, so running again resumes.
 func (s *Sweep) Execute(ctx context.Context, out string, parallel int, run RunFunc, progress func(total int) func()) error {
 	var todo []Run
@@ -123,7 +129,11 @@ func (s *Sweep) Execute(ctx context.Context, out string, parallel int, run RunFu
 	for _, r := range s.Runs {
 		if !r.Done(out) {
 			todo = append(todo, r)
-			hours += r.hours()
+			if h := r.hours(); h < 0 || hours < 0 {
+				hours = -1
+			} else {
+				hours += h
+			}
 		}
 	}
 	if len(todo) == 0 {
@@ -180,8 +190,17 @@ func (s *Sweep) runOne(ctx context.Context, out string, r Run, run RunFunc, tick
 	return run(ctx, r.Args(), dir, tick)
 }
 
-// hours is the run's simulated hours, as `omega sim` ticks them.
+// hours is the run's simulated hours, as `omega sim` ticks them; a
+// replay's is its window's (-1 when it runs to the trace's end).
 func (r Run) hours() int {
+	if r.Cell.replay {
+		from, err1 := time.ParseDuration(cmp.Or(r.Cell.Flag("from"), "0s"))
+		to, err2 := time.ParseDuration(cmp.Or(r.Cell.Flag("to"), "0s"))
+		if err1 != nil || err2 != nil || to <= from {
+			return -1
+		}
+		return int((to - from).Hours() + 0.999)
+	}
 	d, err := strconv.ParseFloat(r.Cell.Flag("days"), 64)
 	if err != nil {
 		d = 7 // omega sim's default

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omega-cell/omega/bench/experiment"
+	"github.com/omega-cell/omega/bench/replay"
 	"github.com/omega-cell/omega/bench/sim"
 	"github.com/omega-cell/omega/internal/finite"
 )
@@ -38,7 +39,32 @@ var overridable = []struct{ name, usage string }{
 	{"t-task", "per-task decision times, as omega sim's (service-times sweeps it)"},
 }
 
+// replayOverridable are the `omega replay` flags `omega bench replay`
+// passes to every replay of the sweep: the trace (required) and its
+// window, and how the replay maps it.
+var replayOverridable = []struct{ name, usage string }{
+	{"format", "the trace's format (required): " + strings.Join(replay.Formats, ", ")},
+	{"trace", "the trace's directory (required), as omega replay's"},
+	{"from", "start of the window in trace time, as omega replay's"},
+	{"to", "end of the window in trace time, as omega replay's (default: the trace's end; 30m with --quick)"},
+	{"machines", "keep this many of the trace's machines, as omega replay's (default: all; 1,000 with --quick)"},
+	{"sample", "keep this share of the trace's machines and jobs, as omega replay's"},
+	{"overcommit", "multiply every machine's capacity by this factor, as omega replay's"},
+	{"machine-cpu", "cores of a machine of normalised capacity 1.0, as omega replay's"},
+	{"machine-memory", "memory of a machine of normalised capacity 1.0, as omega replay's"},
+	{"service-priority", "jobs of this priority or more go to the service scheduler, as omega replay's"},
+	{"evictions", "replay or ignore, as omega replay's"},
+	{"coalesce", "as omega replay's"},
+	{"lookahead", "as omega replay's"},
+	{"fleet-tick", "the fleet's reporting period, as omega sim's"},
+	{"decision-time", "model or cpu, as omega sim's"},
+	{"conflict", "fine or coarse, as omega sim's"},
+	{"commit", "incremental or all-or-nothing, as omega sim's"},
+	{"t-task", "per-task decision times, as omega sim's"},
+}
+
 type benchExpFlags struct {
+	overridable    []struct{ name, usage string }
 	quick          bool
 	seeds          int
 	seed           uint64
@@ -98,7 +124,24 @@ and report from their outputs.`,
 	fl.BoolVar(&f.plan, "plan", false, "print every run as an omega sim command line (writing under --out) and run nothing")
 	fl.BoolVar(&f.cost, "store-cost", true, "raw-vs-mediated: also measure the policies on the commit path (omega bench store under each, interleaved) into store-cost.json")
 	fl.StringVar(&f.binary, "plan-binary", "omega", "with --plan: the omega binary the command lines name")
-	for _, o := range overridable {
+	f.overridable = overridable
+	if e != nil && e.NeedsTrace() {
+		f.overridable = replayOverridable
+		cmd.Use = name + " --format F --trace PATH --out DIR"
+		cmd.Long = short + `
+
+Replays one window of a public cluster trace (omega replay) under each cell of
+the experiment's grid, every cell on the same window, --parallel at a time, into
+--out: runs/CELL/seed-N (each run's omega replay outputs), results.csv (a row
+per run: every parameter and metric, the trace's own waits and allocation
+beside the replay's), host.csv, PNG figures, summary.json and report.md (the
+production cluster's outcome and the Omega paper's claims beside the measured
+values). A run already finished in --out is kept, so an interrupted sweep
+resumes. --plan prints the runs as omega replay command lines; --collect
+assembles their outputs. omega bench all leaves this experiment out: it needs
+a trace.`
+	}
+	for _, o := range f.overridable {
 		f.overrideValues[o.name] = fl.String(o.name, "", o.usage)
 	}
 	return cmd
@@ -107,9 +150,17 @@ and report from their outputs.`,
 // overrides are the sim flags the user set, in a fixed order.
 func (f *benchExpFlags) overrides(cmd *cobra.Command) []experiment.Param {
 	var out []experiment.Param
-	for _, o := range overridable {
+	for _, o := range f.overridable {
 		if cmd.Flags().Changed(o.name) {
-			out = append(out, experiment.Param{Name: o.name, Value: *f.overrideValues[o.name]})
+			v := *f.overrideValues[o.name]
+			if o.name == "trace" {
+				// The runs' command lines name the trace wherever they run
+				// from (a plan's, a resumed sweep's).
+				if abs, err := filepath.Abs(v); err == nil {
+					v = abs
+				}
+			}
+			out = append(out, experiment.Param{Name: o.name, Value: v})
 		}
 	}
 	return out
@@ -128,10 +179,17 @@ func (f *benchExpFlags) run(cmd *cobra.Command, name string) error {
 	if f.plan && f.collect != "" {
 		p.add("--plan", "true", "--plan prints the runs and --collect gathers them: give one")
 	}
-	exps := experiment.All()
+	exps := experiment.Synthetic()
 	if name != "all" {
 		e, _ := experiment.Lookup(name)
 		exps = []*experiment.Experiment{e}
+		if e.NeedsTrace() {
+			for _, flag := range []string{"format", "trace"} {
+				if !cmd.Flags().Changed(flag) {
+					p.add("--"+flag, `""`, "required: omega bench %s replays a trace (omega replay's --format and --trace)", name)
+				}
+			}
+		}
 	}
 	size := experiment.Size{Quick: f.quick}
 	var sweeps []*experiment.Sweep
@@ -155,7 +213,11 @@ func (f *benchExpFlags) run(cmd *cobra.Command, name string) error {
 	// override is one error, not a failure an hour into the sweep.
 	for _, s := range sweeps {
 		for _, c := range s.Cells {
-			if _, err := simConfigFromArgs(append(runArgs(c), "--out=check")); err != nil {
+			check := func(args []string) error { _, err := simConfigFromArgs(args); return err }
+			if s.Experiment.NeedsTrace() {
+				check = func(args []string) error { _, _, err := replayConfigFromArgs(args); return err }
+			}
+			if err := check(append(runArgs(c), "--out=check")); err != nil {
 				return fmt.Errorf("%s, cell %s: %w", s.Experiment.Name, c.ID, err)
 			}
 		}
@@ -183,7 +245,11 @@ func (f *benchExpFlags) run(cmd *cobra.Command, name string) error {
 		out := dirOf(s, f.out)
 		if f.collect == "" {
 			fmt.Fprintf(stderr, "omega bench %s: %d runs (%d cells x %d seeds), %d at a time, into %s\n", s.Experiment.Name, len(s.Runs), len(s.Cells), len(s.Seeds), f.parallel, out)
-			if err := s.Execute(ctx, out, f.parallel, simRunFunc(stderr), sweepBar(stderr, s.Experiment.Name)); err != nil {
+			run := simRunFunc(stderr)
+			if s.Experiment.NeedsTrace() {
+				run = replayRunFunc()
+			}
+			if err := s.Execute(ctx, out, f.parallel, run, sweepBar(stderr, s.Experiment.Name)); err != nil {
 				return fmt.Errorf("bench %s: %w (the finished runs stay in %s: run again to resume)", s.Experiment.Name, err, out)
 			}
 		}

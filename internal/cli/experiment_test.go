@@ -97,7 +97,7 @@ func TestBenchAllQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range experiment.All() {
+	for _, e := range experiment.Synthetic() {
 		dir := filepath.Join(out, e.Name)
 		if !strings.Contains(string(index), "]("+e.Name+"/report.md)") {
 			t.Errorf("the index report does not link %s", e.Name)
@@ -186,5 +186,91 @@ func TestBenchAllQuick(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A small 2011-format trace of three jobs (two batch, one service) on four
+// machines; the trace placed each 1–2 s after its submission.
+func benchTrace(t *testing.T) string {
+	dir := t.TempDir()
+	writeTable(t, dir, "machine_events", "0,1,0,P,0.5,0.25", "0,2,0,P,0.5,0.25", "0,3,0,P,0.5,0.25", "0,4,0,P,0.5,0.25")
+	writeTable(t, dir, "task_events",
+		"10000000,,7,0,,0,u,0,2,0.1,0.05,0,0",
+		"10000000,,7,1,,0,u,0,2,0.1,0.05,0,0",
+		"12000000,,7,0,1,1,u,0,2,0.1,0.05,0,0",
+		"12000000,,7,1,2,1,u,0,2,0.1,0.05,0,0",
+		"20000000,,8,0,,0,u,0,9,0.2,0.05,0,0",
+		"21000000,,8,0,3,1,u,0,9,0.2,0.05,0,0",
+		"30000000,,9,0,,0,u,0,0,0.1,0.05,0,0",
+		"31000000,,9,0,4,1,u,0,0,0.1,0.05,0,0",
+		"72000000,,7,0,1,4,u,0,2,0.1,0.05,0,0",
+		"72000000,,7,1,2,4,u,0,2,0.1,0.05,0,0",
+		"80000000,,8,0,3,4,u,0,9,0.2,0.05,0,0",
+		"90000000,,9,0,4,4,u,0,0,0.1,0.05,0,0")
+	return dir
+}
+
+// TestBenchReplay runs `omega bench replay --quick` on a small trace: it
+// needs the trace; each run is the `omega replay` its plan prints (the
+// same jobs.csv, byte for byte); results.csv has the trace's waits beside
+// each architecture's; the report and figures are written; and `omega
+// bench all` leaves the experiment out.
+func TestBenchReplay(t *testing.T) {
+	tr := benchTrace(t)
+	out := t.TempDir()
+	if _, err := run(t, "bench", "replay", "--quick", "--out", out); err == nil || !strings.Contains(err.Error(), "--format") || !strings.Contains(err.Error(), "--trace") {
+		t.Errorf("without a trace: %v, want an error naming --format and --trace", err)
+	}
+	if _, err := run(t, "bench", "replay", "--quick", "--format", "google2011", "--trace", tr, "--evictions", "maybe", "--out", out); err == nil || !strings.Contains(err.Error(), "--evictions") {
+		t.Errorf("a bad replay flag: %v, want an error naming it before anything runs", err)
+	}
+	if msg, err := run(t, "bench", "replay", "--quick", "--format", "google2011", "--trace", tr, "--out", out); err != nil {
+		t.Fatalf("%v\n%s", err, msg)
+	}
+	tb := readBenchTable(t, filepath.Join(out, "results.csv"))
+	if len(tb.rows) != 8 {
+		t.Fatalf("%d rows, want 8 (4 architectures x 2 decision times)", len(tb.rows))
+	}
+	for _, r := range tb.rows {
+		// The trace placed every job whole, 1 to 2 s after submission.
+		if r["trace_wait_p50_s"] == "" || tb.num(t, r, "trace_wait_p90_s") < 1 || tb.num(t, r, "trace_wait_p90_s") > 2 || r["replay_jobs_compared"] != "3" {
+			t.Errorf("%s: trace waits p50 %s p90 %s over %s jobs", r["cell"], r["trace_wait_p50_s"], r["trace_wait_p90_s"], r["replay_jobs_compared"])
+		}
+		if r["trace"] != tr || r["format"] != "google2011" || r["jobs_submitted"] != "3" {
+			t.Errorf("%s: trace %s format %s, %s jobs", r["cell"], r["trace"], r["format"], r["jobs_submitted"])
+		}
+		monolithic := r["sched_monolithic_instances"] == "1"
+		if single := strings.HasSuffix(r["architecture"], "-path"); monolithic != single {
+			t.Errorf("%s: a monolithic scheduler %v under %s", r["cell"], monolithic, r["architecture"])
+		}
+	}
+	rep, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil || !strings.Contains(string(rep), "omega replay ") || !strings.Contains(string(rep), "The production cluster") {
+		t.Errorf("report.md: %v\n%s", err, rep)
+	}
+	for _, f := range []string{"replay-trace-waits.png", "replay-utilization.png", "replay-wait.png"} {
+		if b, err := os.ReadFile(filepath.Join(out, f)); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	// A run is its own omega replay command line.
+	runDir := filepath.Join(out, "runs", "architecture=shared_t_job_service=10", "seed-1")
+	cmdLine, err := os.ReadFile(filepath.Join(runDir, "command.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := t.TempDir()
+	args := append([]string{"replay"}, strings.Fields(string(cmdLine))...)
+	if _, err := run(t, append(args, "--out", again)...); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(filepath.Join(runDir, "jobs.csv"))
+	b, _ := os.ReadFile(filepath.Join(again, "jobs.csv"))
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Errorf("the sweep's run and omega replay with its arguments differ:\n%s\n%s", a, b)
+	}
+	plan, err := run(t, "bench", "all", "--quick", "--plan", "--out", t.TempDir())
+	if err != nil || strings.Contains(plan, "replay") || !strings.Contains(plan, "omega sim") {
+		t.Errorf("omega bench all --plan: %v; it must name no replay run", err)
 	}
 }

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/omega-cell/omega/bench/experiment"
 	"github.com/omega-cell/omega/bench/replay"
 	"github.com/omega-cell/omega/internal/finite"
 )
@@ -33,11 +36,22 @@ type replayFlags struct {
 	strict, fidelity, asJSON                                                    bool
 }
 
+// replayCmd is omega replay: its flags and, once they are checked, the
+// replay's config.
+type replayCmd struct {
+	s   simCmd
+	f   replayFlags
+	cfg replay.Config
+}
+
 func newReplayCmd() *cobra.Command {
-	var s simCmd
+	var r replayCmd
+	return r.command()
+}
+
+func (r *replayCmd) command() *cobra.Command {
+	s, f := &r.s, &r.f
 	simCobra := s.command() // omega sim's flags, to borrow
-	var f replayFlags
-	var cfg replay.Config
 	cmd := &cobra.Command{
 		Use:   "replay --format F --trace PATH --out DIR",
 		Short: "Replay a public cluster trace through omega's schedulers in virtual time",
@@ -57,28 +71,11 @@ and skipped rows by cause, what the replay did, and the waits compared with
 the trace's), jobs.csv (each job's wait beside the trace's own),
 schedulers.csv and utilization.csv into --out. docs/REPLAY.md sets out the
 semantics.`,
-		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			s.f.out = f.out // omega sim's checks of --out are the replay's
-			s.f.asJSON = f.asJSON
-			sc, _, err := s.f.validate(cmd)
-			if err != nil {
-				return err
-			}
-			cfg, err = f.config(cmd)
-			if err != nil {
-				return err
-			}
-			// The simulation's settings are omega sim's; its workload is
-			// the trace (Build sets the horizon; the machines count sizes
-			// the store's watch history only).
-			sc.Workload.MapReduceShare = 0
-			cfg.Sim = sc
-			return cfg.Validate()
-		},
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return r.build(cmd) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			defer useBatchCollector()()
-			return runReplay(cmd, cfg, f.out, f.asJSON)
+			return runReplay(cmd, r.cfg, f.out, f.asJSON)
 		},
 	}
 	fl := cmd.Flags()
@@ -104,6 +101,39 @@ semantics.`,
 	fl.StringVar(&f.out, "out", "", "directory for the results")
 	fl.BoolVar(&f.asJSON, "json", false, "print summary.json on stdout")
 	return cmd
+}
+
+// build checks the flags and sets the replay's config.
+func (r *replayCmd) build(cmd *cobra.Command) error {
+	r.s.f.out = r.f.out // omega sim's checks of --out are the replay's
+	r.s.f.asJSON = r.f.asJSON
+	sc, _, err := r.s.f.validate(cmd)
+	if err != nil {
+		return err
+	}
+	cfg, err := r.f.config(cmd)
+	if err != nil {
+		return err
+	}
+	// The simulation's settings are omega sim's; its workload is the
+	// trace (Build sets the horizon; the machines count sizes the store's
+	// watch history only).
+	sc.Workload.MapReduceShare = 0
+	cfg.Sim = sc
+	r.cfg = cfg
+	return cfg.Validate()
+}
+
+// replayConfigFromArgs parses `omega replay` arguments exactly as the
+// command does and returns the config it would run and its --out.
+func replayConfigFromArgs(args []string) (replay.Config, string, error) {
+	var r replayCmd
+	cmd := r.command()
+	if err := cmd.ParseFlags(args); err != nil {
+		return replay.Config{}, "", err
+	}
+	err := r.build(cmd)
+	return r.cfg, r.f.out, err
 }
 
 // config turns the replay's own flags into a config, every problem named.
@@ -158,29 +188,54 @@ func parseBytes(s string) (int64, error) {
 func runReplay(cmd *cobra.Command, cfg replay.Config, out string, asJSON bool) error {
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	var r *replay.Replay
 	bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("replay"),
 		progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSpinnerType(14))
-	cfg.Sim.Progress = func(now time.Duration) {
-		if r == nil {
-			return
-		}
+	sum, b, err := replayRun(cmd.Context(), cfg, out, func(r *replay.Replay, now time.Duration) {
 		events := r.TraceStats().Events
 		bar.Describe(fmt.Sprintf("replay: trace time %s, %d events, %.0f events/s", fmtDuration((cfg.From + now).Truncate(time.Second)), events,
 			float64(events)/time.Since(start).Seconds()))
 		bar.Add(1)
+	})
+	if err != nil {
+		return err
 	}
-	// jobs.csv is written as the jobs leave the cell, under a temporary
-	// name until the run is done (a failed run leaves no partial file).
+	bar.Finish()
+	if asJSON {
+		_, err := cmd.OutOrStdout().Write(b)
+		return err
+	}
+	printReplaySummary(cmd.OutOrStdout(), sum)
+	return nil
+}
+
+// replayRun runs the replay of cfg, calling progress about once per
+// simulated minute, and writes its results into out (nothing when out is
+// ""): jobs.csv (streamed under a temporary name as the jobs leave the
+// cell), summary.json, schedulers.csv, utilization.png and, last,
+// utilization.csv (a run is finished when it is there: omega bench's
+// resume). It returns the summary and its JSON.
+func replayRun(ctx context.Context, cfg replay.Config, out string, progress func(r *replay.Replay, now time.Duration)) (replay.Summary, []byte, error) {
+	start := time.Now()
+	var r *replay.Replay
+	if progress != nil {
+		cfg.Sim.ProgressEvery = time.Minute
+		cfg.Sim.Progress = func(now time.Duration) {
+			if r != nil {
+				progress(r, now)
+			}
+		}
+	}
 	var jobsTmp *os.File
 	var jobsBuf *bufio.Writer
 	if out != "" {
 		if err := os.MkdirAll(out, 0o755); err != nil {
-			return err
+			return replay.Summary{}, nil, err
 		}
+		// A stale utilization.csv must not mark an unfinished run done.
+		os.Remove(filepath.Join(out, "utilization.csv"))
 		f, err := os.CreateTemp(out, ".jobs.csv.*.tmp")
 		if err != nil {
-			return err
+			return replay.Summary{}, nil, err
 		}
 		jobsTmp, jobsBuf = f, bufio.NewWriterSize(f, 1<<16)
 		defer func() {
@@ -192,49 +247,62 @@ func runReplay(cmd *cobra.Command, cfg replay.Config, out string, asJSON bool) e
 		cfg.JobsCSV = jobsBuf
 	}
 	var err error
-	r, err = replay.Build(cmd.Context(), cfg)
+	r, err = replay.Build(ctx, cfg)
 	if err != nil {
-		return err
+		return replay.Summary{}, nil, err
 	}
 	defer r.Close()
-	if err := r.Run(cmd.Context()); err != nil {
-		return err
+	if err := r.Run(ctx); err != nil {
+		return replay.Summary{}, nil, err
 	}
-	bar.Finish()
 	sum := r.Summarize()
 	wall := time.Since(start).Seconds()
 	sum.Host.WallSeconds, sum.Host.EventsPerSec, sum.Host.PeakRSSMb = wall, ratio(float64(sum.Replay.Reader.Events), wall), peakRSSMb()
 	sum.Host.WallSecondsPerSimDay = ratio(wall, sum.SimSeconds/86400)
 	b, err := finite.JSON(sum)
 	if err != nil {
-		return fmt.Errorf("summary.json: %w", err)
+		return sum, nil, fmt.Errorf("summary.json: %w", err)
 	}
-	if out != "" {
-		if err := r.FinishJobsCSV(); err != nil {
-			return fmt.Errorf("jobs.csv: %w", err)
-		}
-		if err := errors.Join(jobsBuf.Flush(), jobsTmp.Chmod(0o644), jobsTmp.Close()); err != nil {
-			return fmt.Errorf("jobs.csv: %w", err)
-		}
-		if err := writeFiles(out, []outFile{
-			{"summary.json", bytesFile(b)},
-			{"schedulers.csv", sum.WriteSchedulersCSV},
-			{"utilization.csv", r.WriteUtilizationCSV},
-			{"utilization.png", r.WriteUtilizationPNG},
-		}); err != nil {
+	if out == "" {
+		return sum, b, nil
+	}
+	if err := r.FinishJobsCSV(); err != nil {
+		return sum, nil, fmt.Errorf("jobs.csv: %w", err)
+	}
+	if err := errors.Join(jobsBuf.Flush(), jobsTmp.Chmod(0o644), jobsTmp.Close()); err != nil {
+		return sum, nil, fmt.Errorf("jobs.csv: %w", err)
+	}
+	if err := os.Rename(jobsTmp.Name(), filepath.Join(out, "jobs.csv")); err != nil {
+		return sum, nil, err
+	}
+	jobsTmp = nil
+	if err := writeFiles(out, []outFile{
+		{"summary.json", bytesFile(b)},
+		{"schedulers.csv", sum.WriteSchedulersCSV},
+		{"utilization.png", r.WriteUtilizationPNG},
+		{"utilization.csv", r.WriteUtilizationCSV},
+	}); err != nil {
+		return sum, nil, err
+	}
+	return sum, b, nil
+}
+
+// replayRunFunc runs one replay of a sweep as `omega replay ARGS --out
+// DIR` runs it, ticking once per simulated hour.
+func replayRunFunc() experiment.RunFunc {
+	return func(ctx context.Context, args []string, dir string, tick func()) error {
+		cfg, _, err := replayConfigFromArgs(append(slices.Clone(args), "--out="+dir))
+		if err != nil {
 			return err
 		}
-		if err := os.Rename(jobsTmp.Name(), filepath.Join(out, "jobs.csv")); err != nil {
-			return err
-		}
-		jobsTmp = nil
-	}
-	if asJSON {
-		_, err := cmd.OutOrStdout().Write(b)
+		hours := 0
+		_, _, err = replayRun(ctx, cfg, dir, func(_ *replay.Replay, now time.Duration) {
+			for ; time.Duration(hours+1)*time.Hour <= now; hours++ {
+				tick()
+			}
+		})
 		return err
 	}
-	printReplaySummary(cmd.OutOrStdout(), sum)
-	return nil
 }
 
 func printReplaySummary(w io.Writer, s replay.Summary) {
