@@ -150,6 +150,11 @@ type Stats struct {
 	// SubmissionsCoalesced: task submissions that joined their trace job's
 	// job submitted up to Config.Coalesce before them.
 	SubmissionsCoalesced int64 `json:"submissions_coalesced"`
+	// EndsCoalesced: ends of a task's run applied with its job's
+	// submission, up to the coalescing window early, because the trace
+	// submits the task again within the window (a failed or evicted task
+	// resubmitted with the rest of its job).
+	EndsCoalesced int64 `json:"ends_coalesced"`
 }
 
 const maxRefusedExamples = 20
@@ -287,7 +292,7 @@ func (a *actor) Step(ctx context.Context, now time.Time) (sim.Next, error) {
 		e := &a.buf[n]
 		n++
 		if e.Kind == 0 {
-			continue // a submission that joined an earlier one's job
+			continue // applied already: a submission that joined an earlier one's job, or the end before it
 		}
 		a.st.EventsApplied++
 		switch e.Kind {
@@ -317,7 +322,7 @@ func (a *actor) Step(ctx context.Context, now time.Time) (sim.Next, error) {
 			endOps = a.end(v, e, endOps)
 		}
 	}
-	a.coalesce(now, n, byJob)
+	endOps = a.coalesce(v, now, n, byJob, endOps)
 	clear(a.buf[:n])
 	a.buf = a.buf[n:]
 	if err := a.commit(ctx, now, machineOps); err != nil {
@@ -573,26 +578,53 @@ func (a *actor) submit(e *trace.Event, byJob map[int64]*group, groups *[]*group)
 // same trace jobs that follow within the coalescing window (the trace
 // submits a job's tasks one by one, often microseconds apart): they become
 // tasks of that job, submitted with it, and their rows are marked applied
-// (Kind 0). A task still in the cell (its earlier run has not ended) is
-// left to its own time.
-func (a *actor) coalesce(now time.Time, from int, byJob map[int64]*group) {
+// (Kind 0). A task still in the cell joins only if the trace ends its
+// earlier run within the window before submitting it again (a failed or
+// evicted task resubmitted with the rest of its job): that end is applied
+// now, with it. Otherwise it is left to its own time. It returns endOps
+// with the ends it applied.
+func (a *actor) coalesce(v client.View, now time.Time, from int, byJob map[int64]*group, endOps []txn.Op) []txn.Op {
 	if len(byJob) == 0 || a.cfg.Coalesce <= 0 {
-		return
+		return endOps
 	}
 	end := now.Add(a.cfg.Coalesce)
+	var ends map[key]int // the window's ends of live runs of the jobs submitted, by task
 	for i := from; i < len(a.buf) && a.simTime(a.buf[i].Time).Before(end); i++ {
 		e := &a.buf[i]
-		if e.Kind != trace.TaskSubmit || byJob[e.Job] == nil {
+		if (e.Kind != trace.TaskSubmit && e.Kind != trace.TaskEnd) || byJob[e.Job] == nil {
 			continue
 		}
-		if _, live := a.live[key{e.Job, e.Task}]; live {
+		k := key{e.Job, e.Task}
+		_, live := a.live[k]
+		if e.Kind == trace.TaskEnd {
+			if live {
+				if ends == nil {
+					ends = map[key]int{}
+				}
+				ends[k] = i
+			}
 			continue
+		}
+		if live {
+			j, ok := ends[k]
+			if !ok {
+				continue
+			}
+			delete(ends, k)
+			endOps = a.end(v, &a.buf[j], endOps)
+			a.buf[j].Kind = 0
+			a.st.EventsApplied++
+			a.st.EndsCoalesced++
+			if _, live := a.live[k]; live {
+				continue // an eviction ignored: the run goes on
+			}
 		}
 		a.st.EventsApplied++
 		a.st.SubmissionsCoalesced++
 		a.submit(e, byJob, nil)
 		e.Kind = 0
 	}
+	return endOps
 }
 
 // scheduler is the scheduler a job of kind goes to: its kind's, or where

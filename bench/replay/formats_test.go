@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"os"
 	"path/filepath"
@@ -70,5 +72,59 @@ func TestReplayGoogle2019Fixture(t *testing.T) {
 	})
 	if st.MachinesAdded != 1 || st.TasksSubmitted != 1 || st.JobsSubmitted != 1 {
 		t.Errorf("stats %+v; want the machine and the one instance", st)
+	}
+}
+
+// The trace fails a job's tasks and submits them again one by one,
+// microseconds apart: the resubmissions are one job of the cell, the ends
+// of the runs before them applied with it (up to the coalescing window
+// early), not a job per task.
+func TestReplayCoalescesResubmissions(t *testing.T) {
+	gz := func(lines ...string) string {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(strings.Join(lines, "\n") + "\n"))
+		zw.Close()
+		return b.String()
+	}
+	dir := t.TempDir()
+	for table, body := range map[string]string{
+		"machine_events": gz("0,1,0,P,0.5,0.25", "0,2,0,P,0.5,0.25"),
+		"task_events": gz(
+			"10000000,,7,0,,0,u,0,2,0.1,0.05,0,0",
+			"10000000,,7,1,,0,u,0,2,0.1,0.05,0,0",
+			"11000000,,7,0,1,1,u,0,2,0.1,0.05,0,0",
+			"11000000,,7,1,2,1,u,0,2,0.1,0.05,0,0",
+			"20000001,,7,0,1,3,u,0,2,0.1,0.05,0,0",
+			"20000002,,7,0,,0,u,0,2,0.1,0.05,0,0",
+			"20000003,,7,1,2,3,u,0,2,0.1,0.05,0,0",
+			"20000004,,7,1,,0,u,0,2,0.1,0.05,0,0",
+			"21000000,,7,0,2,1,u,0,2,0.1,0.05,0,0",
+			"21000000,,7,1,1,1,u,0,2,0.1,0.05,0,0",
+			"60000000,,7,0,2,4,u,0,2,0.1,0.05,0,0",
+			"60000000,,7,1,1,4,u,0,2,0.1,0.05,0,0"),
+	} {
+		os.MkdirAll(filepath.Join(dir, table), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, table, "part-00000-of-00001.csv.gz"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Format, cfg.Trace, cfg.Strict = "google2011", dir, true
+	cfg.Sim.Dir = t.TempDir()
+	r, err := Build(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, sum := r.Stats(), r.Summarize()
+	if st.JobsSubmitted != 2 || st.TasksSubmitted != 4 || st.EndsCoalesced != 1 || st.SubmissionsCoalesced != 1 {
+		t.Errorf("stats %+v; want 2 jobs of 2 tasks each, task 1's end and resubmission joined to task 0's", st)
+	}
+	if sum.JobsScheduled != 2 || sum.TasksPlaced != 4 {
+		t.Errorf("%d jobs scheduled, %d tasks placed; want both jobs whole", sum.JobsScheduled, sum.TasksPlaced)
 	}
 }
