@@ -151,6 +151,7 @@ type Engine struct {
 	events   int64
 	samples  []Sample
 	daily    [][]time.Duration // per runner, busy time per simulated day
+	busyTo   []time.Time       // per runner, the end of its last decision booked
 	cell     *client.Informer  // the cell's changes, for the intake
 	woken    []int             // runners the intake gave work during the current observe
 	now      time.Time         // the current observe's time
@@ -195,6 +196,7 @@ func New(o Options) (*Engine, error) {
 	e := &Engine{o: o, intake: schedulers.NewIntake(), byRunner: map[*schedulers.Runner]int{}}
 	e.intake.Strict = !o.Unrouted // every job of the workload must have a scheduler here
 	e.daily = make([][]time.Duration, len(o.Runners))
+	e.busyTo = make([]time.Time, len(o.Runners))
 	e.retired = make([]tally, len(o.Runners))
 	if o.Retire != nil {
 		for i, r := range o.Runners {
@@ -301,7 +303,26 @@ func (e *Engine) Samples() []Sample { return e.samples }
 
 // DailyBusy returns, per runner, the decision time spent in each simulated
 // day.
-func (e *Engine) DailyBusy() [][]time.Duration { return e.daily }
+func (e *Engine) DailyBusy() [][]time.Duration {
+	out := make([][]time.Duration, len(e.daily))
+	for i := range e.daily {
+		out[i] = e.dailyBusy(i)
+	}
+	return out
+}
+
+// dailyBusy is runner i's busy time per day within the run: a decision
+// that began before the end and would have ended after it counts up to the
+// end. (A runner decides one thing at a time, so only its last decision
+// can cross the end.)
+func (e *Engine) dailyBusy(i int) []time.Duration {
+	out := slices.Clone(e.daily[i])
+	end := Epoch.Add(e.o.Duration)
+	if over := e.busyTo[i].Sub(end); over > 0 {
+		book(&out, end.Sub(Epoch), over, -1)
+	}
+	return out
+}
 
 // Run simulates until Duration.
 func (e *Engine) Run(ctx context.Context) error {
@@ -582,15 +603,21 @@ func (v *every) Step(ctx context.Context, now time.Time) (Next, error) {
 
 // addBusy books decision time [start, start+d) to the days it spans.
 func (e *Engine) addBusy(i int, start time.Time, d time.Duration) {
+	book(&e.daily[i], start.Sub(Epoch), d, 1)
+	e.busyTo[i] = maxTime(e.busyTo[i], start.Add(d))
+}
+
+// book adds sign x the time [off, off+d) from the epoch to the days of
+// daily it spans.
+func book(daily *[]time.Duration, off, d time.Duration, sign time.Duration) {
 	const day = 24 * time.Hour
-	off := start.Sub(Epoch)
 	for d > 0 {
 		k := int(off / day)
-		for len(e.daily[i]) <= k {
-			e.daily[i] = append(e.daily[i], 0)
+		for len(*daily) <= k {
+			*daily = append(*daily, 0)
 		}
 		part := min(d, time.Duration(k+1)*day-off)
-		e.daily[i][k] += part
+		(*daily)[k] += sign * part
 		off += part
 		d -= part
 	}

@@ -204,7 +204,7 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 		c.Attempts, c.Conflicted, c.Partial = c.Attempts-v.Attempts, c.Conflicted-v.Conflicted, c.Partial-v.Partial
 		ss.Transactions, ss.Conflicts, ss.ClaimsConflicted = c.Attempts, c.Conflicted, c.ClaimsConflicted
 		ss.ConflictFraction = c.ConflictFraction()
-		ss.BusynessMedian, ss.BusynessMAD = busyness(e.daily[i], e.o.Duration)
+		ss.BusynessMedian, ss.BusynessMAD = busyness(e.dailyBusy(i), e.o.Duration)
 		ss.WaitMeanS, ss.WaitP50S, ss.WaitP90S, ss.WaitP99S = mean(waits), quantile(waits, 0.5), quantile(waits, 0.9), quantile(waits, 0.99)
 		ss.PlacedWaitMeanS, ss.PlacedWaitP90S = mean(placedWaits), quantile(placedWaits, 0.9)
 		ss.SpeedupMean, ss.SpeedupP90 = mean(speedups), quantile(speedups, 0.9)

@@ -39,12 +39,14 @@ type twoLevel struct {
 	build time.Time
 }
 
-// framework is one framework's offers: on their way (in), and decided,
-// their answers due (out). As in the paper's simulator, a framework
-// decides an offer the moment it arrives, even while the answers to
-// earlier ones are still due: the jobs it decided are out of its queue
-// until their answer lands, and each offer stays locked for its own
-// decision time.
+// framework is one framework's offers: on their way or waiting (in), and
+// decided, its answer due (out). As in the paper's simulator (its
+// MesosScheduler handles the next queued offer only when it is not
+// scheduling), a framework decides one offer at a time: an offer that
+// reaches it while it decides waits, its resources locked, until the
+// answer to the one before has landed. (Until 2026-12-04 a framework
+// decided every offer the moment it arrived, so a busy one decided several
+// at once and its busyness could pass 1.)
 type framework struct {
 	i   int // the runner's index in Options.Runners
 	f   *schedulers.Framework
@@ -138,7 +140,7 @@ func (t *twoLevel) Step(ctx context.Context, now time.Time) (Next, error) {
 		t.arm(now)
 	}
 	for _, fw := range t.fws {
-		for len(fw.in) > 0 && !fw.in[0].at.After(now) {
+		for len(fw.out) == 0 && len(fw.in) > 0 && !fw.in[0].at.After(now) {
 			d := fw.in[0]
 			fw.in = fw.in[1:]
 			dec, err := fw.f.Decide(ctx, d.o, now)
@@ -200,8 +202,8 @@ func (t *twoLevel) offer(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// next is the earliest of the answers due, the offers on their way to
-// idle frameworks, and the allocator's next offer.
+// next is the earliest of the answers due, the next offer of each idle
+// framework, and the allocator's next offer.
 func (t *twoLevel) next() Next {
 	var at time.Time
 	earlier := func(x time.Time) {
@@ -213,7 +215,7 @@ func (t *twoLevel) next() Next {
 		for _, a := range fw.out {
 			earlier(a.at)
 		}
-		if len(fw.in) > 0 {
+		if len(fw.out) == 0 && len(fw.in) > 0 { // a busy framework's next offer waits for its answer
 			earlier(fw.in[0].at)
 		}
 	}

@@ -102,6 +102,12 @@ func TestTwoLevelProtocol(t *testing.T) {
 		if s.TasksPlaced == 0 || s.Conflicts != 0 || s.ClaimsConflicted != 0 {
 			t.Errorf("framework %s: %d tasks placed, %d conflicted answers, %d conflicting claims", s.Name, s.TasksPlaced, s.Conflicts, s.ClaimsConflicted)
 		}
+		// A framework decides one offer at a time (the one it holds
+		// waits for the answer to the one before): never busy more than
+		// the whole of a day.
+		if s.BusynessMedian > 1+1e-9 {
+			t.Errorf("framework %s: busyness %v, more than 1: it decided offers at once", s.Name, s.BusynessMedian)
+		}
 		// A job waits for an offer: at least the allocator's time.
 		if s.WaitMeanS < 0.001 {
 			t.Errorf("framework %s: mean wait %v s, less than the allocator's time", s.Name, s.WaitMeanS)
@@ -132,5 +138,26 @@ func TestTwoLevelOfferInterval(t *testing.T) {
 	fast, slow := wait(time.Second), wait(time.Minute)
 	if !(slow > 10*fast) || fast < 0.5 {
 		t.Fatalf("batch mean wait %v s with an offer a second, %v s with one a minute", fast, slow)
+	}
+}
+
+// A framework decides one offer at a time, as the paper's simulator's
+// MesosScheduler does: with service decisions of 100 s and service jobs
+// arriving faster than that, offers reach the service framework while it
+// decides, and wait; it is never busy more than all the time.
+func TestTwoLevelOneOfferAtATime(t *testing.T) {
+	cfg, err := archConfig(100 * time.Second).WithArchitecture(TwoLevel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Workload.Machines, cfg.Workload.Days = 1000, 0.1
+	sum, _ := runConfig(t, cfg)
+	for _, s := range sum.Schedulers {
+		if s.BusynessMedian > 1+1e-9 {
+			t.Errorf("framework %s: busyness %v, more than 1: it decided offers at once", s.Name, s.BusynessMedian)
+		}
+		if s.Kind == "service" && s.BusynessMedian < 0.9 {
+			t.Errorf("framework %s: busyness %v; want it saturated by 100 s decisions", s.Name, s.BusynessMedian)
+		}
 	}
 }
