@@ -68,19 +68,17 @@ type actor struct {
 	cfg   *Config
 	clock *sim.Clock
 	c     *client.Client
-	src   trace.Source
+	pre   *prefetcher // the trace, read ahead in a goroutine of its own
 	eng   *sim.Engine
 	book  *book
 	seed  uint64
 
 	// Read side (ahead of the simulated time).
-	buf      []trace.Event
-	eof      bool
-	readTo   int64 // trace time read up to (µs)
-	rSched   map[key]int64
-	rRun     map[key]int32
-	rEvicted map[key]bool
-	horizon  int64 // the last task event's trace time (µs)
+	buf        []trace.Event
+	eof        bool
+	readTo     int64 // trace time read up to (µs)
+	eventsRead int64
+	horizon    int64 // the last task event's trace time (µs)
 
 	// Apply side (at the simulated time).
 	live     map[key]*cellTask
@@ -167,7 +165,7 @@ func (a *actor) simTime(t int64) time.Time {
 // of the runs that end by then.
 func (a *actor) fill(limit int64) error {
 	for !a.eof && a.readTo <= limit {
-		e, err := a.src.Next()
+		it, err := a.pre.next()
 		if errors.Is(err, io.EOF) {
 			a.eof = true
 			break
@@ -175,80 +173,23 @@ func (a *actor) fill(limit int64) error {
 		if err != nil {
 			return err
 		}
-		if to := a.cfg.To; to > 0 && e.Time > to.Microseconds() {
-			a.eof = true
-			break
-		}
-		if e.Time == workloadAfterTrace {
-			continue // after the trace's window (Google's 2^63-1)
-		}
+		e := it.e
 		a.readTo = e.Time
-		a.read(e)
-		a.buf = append(a.buf, e)
-		if a.src.TasksDone() {
-			// The horizon is known: what follows (a machine table that
-			// runs on past the task excerpt, say) is after it.
-			a.eof = true
+		a.eventsRead++
+		if it.learn {
+			a.book.learn(it.k, it.r, a.clock.Now().UnixNano())
 		}
+		if it.task {
+			a.horizon = max(a.horizon, e.Time)
+		}
+		a.buf = append(a.buf, e)
 	}
 	return nil
 }
 
+// workloadAfterTrace is Google's time of the rows after the trace's
+// window: 2^63-1.
 const workloadAfterTrace = 1<<63 - 1
-
-// read is the read side: it follows each task's runs to learn how long
-// each ran, and the horizon.
-func (a *actor) read(e trace.Event) {
-	k := key{e.Job, e.Task}
-	switch e.Kind {
-	case trace.TaskSubmit:
-		if a.rEvicted[k] {
-			return // the run goes on: this submission is its own again
-		}
-		a.rRun[k]++
-	case trace.TaskSchedule:
-		if a.rEvicted[k] {
-			return
-		}
-		a.rSched[k] = e.Time
-	case trace.TaskEnd:
-		if e.End == trace.EndEvict && a.cfg.Evictions == "ignore" {
-			if _, ok := a.rSched[k]; ok {
-				a.rEvicted[k] = true
-			}
-			return
-		}
-		delete(a.rEvicted, k)
-		if t, ok := a.rSched[k]; ok {
-			delete(a.rSched, k)
-			a.book.learn(runKey{e.Job, e.Task, a.rRun[k]}, runtimeOf(e, e.Time-t), a.clock.Now().UnixNano())
-		}
-		if e.End != trace.EndEvict {
-			delete(a.rRun, k)
-		}
-	default:
-	}
-	if e.Kind.Task() {
-		a.horizon = max(a.horizon, e.Time)
-	}
-}
-
-func runtimeOf(e trace.Event, d int64) runtime {
-	r := runtime{d: time.Duration(d) * time.Microsecond}
-	switch e.End {
-	case trace.EndFinish:
-		r.state, r.msg = omegav1.TaskState_TASK_STATE_SUCCEEDED, "finished (its runtime in the trace)"
-	case trace.EndFail:
-		r.state, r.msg = omegav1.TaskState_TASK_STATE_FAILED, "failed in the trace"
-	case trace.EndKill:
-		r.state, r.msg = omegav1.TaskState_TASK_STATE_KILLED, "killed in the trace"
-	case trace.EndEvict:
-		r.state, r.msg = omegav1.TaskState_TASK_STATE_KILLED, "evicted in the trace"
-	default:
-		r.state, r.msg = omegav1.TaskState_TASK_STATE_KILLED, "lost in the trace"
-	}
-	return r
-}
 
 // Start reads the window's opening (the machines and tasks there when it
 // opens) and asks to act at once.

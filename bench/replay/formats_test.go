@@ -121,6 +121,15 @@ func TestReplayCoalescesResubmissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, sum := r.Stats(), r.Summarize()
+	// A replay closed before it ran stops its reader (which read ahead
+	// and waits to hand over) and releases the trace.
+	r2, err := Build(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if st.JobsSubmitted != 2 || st.TasksSubmitted != 4 || st.EndsCoalesced != 1 || st.SubmissionsCoalesced != 1 {
 		t.Errorf("stats %+v; want 2 jobs of 2 tasks each, task 1's end and resubmission joined to task 0's", st)
 	}

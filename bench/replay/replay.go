@@ -232,8 +232,7 @@ func Build(ctx context.Context, cfg Config) (*Replay, error) {
 	}
 	b := newBook()
 	seed := cfg.Sim.Workload.Seed
-	a := &actor{cfg: &cfg, src: src, book: b, seed: seed,
-		rSched: map[key]int64{}, rRun: map[key]int32{}, rEvicted: map[key]bool{},
+	a := &actor{cfg: &cfg, book: b, seed: seed,
 		live: map[key]*cellTask{}, runs: map[key]int32{}, machines: map[int64]*machine{}, jobs: map[uuid.UUID]*jobInfo{}}
 	scfg := cfg.Sim
 	// The run ends at the window's last task event, learned as the trace
@@ -266,12 +265,14 @@ func Build(ctx context.Context, cfg Config) (*Replay, error) {
 		return nil, err
 	}
 	a.eng, a.clock = s.Engine, s.Clock()
+	a.pre = newPrefetcher(src, &cfg)
 	r.Sim, r.actor = s, a
 	return r, nil
 }
 
 // Close releases the trace and the simulation.
 func (r *Replay) Close() error {
+	r.actor.pre.finish()
 	err := r.src.Close()
 	if cerr := r.Sim.Close(); err == nil {
 		err = cerr
@@ -289,5 +290,15 @@ func (r *Replay) Stats() Stats {
 	return st
 }
 
-// TraceStats are the reader's counts: rows read and skipped by cause.
-func (r *Replay) TraceStats() *trace.Stats { return r.src.Stats() }
+// TraceStats are the reader's counts: rows read and skipped by cause. The
+// reader reads ahead in a goroutine of its own until the trace's end:
+// TraceStats stops it, if it has not stopped, and waits for it, so call it
+// once the run is over (EventsRead is the count while it runs).
+func (r *Replay) TraceStats() *trace.Stats {
+	r.actor.pre.finish()
+	return r.src.Stats()
+}
+
+// EventsRead is the number of the trace's events the replay has taken in
+// so far (for progress while it runs).
+func (r *Replay) EventsRead() int64 { return r.actor.eventsRead }

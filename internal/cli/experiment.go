@@ -312,7 +312,8 @@ func sweepBar(stderr io.Writer, name string) func(int) func() {
 	return func(hours int) func() {
 		bar := progressbar.NewOptions(hours, progressbar.OptionSetWriter(stderr),
 			progressbar.OptionSetDescription(name+": simulated hours"), progressbar.OptionShowCount(),
-			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
+			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionSetSpinnerChangeInterval(0)) // hours -1 (unknown): a spinner, turned by the ticks, not a racing ticker of its own
 		var mu sync.Mutex
 		return func() { mu.Lock(); bar.Add(1); mu.Unlock() }
 	}

@@ -189,9 +189,12 @@ func runReplay(cmd *cobra.Command, cfg replay.Config, out string, asJSON bool) e
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
 	bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("replay"),
-		progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSpinnerType(14))
+		progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSpinnerType(14),
+		// The spinner turns as the replay reports (its own ticker would race
+		// with Describe: progressbar v3.19.1 reads its state unlocked).
+		progressbar.OptionSetSpinnerChangeInterval(0))
 	sum, b, err := replayRun(cmd.Context(), cfg, out, func(r *replay.Replay, now time.Duration) {
-		events := r.TraceStats().Events
+		events := r.EventsRead()
 		bar.Describe(fmt.Sprintf("replay: trace time %s, %d events, %.0f events/s", fmtDuration((cfg.From + now).Truncate(time.Second)), events,
 			float64(events)/time.Since(start).Seconds()))
 		bar.Add(1)
