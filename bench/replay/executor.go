@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/google/uuid"
@@ -96,10 +95,11 @@ type exitAt struct {
 	r   runtime
 }
 
+// exits is a min-heap of ends by time (then task, then generation), typed
+// so that a push or a pop allocates nothing.
 type exits []exitAt
 
-func (h exits) Len() int { return len(h) }
-func (h exits) Less(i, j int) bool {
+func (h exits) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
@@ -108,13 +108,43 @@ func (h exits) Less(i, j int) bool {
 	}
 	return h[i].gen < h[j].gen
 }
-func (h exits) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *exits) Push(x any)   { *h = append(*h, x.(exitAt)) }
-func (h *exits) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func (h *exits) push(e exitAt) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !q.less(i, up) {
+			break
+		}
+		q[i], q[up] = q[up], q[i]
+		i = up
+	}
+}
+
+func (h *exits) pop() exitAt {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = exitAt{}
+	q = q[:n]
+	for i := 0; ; {
+		l, small := 2*i+1, i
+		if l < n && q.less(l, small) {
+			small = l
+		}
+		if r := l + 1; r < n && q.less(r, small) {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		q[i], q[small] = q[small], q[i]
+		i = small
+	}
+	*h = q
+	return top
 }
 
 func compareUUID(a, b uuid.UUID) int {
@@ -143,7 +173,7 @@ func newExecutor(tr *agents.Tracker, b *book) *executor {
 	return x
 }
 
-func (x *executor) push(e exitAt) { heap.Push(&x.q, e) }
+func (x *executor) push(e exitAt) { x.q.push(e) }
 
 // Start queues the placement's end, or waits for its runtime.
 func (x *executor) Start(t *txn.Task, p agents.Placement) {
@@ -165,7 +195,7 @@ func (x *executor) Stop(uid uuid.UUID, _ agents.Placement) { delete(x.waiting, u
 // that ended leaves the book.
 func (x *executor) Exits(now int64, into []agents.Exit) []agents.Exit {
 	for len(x.q) > 0 && x.q[0].at <= now {
-		e := heap.Pop(&x.q).(exitAt)
+		e := x.q.pop()
 		if _, ok := x.tr.Current(e.uid, e.gen); !ok {
 			continue
 		}
@@ -191,7 +221,7 @@ func (x *executor) Next() (int64, bool) {
 		if _, ok := x.tr.Current(x.q[0].uid, x.q[0].gen); ok {
 			return x.q[0].at, true
 		}
-		heap.Pop(&x.q)
+		x.q.pop()
 	}
 	return 0, false
 }
