@@ -436,31 +436,82 @@ func (m *machines) Next() (trace.Event, error) {
 }
 
 // ends holds the ends still to come, earliest first (then in the order
-// they were queued).
-type ends []pendingEnd
+// they were queued): a typed min-heap of small keys over a slab of the
+// events (a heap of whole events, boxed at every push and pop, was a third
+// of the reader's time).
+type ends struct {
+	keys []pendingEnd
+	slab []trace.Event
+	free []int32
+}
 
 type pendingEnd struct {
-	e   trace.Event
-	seq int64
+	time, seq int64
+	at        int32 // the event's index in the slab
 }
 
-func (h ends) Len() int { return len(h) }
-func (h ends) Less(i, j int) bool {
-	return h[i].e.Time < h[j].e.Time || h[i].e.Time == h[j].e.Time && h[i].seq < h[j].seq
+func (h *ends) len() int { return len(h.keys) }
+
+func (h *ends) less(i, j int) bool {
+	a, b := &h.keys[i], &h.keys[j]
+	return a.time < b.time || a.time == b.time && a.seq < b.seq
 }
-func (h ends) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *ends) Push(x any)   { *h = append(*h, x.(pendingEnd)) }
-func (h *ends) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+// first is the time of the earliest end (len must be above 0).
+func (h *ends) first() int64 { return h.keys[0].time }
+
+func (h *ends) push(e trace.Event, seq int64) {
+	var at int32
+	if n := len(h.free); n > 0 {
+		at, h.free = h.free[n-1], h.free[:n-1]
+		h.slab[at] = e
+	} else {
+		at = int32(len(h.slab))
+		h.slab = append(h.slab, e)
+	}
+	h.keys = append(h.keys, pendingEnd{e.Time, seq, at})
+	for i := len(h.keys) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !h.less(i, up) {
+			break
+		}
+		h.keys[i], h.keys[up] = h.keys[up], h.keys[i]
+		i = up
+	}
+}
+
+func (h *ends) pop() trace.Event {
+	top := h.keys[0]
+	n := len(h.keys) - 1
+	h.keys[0] = h.keys[n]
+	h.keys = h.keys[:n]
+	for i := 0; ; {
+		l, small := 2*i+1, i
+		if l < n && h.less(l, small) {
+			small = l
+		}
+		if r := l + 1; r < n && h.less(r, small) {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		h.keys[i], h.keys[small] = h.keys[small], h.keys[i]
+		i = small
+	}
+	e := h.slab[top.at]
+	h.slab[top.at] = trace.Event{}
+	h.free = append(h.free, top.at)
+	return e
 }
 
 // queued is a table's rows turned into events, some now and some later:
-// out holds those of the current row, ends those that come due later.
+// out[head:] holds those of the current row still to give, ends those
+// that come due later. (out keeps its storage from row to row: pull
+// appends to out[:0].)
 type queued struct {
 	out  []trace.Event
+	head int
 	ends ends
 	seq  int64
 	last int64 // the time of the last row read, µs
@@ -469,7 +520,7 @@ type queued struct {
 
 func (q *queued) later(e trace.Event) {
 	q.seq++
-	heap.Push(&q.ends, pendingEnd{e, q.seq})
+	q.ends.push(e, q.seq)
 }
 
 // next gives the earliest of: an end due no later than the next row's
@@ -477,17 +528,19 @@ func (q *queued) later(e trace.Event) {
 // q.out (and sets q.last), or sets done.
 func (q *queued) next(pull func() error) (trace.Event, error) {
 	for {
-		if len(q.out) > 0 && (len(q.ends) == 0 || q.ends[0].e.Time >= q.out[0].Time) {
-			e := q.out[0]
-			q.out = q.out[1:]
+		if q.head < len(q.out) && (q.ends.len() == 0 || q.ends.first() >= q.out[q.head].Time) {
+			e := q.out[q.head]
+			q.out[q.head] = trace.Event{}
+			q.head++
 			return e, nil
 		}
-		if len(q.ends) > 0 && (q.done || len(q.out) > 0) {
-			return heap.Pop(&q.ends).(pendingEnd).e, nil
+		if q.ends.len() > 0 && (q.done || q.head < len(q.out)) {
+			return q.ends.pop(), nil
 		}
 		if q.done {
 			return trace.Event{}, io.EOF
 		}
+		q.out, q.head = q.out[:0], 0
 		if err := pull(); err != nil {
 			return trace.Event{}, err
 		}
