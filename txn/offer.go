@@ -338,8 +338,11 @@ func (e *evaluator) answer(op *Op) (Outcome, error) {
 // offerFit checks a claim of req on m against the offers: after an answer,
 // the claim must fit what the answered offer locks on m (less this
 // transaction's earlier claims there); otherwise it must fit what no
-// outstanding offer locks. It reports a conflict, or records the claim's
-// use of the answered offer and returns ok.
+// outstanding offer locks. An offer this transaction made locks what an
+// earlier answer in it released, so after one the claim must fit both:
+// the answered offer's lock and what no offer, as the transaction sees
+// them, locks. It reports a conflict, or records the claim's use of the
+// answered offer and returns ok.
 func (e *evaluator) offerFit(m *Machine, req Resources) (Outcome, bool) {
 	if o := e.answering; o != nil {
 		lock, _ := o.lockOn(m)
@@ -348,9 +351,20 @@ func (e *evaluator) offerFit(m *Machine, req Resources) (Outcome, bool) {
 			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_INSUFFICIENT_RESOURCES,
 				"the claim is outside offer %s on machine %s: %s", o.UID, m.UID, short(dim)), false
 		}
+		if len(e.newOffers) > 0 {
+			if out, ok := e.unofferedFit(m, req); !ok {
+				return out, false
+			}
+		}
 		e.offerUsed[m.UID] = used.Add(req)
 		return committed, true
 	}
+	return e.unofferedFit(m, req)
+}
+
+// unofferedFit checks a claim of req on m against what no outstanding
+// offer, as this transaction sees them, locks.
+func (e *evaluator) unofferedFit(m *Machine, req Resources) (Outcome, bool) {
 	offered := e.offeredOn(m)
 	if offered.IsZero() {
 		return committed, true

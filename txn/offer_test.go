@@ -329,3 +329,25 @@ func sortedUIDs[V any](m map[uuid.UUID]V) []uuid.UUID {
 	slices.SortFunc(out, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	return out
 }
+
+// TestOfferMadeAfterAnswer: an offer made after an answer in the same
+// transaction locks what the answer released, so a claim later in that
+// transaction may not take it, though it fits the answered offer's lock:
+// the machine would hold its allocation and the new offer's lock beyond
+// its capacity. A claim that fits both still commits.
+func TestOfferMadeAfterAnswer(t *testing.T) {
+	c := std(t)
+	o1, o2 := uid(901), uid(902)
+	c.commit(c.as("allocator", txn.CreateOffer(offerP(o1, "fw-a"))))
+	r := c.commit(c.as("fw-a", txn.Answer(o1),
+		txn.Claim(t1, m1, res(1000, 1000), c.ver(t1)), // before the new offer: it fits o1, and o2 will not lock it
+		txn.CreateOffer(offerP(o2, "fw-b")),
+		txn.Claim(t2, m2, res(1000, 1000), c.ver(t2)), // inside o1's lock, but o2 locks it now
+	))
+	wantCodes(t, r, cCommitted, cCommitted, cCommitted, cInsufficient)
+	if !strings.Contains(r.Outcomes[3].Detail, "offered") {
+		t.Errorf("conflict detail %q does not say the resources are offered", r.Outcomes[3].Detail)
+	}
+	wantLock(t, c.offer(o2), m1, res(3000, 3000, "gpu", 2), true)
+	wantLock(t, c.offer(o2), m2, res(2000, 2000), true)
+}
