@@ -32,7 +32,7 @@ type evaluator struct {
 	// quotaMode: the base has quotas, so claimedSoFar sums what the
 	// transaction's committed claims declare (Overlay.QuotasOf).
 	quotaMode    bool
-	claimedSoFar Resources
+	claimedSoFar total
 }
 
 // Evaluate decides what tx does to base if committed as revision rev (which

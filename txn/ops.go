@@ -141,7 +141,7 @@ func (e *evaluator) claim(op *Op) (Outcome, error) {
 	nm := e.mutableMachine(m)
 	claimed := op.Resources.owned()
 	if e.quotaMode {
-		e.claimedSoFar = e.claimedSoFar.Add(claimed)
+		e.claimedSoFar = e.claimedSoFar.add(claimed)
 	}
 	nm.Allocated = m.Allocated.Add(claimed)
 	nm.Tasks++

@@ -39,23 +39,25 @@ func (q *Quota) Covers(component string) bool {
 }
 
 // Exceeds reports whether used plus req passes the limit in a capped
-// dimension, and names the first that does.
+// dimension, and names the first that does. The sum is exact (128 bits): a
+// huge request does not wrap around below the limit; the amount named is
+// saturated to the int64 range.
 func (q *Quota) Exceeds(used, req Resources) (bool, string) {
-	after := used.Add(req)
-	check := func(dim string, limit, v int64) (bool, string) {
-		if limit > 0 && v > limit {
-			return true, fmt.Sprintf("%s %d of %d", dim, v, limit)
+	after := total{}.add(used).add(req)
+	check := func(dim string, limit int64, v int128) (bool, string) {
+		if limit > 0 && v.cmp(limit) > 0 {
+			return true, fmt.Sprintf("%s %d of %d", dim, v.int64(), limit)
 		}
 		return false, ""
 	}
-	if over, why := check("cpu", q.Limit.CPU, after.CPU); over {
+	if over, why := check("cpu", q.Limit.CPU, after.cpu); over {
 		return over, why
 	}
-	if over, why := check("memory", q.Limit.Memory, after.Memory); over {
+	if over, why := check("memory", q.Limit.Memory, after.mem); over {
 		return over, why
 	}
 	for k, limit := range q.Limit.Ext {
-		if over, why := check(k, limit, after.Ext[k]); over {
+		if over, why := check(k, limit, after.ext[k]); over {
 			return over, why
 		}
 	}
@@ -118,19 +120,22 @@ func (s *State) RangeQuotas(f func(*Quota) bool) {
 }
 
 // QuotaUsed is what the tasks a quota covers hold: the sum of what their
-// claims declare while they are placed.
+// claims declare while they are placed, each dimension saturated to the
+// int64 range (the state keeps the exact sum).
 func (s *State) QuotaUsed(uid uuid.UUID) Resources {
 	v, _ := s.quotaUse.Get(uid)
-	return v
+	return v.resources()
 }
 
 // quotaIndex keeps each quota's use while a Builder edits a state: a
 // placed task that comes or goes moves the use of the quotas covering its
-// scheduler; a quota created or put is counted afresh at the end.
+// scheduler; a quota created or put is counted afresh at the end. The
+// uses are exact sums (128 bits), so a use moved by a task and back is
+// where a recount finds it.
 type quotaIndex struct {
 	base    *State
-	use     *pmap.Builder[Resources] // nil until something moves
-	recount []uuid.UUID              // quotas created, put or deleted: counted afresh, or dropped
+	use     *pmap.Builder[total] // nil until something moves
+	recount []uuid.UUID          // quotas created, put or deleted: counted afresh, or dropped
 }
 
 func (x *quotaIndex) edit() {
@@ -156,9 +161,9 @@ func (x *quotaIndex) task(old, t *Task) {
 				x.edit()
 				cur, _ := x.use.Get(uid)
 				if sign > 0 {
-					cur = cur.Add(tk.Claimed)
+					cur = cur.add(tk.Claimed)
 				} else {
-					cur = cur.Sub(tk.Claimed)
+					cur = cur.sub(tk.Claimed)
 				}
 				x.use.Set(uid, cur)
 			}
@@ -194,7 +199,7 @@ func (x *quotaIndex) finish(st *State) {
 			}
 			return true
 		})
-		x.use.Set(uid, sum.resources())
+		x.use.Set(uid, sum)
 	}
 	st.quotaUse = x.use.Persistent()
 }
@@ -210,8 +215,8 @@ func (s *State) checkQuotaUse() error {
 			}
 			return true
 		})
-		if got := s.QuotaUsed(uid); !sum.equalResources(got) {
-			err = fmt.Errorf("quota %s of %s: its use says %v, its tasks hold %v", uid, q.Scheduler(), got, sum.resources())
+		if got, _ := s.quotaUse.Get(uid); !sum.equal(got) {
+			err = fmt.Errorf("quota %s of %s: its use says %v, its tasks hold %v", uid, q.Scheduler(), got.resources(), sum.resources())
 		}
 		return err == nil
 	})
@@ -229,11 +234,11 @@ func (o Overlay) QuotasOf(component string, f func(q *Quota, used Resources) boo
 		if !q.Covers(component) {
 			return true
 		}
-		used := e.base.QuotaUsed(uid)
+		used, _ := e.base.quotaUse.Get(uid)
 		if component == e.tx.Component {
-			used = used.Add(e.claimedSoFar)
+			used = used.plus(e.claimedSoFar)
 		}
-		return f(q, used)
+		return f(q, used.resources())
 	})
 }
 

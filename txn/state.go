@@ -37,9 +37,10 @@ type State struct {
 	offered      *pmap.Map[Resources]
 	avail        *pmap.Map[struct{}]
 	offeredTotal total
-	// quotas and what each one's tasks hold (quota.go).
+	// quotas and what each one's tasks hold (quota.go; exact sums, which
+	// QuotaUsed saturates).
 	quotas   *pmap.Map[*Quota]
-	quotaUse *pmap.Map[Resources]
+	quotaUse *pmap.Map[total]
 	capacity total // sum over machines
 	alloc    total // sum of machine allocations
 	// lastDelete is the newest revision that deleted an object: a view older
@@ -64,7 +65,7 @@ func NewState() *State {
 		offers:   pmap.New[*Offer](),
 		offered:  pmap.New[Resources](),
 		quotas:   pmap.New[*Quota](),
-		quotaUse: pmap.New[Resources](),
+		quotaUse: pmap.New[total](),
 	}
 }
 
