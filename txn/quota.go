@@ -2,6 +2,8 @@ package txn
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -39,7 +41,8 @@ func (q *Quota) Covers(component string) bool {
 }
 
 // Exceeds reports whether used plus req passes the limit in a capped
-// dimension, and names the first that does. The sum is exact (128 bits): a
+// dimension, and names the first that does (cpu, memory, then the
+// extended ones in order, as Fits does). The sum is exact (128 bits): a
 // huge request does not wrap around below the limit; the amount named is
 // saturated to the int64 range.
 func (q *Quota) Exceeds(used, req Resources) (bool, string) {
@@ -56,12 +59,21 @@ func (q *Quota) Exceeds(used, req Resources) (bool, string) {
 	if over, why := check("memory", q.Limit.Memory, after.mem); over {
 		return over, why
 	}
+	over := false
 	for k, limit := range q.Limit.Ext {
-		if over, why := check(k, limit, after.ext[k]); over {
+		if over, _ = check(k, limit, after.ext[k]); over {
+			break
+		}
+	}
+	if !over {
+		return false, ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(q.Limit.Ext)) { // name the first, deterministically
+		if over, why := check(k, q.Limit.Ext[k], after.ext[k]); over {
 			return over, why
 		}
 	}
-	return false, ""
+	return false, "" // unreachable
 }
 
 // Proto returns the wire form.

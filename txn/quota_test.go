@@ -120,3 +120,19 @@ func TestQuotasOfNoWrap(t *testing.T) {
 		wantRes(t, fmt.Sprintf("the quota's use before claim %d", i), rules.used[i], want)
 	}
 }
+
+// TestQuotaExceedsNamesFirstInOrder: with several extended dimensions
+// over, Exceeds names the first in order, every time (as Fits does), after
+// cpu and memory.
+func TestQuotaExceedsNamesFirstInOrder(t *testing.T) {
+	q := newQuota(t, res(1000, 1000, "a", 1, "b", 1, "c", 1, "d", 1, "e", 1, "f", 1, "g", 1, "h", 1))
+	req := res(0, 0, "a", 2, "b", 2, "c", 2, "d", 2, "e", 2, "f", 2, "g", 2, "h", 2)
+	for range 50 {
+		if over, why := q.Exceeds(txn.Resources{}, req); !over || why != "a 2 of 1" {
+			t.Fatalf("exceeded %v %q, want the first extended dimension, a", over, why)
+		}
+	}
+	if over, why := q.Exceeds(txn.Resources{}, req.Add(res(0, 2000))); !over || why != "memory 2000 of 1000" {
+		t.Fatalf("exceeded %v %q, want memory first", over, why)
+	}
+}
