@@ -172,8 +172,8 @@ func (s *State) Offered(m *Machine) Resources {
 }
 
 // OfferView returns the cell as the offer's framework may use it, the
-// paper's private cell state of an offer: s's jobs and tasks, and only the
-// machines the offer covers, each with what the offer locks on it as its
+// paper's private cell state of an offer: s's jobs, tasks and quotas (with
+// their use, which s's tasks make), and only the machines the offer covers, each with what the offer locks on it as its
 // free resources (its allocation is the rest of its capacity), and no
 // offers (what it holds is the framework's to claim; transactions
 // evaluated on it see no locks). A
@@ -196,7 +196,7 @@ func (s *State) OfferView(o *Offer) *State {
 	})
 	return &State{
 		rev: s.rev, machines: b.Persistent(), tasks: s.tasks, jobs: s.jobs, pending: s.pending,
-		offers: pmap.New[*Offer](), offered: pmap.New[Resources](),
+		offers: pmap.New[*Offer](), offered: pmap.New[Resources](), quotas: s.quotas, quotaUse: s.quotaUse,
 		capacity: capacity, alloc: alloc, lastDelete: s.lastDelete, machineSet: o.CreateRev,
 	}
 }

@@ -351,3 +351,32 @@ func TestOfferMadeAfterAnswer(t *testing.T) {
 	wantLock(t, c.offer(o2), m1, res(3000, 3000, "gpu", 2), true)
 	wantLock(t, c.offer(o2), m2, res(2000, 2000), true)
 }
+
+// TestOfferViewQuotas: the offer's view holds the cell's quotas and their
+// use (it holds the cell's tasks, which the use counts), so reading them,
+// evaluating and applying a transaction on it, and checking it work.
+func TestOfferViewQuotas(t *testing.T) {
+	c := std(t)
+	q, o1 := uid(801), uid(901)
+	c.commit(c.tx(txn.CreateQuota(quotaP(q, "test-sched", res(10000, 10000)))))
+	c.place(m2, res(1000, 1000), t1)
+	c.commit(c.as("allocator", txn.CreateOffer(offerP(o1, "fw-a"))))
+	v := c.s.OfferView(c.offer(o1))
+	if v.NumQuotas() != 1 {
+		t.Fatalf("the offer view holds %d quotas, want 1", v.NumQuotas())
+	}
+	if _, ok := v.Quota(q); !ok {
+		t.Fatal("the offer view lacks the cell's quota")
+	}
+	wantRes(t, "the quota's use in the offer view", v.QuotaUsed(q), res(1000, 1000))
+	tx := &txn.Txn{ViewRevision: v.Revision(), Component: "test-sched", UnixNanos: 1, Ops: []txn.Op{txn.Claim(t2, m1, res(1000, 1000), c.ver(t2))}}
+	r, ws, err := txn.Evaluate(v, tx, v.Revision()+1, c.lim)
+	if err != nil || r.Committed != 1 {
+		t.Fatalf("a claim on the offer view: %+v %v", r, err)
+	}
+	after := v.Apply(ws)
+	wantRes(t, "the quota's use after a claim on the offer view", after.QuotaUsed(q), res(2000, 2000))
+	b := v.Builder()
+	b.Finish(v.Revision() + 1)
+	_ = txn.CheckInvariants(v) // the view leaves out machines the cell's tasks are on: an error, but no panic
+}
