@@ -16,9 +16,10 @@ import (
 // (so a machine's change must come with its tasks' and the other way
 // round), no machine is over capacity or below zero, a placed task's
 // machine exists, a PENDING task names no machine, and a machine leaves
-// only empty. A write set that breaks one is an ErrInvalid error naming the
-// object, and nothing is applied. If s satisfies the invariants, so does
-// the result.
+// only empty; an offer is only made (under a uid not outstanding) or
+// answered (with the locks it holds). A write set that breaks one is an
+// ErrInvalid error naming the object, and nothing is applied. If s
+// satisfies the invariants, so does the result.
 func (s *State) ApplyChecked(ws *WriteSet) (*State, error) {
 	if ws.Revision <= s.rev {
 		return nil, fmt.Errorf("%w: revision %d applied to a state at %d", ErrInvalid, ws.Revision, s.rev)
@@ -59,6 +60,11 @@ func (s *State) ApplyChecked(ws *WriteSet) (*State, error) {
 			return nil, fmt.Errorf("%w: revision %d changes %s %s twice", ErrInvalid, ws.Revision, key.kind, key.uid)
 		}
 		seen[key] = true
+		if c.Offer != nil {
+			if err := s.checkOfferChange(ws.Revision, c); err != nil {
+				return nil, err
+			}
+		}
 		t := c.Task
 		if t == nil {
 			continue
@@ -153,4 +159,25 @@ func (s *State) ApplyChecked(ws *WriteSet) (*State, error) {
 		}
 	}
 	return next, nil
+}
+
+// checkOfferChange holds a change of an offer to what an evaluation makes:
+// an offer made under a uid that is not outstanding, or an answer carrying
+// the locks the outstanding offer holds (Apply releases the change's, so
+// other locks would leave the index apart from the offers). An offer is
+// never changed in place.
+func (s *State) checkOfferChange(rev uint64, c *Change) error {
+	o := c.Offer
+	stored, ok := s.offers.Get(o.UID)
+	switch {
+	case c.Deleted:
+		if ok && !stored.sameLocks(o) {
+			return fmt.Errorf("%w: revision %d answers offer %s with locks other than those it holds", ErrInvalid, rev, o.UID)
+		}
+	case !c.Created:
+		return fmt.Errorf("%w: revision %d changes offer %s in place: an offer is only made or answered", ErrInvalid, rev, o.UID)
+	case ok:
+		return fmt.Errorf("%w: revision %d makes offer %s, which is outstanding", ErrInvalid, rev, o.UID)
+	}
+	return nil
 }

@@ -72,6 +72,11 @@ func (o *Offer) RangeLocks(f func(machine uuid.UUID, lock Resources) bool) {
 	}
 }
 
+// sameLocks reports whether o and p lock the same on the same machines.
+func (o *Offer) sameLocks(p *Offer) bool {
+	return slices.Equal(o.machines, p.machines) && slices.EqualFunc(o.locks, p.locks, Resources.Equal)
+}
+
 // Total is the sum of what the offer locks.
 func (o *Offer) Total() Resources {
 	var t total

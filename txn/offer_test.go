@@ -380,3 +380,56 @@ func TestOfferViewQuotas(t *testing.T) {
 	b.Finish(v.Revision() + 1)
 	_ = txn.CheckInvariants(v) // the view leaves out machines the cell's tasks are on: an error, but no panic
 }
+
+// TestApplyCheckedOffers: a revision from elsewhere that answers an offer
+// with locks other than the stored offer's, makes an offer whose uid is
+// outstanding, or changes an offer in place (an offer is only made or
+// answered) is refused, naming the offer; otherwise the offer index would
+// stop matching the offers (a lock never released, or one taken without
+// its capacity checked).
+func TestApplyCheckedOffers(t *testing.T) {
+	c := std(t)
+	c.place(m2, res(1000, 1000), t1)
+	o1, o2, o3 := uid(901), uid(902), uid(903)
+	c.commit(c.as("allocator", txn.CreateOffer(offerP(o1, "fw-a"))))
+	c.commit(c.tx(txn.SetStatus(t1, succeeded, c.ver(t1), "")))
+	c.commit(c.as("allocator", txn.CreateOffer(offerP(o2, "fw-b")))) // m2's 1,000 alone
+	wantLock(t, c.offer(o2), m2, res(1000, 1000), true)
+	as := func(o *txn.Offer, id uuid.UUID) *txn.Offer { // o's locks under id
+		x := *o
+		x.UID = id
+		return &x
+	}
+	for _, tc := range []struct {
+		name string
+		c    txn.Change
+	}{
+		{"an answer carrying other locks", txn.Change{Offer: as(c.offer(o2), o1), Deleted: true}},
+		{"an outstanding offer made again", txn.Change{Offer: as(c.offer(o2), o1), Created: true}},
+		{"an offer changed in place", txn.Change{Offer: as(c.offer(o2), o1)}},
+		{"a new offer not marked created", txn.Change{Offer: as(c.offer(o1), o3)}},
+	} {
+		tc.c.Kind = omegav1.ObjectKind_OBJECT_KIND_OFFER
+		ws := &txn.WriteSet{Revision: c.s.Revision() + 1, Changes: []txn.Change{tc.c}}
+		next, err := c.s.ApplyChecked(ws)
+		if err == nil {
+			t.Errorf("%s: applied (invariants: %v), want refused", tc.name, txn.CheckInvariants(next))
+			continue
+		}
+		if !errors.Is(err, txn.ErrInvalid) || !strings.Contains(err.Error(), "offer "+tc.c.Offer.UID.String()) {
+			t.Errorf("%s: %v, want ErrInvalid naming the offer", tc.name, err)
+		}
+	}
+	// The answer the store made is applied.
+	_, ws, err := c.eval(c.as("fw-a", txn.Answer(o1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := c.s.ApplyChecked(ws)
+	if err != nil {
+		t.Fatalf("the store's answer refused: %v", err)
+	}
+	if err := txn.CheckInvariants(next); err != nil {
+		t.Fatal(err)
+	}
+}
