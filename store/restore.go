@@ -156,6 +156,9 @@ func checkRevisions(st *txn.State, rev uint64) error {
 	if err == nil {
 		st.RangeTasks(func(t *txn.Task) bool { return check("task", t.UID, t.Version, t.CreateRev) })
 	}
+	if err == nil {
+		st.RangeQuotas(func(q *txn.Quota) bool { return check("quota", q.UID, q.Version, q.CreateRev) })
+	}
 	return err
 }
 
@@ -245,8 +248,8 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 		return fmt.Errorf("read the new store back: %w", err)
 	}
 	if got.Revision() != rev || got.NumMachines() != st.NumMachines() || got.NumJobs() != st.NumJobs() || got.NumTasks() != st.NumTasks() || got.NumQuotas() != st.NumQuotas() {
-		return fmt.Errorf("read the new store back: revision %d with %d machines, %d jobs, %d tasks; wrote %d with %d, %d, %d",
-			got.Revision(), got.NumMachines(), got.NumJobs(), got.NumTasks(), rev, st.NumMachines(), st.NumJobs(), st.NumTasks())
+		return fmt.Errorf("read the new store back: revision %d with %d machines, %d jobs, %d tasks, %d quotas; wrote %d with %d, %d, %d, %d",
+			got.Revision(), got.NumMachines(), got.NumJobs(), got.NumTasks(), got.NumQuotas(), rev, st.NumMachines(), st.NumJobs(), st.NumTasks(), st.NumQuotas())
 	}
 	err = db.Close()
 	db = nil

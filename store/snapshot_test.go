@@ -438,3 +438,31 @@ func TestSaveSnapshotFile(t *testing.T) {
 		t.Fatalf("a save into a missing directory: %v", err)
 	}
 }
+
+// TestRestoreRefusesQuotaAboveRevision: a quota's version and creation
+// revision are revisions too, held to the one restored at like the other
+// objects'.
+func TestRestoreRefusesQuotaAboveRevision(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		version, created uint64
+	}{{"version", 9, 3}, {"creation revision", 4, 9}} {
+		r := txn.NewRestorer(5)
+		q := &omegav1.Quota{Meta: &omegav1.ObjectMeta{Uid: testUID('Q', 0, 0).String(), Name: "q", Version: tc.version, CreateRevision: tc.created},
+			Spec: &omegav1.QuotaSpec{Scheduler: "batch", Limit: &omegav1.Resources{CpuMillis: 1000}}}
+		if err := r.Quota(q); err != nil {
+			t.Fatal(err)
+		}
+		bad, err := r.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "restored")
+		if err := Restore(Options{Dir: dir}, bad, 5); !errors.Is(err, txn.ErrInvalid) || !strings.Contains(err.Error(), "quota") || !strings.Contains(err.Error(), "9") {
+			t.Errorf("restore of a quota's %s above the revision: %v", tc.name, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: the refused restore left %s (%v)", tc.name, dir, err)
+		}
+	}
+}
