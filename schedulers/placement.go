@@ -218,6 +218,21 @@ func Sample(x *MachineIndex, v client.View, p *Placer, env Env, req txn.Resource
 	return limit
 }
 
+// SkipSample makes the random draws a Sample over x would make, without
+// examining a machine: a scheduler that knows a scan cannot succeed (a task
+// of an equivalence class that already found no machine in this decision)
+// skips it and leaves the source where the scan would have.
+func SkipSample(x *MachineIndex, env Env) {
+	n := x.Len()
+	if n == 0 {
+		return
+	}
+	env.Rand.IntN(n)
+	if n > 1 {
+		env.Rand.IntN(n - 1)
+	}
+}
+
 func coprimeStride(n, s int) int {
 	for gcd(n, s) != 1 {
 		s++

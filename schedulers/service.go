@@ -38,7 +38,21 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 	p := NewPlacer(v, req.Placed)
 	d := Decision{AllOrNothing: req.Job.Gang(), Considered: len(req.Pending)}
 	for _, class := range Classes(req.Pending) {
+		given := false // a task of the class found no machine
 		for _, t := range class.Tasks {
+			if given {
+				// Tasks of a class are interchangeable and a decision's
+				// claims only take room: when a scan found no machine for
+				// one of them, the next cannot find one either where the
+				// scan covers the cell (it is no larger than Limit), and
+				// where the cell is larger, Borg's answer is the same —
+				// it scores one task per equivalence class. The scan's
+				// random draws are made all the same, so a cell within
+				// Limit decides exactly as if every task were scanned.
+				SkipSample(&s.idx, env)
+				d.Unplaceable++
+				continue
+			}
 			var best *txn.Machine
 			var bestScore float64
 			found := 0
@@ -56,6 +70,7 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 			})
 			if best == nil {
 				d.Unplaceable++
+				given = true
 				continue
 			}
 			d.Ops = append(d.Ops, txn.Claim(t.UID, best.UID, class.Request, t.Version))

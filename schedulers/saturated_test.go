@@ -1,0 +1,122 @@
+package schedulers
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
+)
+
+// scanEveryTask is the service scheduler's decision as it was before it
+// gave up on a class whose task found no machine: every task scanned.
+func scanEveryTask(s *Service, v client.View, req Request, env Env) Decision {
+	s.idx.Refresh(v)
+	p := NewPlacer(v, req.Placed)
+	d := Decision{AllOrNothing: req.Job.Gang(), Considered: len(req.Pending)}
+	for _, class := range Classes(req.Pending) {
+		for _, t := range class.Tasks {
+			var best *txn.Machine
+			var bestScore float64
+			found := 0
+			Sample(&s.idx, v, p, env, class.Request, class.Constraints, s.Limit, s.Limit, func(m *txn.Machine) bool {
+				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m.FailureDomain()))
+				if best == nil || score < bestScore || (score == bestScore && bytes.Compare(m.UID[:], best.UID[:]) < 0) {
+					best, bestScore = m, score
+				}
+				found++
+				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best.FailureDomain()) > 0 && p.DomainsUsed() < s.idx.Domains())
+			})
+			if best == nil {
+				d.Unplaceable++
+				continue
+			}
+			d.Ops = append(d.Ops, txn.Claim(t.UID, best.UID, class.Request, t.Version))
+			p.Take(best, class.Request)
+		}
+	}
+	return gangWhole(d)
+}
+
+// claimed lists the tasks a decision claims, in order.
+func claimed(d Decision) []uuid.UUID {
+	var out []uuid.UUID
+	for _, op := range d.Ops {
+		if op.Kind == txn.OpClaim {
+			out = append(out, op.Task)
+		}
+	}
+	return out
+}
+
+// In a cell no larger than Limit, a scan covers every machine: once a task
+// of a class found none, no later task of the class can (the decision's
+// claims only take room), and the service scheduler counts them unplaceable
+// without scanning — deciding exactly as when it scanned every task, its
+// random source left where the scans would have left it.
+func TestServiceGivesUpOnAFullClassExactlyWithinLimit(t *testing.T) {
+	forSeeds(t, 20, func(t *testing.T, seed uint64) {
+		c := newCell(t, seed)
+		ms := c.addMachines(uniform(30, 4000, 16*gib, 5)...)
+		// Five machines with room for one task each, the rest full.
+		c.fill(4000, gib, ms[5:]...)
+		c.fill(2000, gib, ms[:5]...)
+		job, _ := c.addJob("s", jobSpec{kind: serviceKind, scheduler: "service", tasks: 40, cpu: 2000, mem: gib})
+		v := c.view()
+		req := request(t, v, job)
+		e1, e2 := env(seed), env(seed)
+		got := NewService().Decide(v, req, e1)
+		want := scanEveryTask(NewService(), v, req, e2)
+		if len(got.Ops) != 5 || got.Unplaceable != 35 {
+			t.Fatalf("claims %d, unplaceable %d; want 5 and 35", len(got.Ops), got.Unplaceable)
+		}
+		if opsString(got.Ops) != opsString(want.Ops) || got.Unplaceable != want.Unplaceable {
+			t.Fatalf("decision %s (%d unplaceable); scanning every task: %s (%d)", opsString(got.Ops), got.Unplaceable, opsString(want.Ops), want.Unplaceable)
+		}
+		if a, b := e1.Rand.Uint64(), e2.Rand.Uint64(); a != b {
+			t.Fatalf("random source left at %x; scanning every task leaves it at %x", a, b)
+		}
+	})
+}
+
+// In a cell larger than Limit a scan that found no machine covered only
+// part of it, and another task's scan might find one; like Borg, which
+// scores one task per equivalence class, the scheduler gives up on the
+// class for this attempt: no task of a class is placed after one of it
+// found no machine. (Scanning every task, a later task often found the one
+// machine with room that the first task's scan missed.)
+func TestServiceGivesUpOnAClassLargerThanItsLimit(t *testing.T) {
+	laterPlaced := 0
+	for seed := uint64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			c := newCell(t, seed)
+			ms := c.addMachines(uniform(10, 4000, 16*gib, 0)...)
+			c.fill(4000, gib, ms[1:]...)
+			c.fill(2000, gib, ms[0]) // room for one task
+			job, _ := c.addJob("s", jobSpec{kind: serviceKind, scheduler: "service", tasks: 20, cpu: 2000, mem: gib})
+			v := c.view()
+			req := request(t, v, job)
+			s := NewService()
+			s.Limit = 3
+			d := s.Decide(v, req, env(seed))
+			cl := claimed(d)
+			if len(cl)+d.Unplaceable != 20 || len(cl) > 1 {
+				t.Fatalf("claims %d, unplaceable %d of 20 tasks (room for one)", len(cl), d.Unplaceable)
+			}
+			if len(cl) == 1 && cl[0] != req.Pending[0].UID {
+				t.Fatalf("task %s placed after the class's first task found no machine", cl[0])
+			}
+			old := NewService()
+			old.Limit = 3
+			if cl := claimed(scanEveryTask(old, v, req, env(seed))); len(cl) == 1 && cl[0] != req.Pending[0].UID {
+				laterPlaced++
+			}
+		})
+	}
+	if laterPlaced == 0 {
+		t.Fatal("scanning every task never placed a later task of the class: the test does not tell the two apart")
+	}
+}
