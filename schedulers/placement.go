@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+	"weak"
 
 	"github.com/google/uuid"
 
@@ -21,6 +22,25 @@ type MachineIndex struct {
 	domains int // distinct failure domains
 	rev     uint64
 	ok      bool
+	// room caches, by index, what each machine examined in view has free
+	// there: a saturated cell's decision examines the same machines for
+	// task after task, and its next decision often has the same view
+	// (nothing committed meanwhile), so the cache answers most
+	// examinations without the view's lookup. Entries of another
+	// generation than gen are stale. view is weak: the cache keeps no
+	// state alive, and a new state never compares equal to a collected one.
+	room []room
+	gen  uint64
+	view weak.Pointer[txn.State]
+}
+
+// room is a machine's free cpu and memory in a view (capacity less
+// allocation, before a decision's own claims), and whether it is UP: a task
+// that does not fit it cannot fit the machine in a decision on that view.
+type room struct {
+	gen      uint64 // the generation of the view it was read in
+	cpu, mem int64
+	up       bool
 }
 
 // Refresh brings the index up to v.
@@ -38,6 +58,9 @@ func (x *MachineIndex) Refresh(v client.View) {
 	x.domains = len(domains)
 	slices.SortFunc(x.uids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	x.rev, x.ok = v.MachineSetRevision(), true
+	x.room = slices.Grow(x.room[:0], len(x.uids))[:len(x.uids)]
+	clear(x.room)
+	x.view = weak.Pointer[txn.State]{} // the positions moved: start afresh
 }
 
 // Len is the number of machines.
@@ -55,10 +78,17 @@ func (x *MachineIndex) Domains() int { return x.domains }
 type Placer struct {
 	v     client.View
 	extra map[uuid.UUID]txn.Resources
+	// view is v's state, weakly, made when Sample first uses a
+	// MachineIndex's room cache; uncached after a claim of a negative
+	// amount (which would leave a machine more room than its view shows).
+	view     weak.Pointer[txn.State]
+	uncached bool
 	// onMachine counts the job's tasks per machine (placed before this
 	// decision and chosen in it), for DIFFERENT_MACHINES and spreading;
-	// onDomain per failure domain. Both are made from noted when first
-	// read: most decisions (a batch job's, no constraint) never read them.
+	// onDomain per failure domain. Both are made from placed (the machines
+	// of the job's tasks placed before) and noted when first read: most
+	// decisions (a batch job's, no constraint) never read them.
+	placed    []*txn.Task
 	noted     []*txn.Machine
 	onMachine map[uuid.UUID]int
 	onDomain  map[string]int
@@ -67,13 +97,7 @@ type Placer struct {
 // NewPlacer starts a decision on v for a job whose tasks already placed are
 // placed (they count for spreading and DIFFERENT_MACHINES).
 func NewPlacer(v client.View, placed []*txn.Task) *Placer {
-	p := &Placer{v: v, extra: map[uuid.UUID]txn.Resources{}}
-	for _, t := range placed {
-		if m, ok := v.Machine(t.Machine); ok {
-			p.note(m)
-		}
-	}
-	return p
+	return &Placer{v: v, extra: map[uuid.UUID]txn.Resources{}, placed: placed}
 }
 
 func (p *Placer) note(m *txn.Machine) { p.noted = append(p.noted, m) }
@@ -83,6 +107,12 @@ func (p *Placer) counted() {
 	if p.onMachine == nil {
 		p.onMachine, p.onDomain = map[uuid.UUID]int{}, map[string]int{}
 	}
+	for _, t := range p.placed {
+		if m, ok := p.v.Machine(t.Machine); ok {
+			p.note(m)
+		}
+	}
+	p.placed = nil
 	for _, m := range p.noted {
 		p.onMachine[m.UID]++
 		p.onDomain[m.FailureDomain()]++
@@ -129,6 +159,9 @@ func (p *Placer) Feasible(m *txn.Machine, req txn.Resources, constraints []*omeg
 
 // Take records that this decision claims req on m.
 func (p *Placer) Take(m *txn.Machine, req txn.Resources) {
+	if req.CPU < 0 || req.Memory < 0 {
+		p.uncached = true
+	}
 	p.extra[m.UID] = p.extra[m.UID].Add(req)
 	p.note(m)
 }
@@ -168,7 +201,15 @@ func Classes(tasks []*txn.Task) []*Class {
 	var out []*Class
 	byKey := map[string]*Class{}
 	var sb strings.Builder
+	var last *Class
 	for _, t := range tasks {
+		// A job's tasks mostly share one plain request: the previous
+		// task's class, without making the key.
+		if r := t.Request(); last != nil && len(r.Ext) == 0 && len(last.Request.Ext) == 0 && len(last.Constraints) == 0 &&
+			r.CPU == last.Request.CPU && r.Memory == last.Request.Memory && len(t.Constraints()) == 0 {
+			last.Tasks = append(last.Tasks, t)
+			continue
+		}
 		sb.Reset()
 		sb.WriteString(t.Request().String())
 		for _, c := range t.Constraints() {
@@ -182,6 +223,7 @@ func Classes(tasks []*txn.Task) []*Class {
 			out = append(out, c)
 		}
 		c.Tasks = append(c.Tasks, t)
+		last = c
 	}
 	return out
 }
@@ -204,9 +246,27 @@ func Sample(x *MachineIndex, v client.View, p *Placer, env Env, req txn.Resource
 	if n > 1 {
 		stride = coprimeStride(n, env.Rand.IntN(n-1)+1)
 	}
+	cached := p.cacheOn(x, v)
 	found := 0
 	for i := 0; i < limit; i++ {
-		m, ok := v.Machine(x.At((start + i*stride) % n))
+		j := (start + i*stride) % n
+		var r *room
+		if cached {
+			// Examined before in this view: its room there rules most
+			// machines out without a lookup (a decision's claims only
+			// take room; Feasible has the last word).
+			if r = &x.room[j]; r.gen == x.gen && (!r.up || req.CPU > r.cpu || req.Memory > r.mem) {
+				continue
+			}
+		}
+		m, ok := v.Machine(x.uids[j])
+		if r != nil && r.gen != x.gen {
+			*r = room{gen: x.gen}
+			if ok {
+				r.cpu, r.mem = m.Capacity.CPU-m.Allocated.CPU, m.Capacity.Memory-m.Allocated.Memory
+				r.up = m.State == omegav1.MachineState_MACHINE_STATE_UP
+			}
+		}
 		if !ok || !p.Feasible(m, req, constraints) {
 			continue
 		}
@@ -231,6 +291,22 @@ func SkipSample(x *MachineIndex, env Env) {
 	if n > 1 {
 		env.Rand.IntN(n - 1)
 	}
+}
+
+// cacheOn reports whether Sample may use x's room cache for this decision,
+// starting a generation of it when the cache holds another view's.
+func (p *Placer) cacheOn(x *MachineIndex, v client.View) bool {
+	if p.uncached || v.State == nil || v.State != p.v.State || len(x.room) != len(x.uids) {
+		return false
+	}
+	if p.view == (weak.Pointer[txn.State]{}) {
+		p.view = weak.Make(v.State)
+	}
+	if x.view != p.view {
+		x.view = p.view
+		x.gen++
+	}
+	return true
 }
 
 func coprimeStride(n, s int) int {

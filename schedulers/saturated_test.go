@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/txn"
 )
@@ -119,4 +120,69 @@ func TestServiceGivesUpOnAClassLargerThanItsLimit(t *testing.T) {
 	if laterPlaced == 0 {
 		t.Fatal("scanning every task never placed a later task of the class: the test does not tell the two apart")
 	}
+}
+
+// The room cache answers for the view it was read in only: a scheduler
+// that found the cell full places tasks once a later view shows room
+// (same machines), and its decisions are those of a scheduler without a
+// cache, on the same view again or on a new one.
+func TestSampleRoomCacheFollowsTheView(t *testing.T) {
+	forSeeds(t, 10, func(t *testing.T, seed uint64) {
+		c := newCell(t, seed)
+		ms := c.addMachines(uniform(40, 4000, 16*gib, 4)...)
+		filler, fills := c.addJob("filler", jobSpec{kind: batchKind, scheduler: "other", tasks: len(ms), cpu: 4000, mem: gib})
+		_ = filler
+		var ops []txn.Op
+		for i, m := range ms {
+			ops = append(ops, txn.Claim(fills[i], m, txn.Resources{CPU: 4000, Memory: gib}, c.state().Revision()))
+		}
+		c.commit(ops...)
+		bj, _ := c.addJob("b", jobSpec{kind: batchKind, scheduler: "batch", tasks: 30, cpu: 1000, mem: gib})
+		sj, _ := c.addJob("s", jobSpec{kind: serviceKind, scheduler: "service", tasks: 10, cpu: 1000, mem: gib})
+		full := c.view()
+		for _, sc := range []struct {
+			name  string
+			fresh func() Scheduler
+			job   uuid.UUID
+		}{{"batch", func() Scheduler { return NewBatch() }, bj}, {"service", func() Scheduler { return NewService() }, sj}} {
+			warm := sc.fresh()
+			if d := warm.Decide(full, request(t, full, sc.job), env(seed)); len(d.Ops) != 0 {
+				t.Fatalf("%s: %d claims in a full cell", sc.name, len(d.Ops))
+			}
+			// Same view again: the cache's answers are the view's.
+			a := warm.Decide(full, request(t, full, sc.job), env(seed+1))
+			b := sc.fresh().Decide(full, request(t, full, sc.job), env(seed+1))
+			if opsString(a.Ops) != opsString(b.Ops) || a.Unplaceable != b.Unplaceable {
+				t.Fatalf("%s, same view: cached %s; uncached %s", sc.name, opsString(a.Ops), opsString(b.Ops))
+			}
+		}
+		// Half the fillers finish: their machines have room in the new view.
+		ops = ops[:0]
+		for i := 0; i < len(fills); i += 2 {
+			ops = append(ops, txn.SetStatus(fills[i], omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, "done"))
+		}
+		c.commit(ops...)
+		roomy := c.view()
+		for _, sc := range []struct {
+			name string
+			warm Scheduler
+			job  uuid.UUID
+		}{{"batch", NewBatch(), bj}, {"service", NewService(), sj}} {
+			sc.warm.Decide(full, request(t, full, sc.job), env(seed))
+			a := sc.warm.Decide(roomy, request(t, roomy, sc.job), env(seed+2))
+			var b Decision
+			if sc.name == "batch" {
+				b = NewBatch().Decide(roomy, request(t, roomy, sc.job), env(seed+2))
+			} else {
+				b = NewService().Decide(roomy, request(t, roomy, sc.job), env(seed+2))
+			}
+			if len(a.Ops) == 0 {
+				t.Fatalf("%s: no claim once the view shows room (the cache answered for the full view)", sc.name)
+			}
+			if opsString(a.Ops) != opsString(b.Ops) || a.Unplaceable != b.Unplaceable {
+				t.Fatalf("%s, new view: cached %s; uncached %s", sc.name, opsString(a.Ops), opsString(b.Ops))
+			}
+			checkClaimsFit(t, roomy, a)
+		}
+	})
 }
