@@ -1,6 +1,7 @@
 package schedulers
 
 import (
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/txn"
 )
@@ -37,4 +38,18 @@ func (b *Batch) Decide(v client.View, req Request, env Env) Decision {
 		}
 	}
 	return gangWhole(d)
+}
+
+// readsPlaced: the job's placed tasks matter to a batch decision only
+// through a DIFFERENT_MACHINES constraint (the batch scheduler does not
+// spread).
+func (b *Batch) readsPlaced(req Request) bool {
+	for _, t := range req.Pending {
+		for _, c := range t.Constraints() {
+			if c.GetOperator() == omegav1.Constraint_OPERATOR_DIFFERENT_MACHINES {
+				return true
+			}
+		}
+	}
+	return false
 }

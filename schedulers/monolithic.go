@@ -32,3 +32,12 @@ func (m *Monolithic) Decide(v client.View, req Request, env Env) Decision {
 	}
 	return m.batch.Decide(v, req, env)
 }
+
+// readsPlaced: a service job's decision spreads over its placed tasks; any
+// other is the batch scheduler's.
+func (m *Monolithic) readsPlaced(req Request) bool {
+	if req.Job != nil && req.Job.Kind() == omegav1.JobKind_JOB_KIND_SERVICE {
+		return true
+	}
+	return m.batch.readsPlaced(req)
+}

@@ -108,8 +108,12 @@ type jobState struct {
 	shadow bool
 	// loop is the job's retry state in the client library's one optimistic
 	// loop: progress is a placement, tasks no machine took are work left.
-	loop       *client.Loop
-	placed     map[uuid.UUID]struct{} // nil once the job left the cell
+	loop   *client.Loop
+	placed map[uuid.UUID]struct{} // nil once the job left the cell
+	// sorted is placed's uids in order, made when an attempt first needs
+	// them after placed changed (nil then): a job retried while it waits
+	// for room is not sorted again every attempt.
+	sorted     []uuid.UUID
 	queueIndex int
 	// gone: the job left the cell while an attempt was in flight; what the
 	// runner kept to schedule it goes when the attempt lands.
@@ -284,12 +288,23 @@ func (j *jobState) place(task uuid.UUID) {
 	if j.placed == nil {
 		j.placed = map[uuid.UUID]struct{}{}
 	}
-	j.placed[task] = struct{}{}
+	if _, ok := j.placed[task]; !ok {
+		j.placed[task] = struct{}{}
+		j.sorted = nil
+	}
+}
+
+// placedUIDs returns the uids of the tasks the job placed, in order.
+func (j *jobState) placedUIDs() []uuid.UUID {
+	if j.sorted == nil && len(j.placed) > 0 {
+		j.sorted = sortedUIDs(j.placed)
+	}
+	return j.sorted
 }
 
 // forget drops what the runner kept to schedule a job that left the cell:
 // its record stays, for the report.
-func (j *jobState) forget() { j.placed, j.lost, j.gone = nil, nil, false }
+func (j *jobState) forget() { j.placed, j.sorted, j.lost, j.gone = nil, nil, nil, false }
 
 // Gone tells the runner that a job left the cell (deleted: after it
 // finished, when the store's retention window passed). Its record stays for
@@ -343,7 +358,10 @@ func (r *Runner) Lost(job uuid.UUID, t *txn.Task, now time.Time) bool {
 	if !ok || j.Abandoned || j.moved {
 		return false
 	}
-	delete(j.placed, t.UID)
+	if _, ok := j.placed[t.UID]; ok {
+		delete(j.placed, t.UID)
+		j.sorted = nil
+	}
 	if slices.ContainsFunc(j.lost, func(x *txn.Task) bool { return x.UID == t.UID }) {
 		return false // known already (a re-list)
 	}
@@ -462,9 +480,11 @@ func (r *Runner) BeginOn(ctx context.Context, now time.Time, view func(client.Vi
 			continue
 		}
 		slices.SortFunc(req.Pending, func(a, b *txn.Task) int { return bytes.Compare(a.UID[:], b.UID[:]) })
-		for _, uid := range sortedUIDs(j.placed) {
-			if t, ok := v.Task(uid); ok && t.Placed() {
-				req.Placed = append(req.Placed, t)
+		if pr, ok := r.sched.(placedReader); !ok || pr.readsPlaced(req) {
+			for _, uid := range j.placedUIDs() {
+				if t, ok := v.Task(uid); ok && t.Placed() {
+					req.Placed = append(req.Placed, t)
+				}
 			}
 		}
 		req.PlacedTotal = len(j.placed)

@@ -3,6 +3,7 @@ package schedulers
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -183,6 +184,99 @@ func TestSampleRoomCacheFollowsTheView(t *testing.T) {
 				t.Fatalf("%s, new view: cached %s; uncached %s", sc.name, opsString(a.Ops), opsString(b.Ops))
 			}
 			checkClaimsFit(t, roomy, a)
+		}
+	})
+}
+
+// A runner's job keeps its placed tasks sorted between attempts, and the
+// order follows tasks placed and lost.
+func TestJobStatePlacedUIDsStaySorted(t *testing.T) {
+	ids := newIDs(7)
+	j := &jobState{}
+	var all []uuid.UUID
+	for range 50 {
+		u := ids.next()
+		all = append(all, u)
+		j.place(u)
+		j.place(u) // again: no change
+		if got := j.placedUIDs(); len(got) != len(all) || !slices.IsSortedFunc(got, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }) {
+			t.Fatalf("placed %d, sorted list %d long, sorted %t", len(all), len(got), slices.IsSortedFunc(got, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }))
+		}
+	}
+	r := &Runner{jobs: map[uuid.UUID]*jobState{}}
+	job := ids.next()
+	j.UID = job
+	r.jobs[job] = j
+	j.queued = true // Lost does not queue it again
+	r.Lost(job, &txn.Task{UID: all[3]}, t0)
+	got := j.placedUIDs()
+	if len(got) != len(all)-1 || slices.Contains(got, all[3]) {
+		t.Fatalf("after a loss: %d placed, lost task listed %t", len(got), slices.Contains(got, all[3]))
+	}
+	j.forget()
+	if got := j.placedUIDs(); len(got) != 0 {
+		t.Fatalf("after forget: %d placed", len(got))
+	}
+}
+
+// placedSeen is the batch scheduler recording how many placed tasks each
+// decision was given (it keeps Batch's readsPlaced).
+type placedSeen struct {
+	*Batch
+	seen []int
+}
+
+func (s *placedSeen) Decide(v client.View, req Request, env Env) Decision {
+	s.seen = append(s.seen, len(req.Placed))
+	return s.Batch.Decide(v, req, env)
+}
+
+// The runner looks a job's placed tasks up for the batch scheduler only
+// when a DIFFERENT_MACHINES constraint makes it read them, and that
+// constraint still holds across attempts.
+func TestRunnerGivesBatchPlacedTasksOnlyForDifferentMachines(t *testing.T) {
+	forSeeds(t, 8, func(t *testing.T, seed uint64) {
+		for _, diff := range []bool{false, true} {
+			c := newCell(t, seed)
+			c.addMachines(uniform(3, 8000, 32*gib, 3)...)
+			spec := jobSpec{kind: batchKind, scheduler: "batch", tasks: 4, cpu: 1000, mem: gib}
+			if diff {
+				spec.constraints = []*omegav1.Constraint{{Operator: omegav1.Constraint_OPERATOR_DIFFERENT_MACHINES}}
+			} else {
+				spec.cpu = 8000 // three fit, one to a machine
+			}
+			job, tasks := c.addJob("b", spec)
+			s := &placedSeen{Batch: NewBatch()}
+			s.Tries = 4 // every machine
+			r := c.runner(s, "batch-0", seed, testConfig(), nil)
+			r.Submit(job, t0)
+			a := begin(t, r, t0)
+			if a.Decision.Unplaceable != 1 || len(a.Txn.Ops) != 3 {
+				t.Fatalf("different machines %t: first attempt %d claims, %d unplaceable", diff, len(a.Txn.Ops), a.Decision.Unplaceable)
+			}
+			finish(t, r, a, t0)
+			added := c.addMachines(machineSpec{cpu: 8000, mem: 32 * gib, domain: "d0"})
+			at := nextReady(t, r)
+			a = begin(t, r, at)
+			if len(a.Txn.Ops) != 1 || a.Txn.Ops[0].Machine != added[0] {
+				t.Fatalf("different machines %t: second attempt %s; want the last task on the new machine %s", diff, opsString(a.Txn.Ops), added[0])
+			}
+			finish(t, r, a, at)
+			want := []int{0, 0}
+			if diff {
+				want = []int{0, 3}
+			}
+			if !slices.Equal(s.seen, want) {
+				t.Fatalf("different machines %t: placed tasks given %v, want %v", diff, s.seen, want)
+			}
+			seen := map[uuid.UUID]bool{}
+			for _, u := range tasks {
+				if m := c.task(u).Machine; seen[m] {
+					t.Fatalf("different machines %t: two tasks on %s", diff, m)
+				} else {
+					seen[m] = true
+				}
+			}
 		}
 	})
 }

@@ -75,6 +75,15 @@ type Grower interface {
 	WantsMore(job *txn.Job, placed int) bool
 }
 
+// placedReader is implemented by a scheduler of this package that reads
+// Request.Placed for some decisions only: the Runner looks the job's
+// placed tasks up only for those. (A large job's placed tasks, looked up on
+// every attempt while it waits for room, were a tenth of a saturated
+// replay's time, for a batch decision that never reads them.)
+type placedReader interface {
+	readsPlaced(req Request) bool
+}
+
 // Request is one job to place.
 type Request struct {
 	Job *txn.Job
@@ -82,7 +91,9 @@ type Request struct {
 	// order.
 	Pending []*txn.Task
 	// Placed holds the job's tasks this scheduler placed that the view still
-	// shows placed (for spreading and DIFFERENT_MACHINES constraints).
+	// shows placed (for spreading and DIFFERENT_MACHINES constraints). The
+	// batch scheduler, which reads them for DIFFERENT_MACHINES only, is
+	// given them only for a job with such a constraint.
 	Placed []*txn.Task
 	// PlacedTotal counts the job's tasks this scheduler ever placed,
 	// finished ones included (lost ones excluded): what a job that sizes its
