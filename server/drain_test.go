@@ -211,7 +211,16 @@ func TestWatchResumesAfterDrain(t *testing.T) {
 			if s2.st.Revision() != final {
 				t.Fatalf("reopened at %d, stopped at %d", s2.st.Revision(), final)
 			}
-			res3, err := tr.Commit(ctx, machineTxn("tester", 3))
+			// The client's connection may still be backing off from the
+			// stop: unavailable until it redials (a client retries that).
+			var res3 txn.Result
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				res3, err = tr.Commit(ctx, machineTxn("tester", 3))
+				if !errors.Is(err, transport.ErrUnavailable) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			if err != nil || res3.Committed != 1 {
 				t.Fatalf("commit after the restart: %+v %v", res3, err)
 			}
