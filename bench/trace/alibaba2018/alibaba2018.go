@@ -435,73 +435,86 @@ func (m *machines) Next() (trace.Event, error) {
 	return e, nil
 }
 
-// ends holds the ends still to come, earliest first (then in the order
-// they were queued): a typed min-heap of small keys over a slab of the
-// events (a heap of whole events, boxed at every push and pop, was a third
-// of the reader's time).
+// ends holds the ends still to come, earliest first, then in the order
+// they were queued. The trace's times are whole seconds and many ends
+// share one, so it is a calendar: a FIFO of events per time, and a min-heap
+// of the times that have one (a heap of every end was a fifth of the
+// reader's time; a heap of whole events, boxed, a third).
 type ends struct {
-	keys []pendingEnd
-	slab []trace.Event
-	free []int32
+	times  []int64 // min-heap
+	byTime map[int64]*endBucket
+	spare  []*endBucket
+	n      int
 }
 
-type pendingEnd struct {
-	time, seq int64
-	at        int32 // the event's index in the slab
+type endBucket struct {
+	evs  []trace.Event
+	head int
 }
 
-func (h *ends) len() int { return len(h.keys) }
-
-func (h *ends) less(i, j int) bool {
-	a, b := &h.keys[i], &h.keys[j]
-	return a.time < b.time || a.time == b.time && a.seq < b.seq
-}
+func (h *ends) len() int { return h.n }
 
 // first is the time of the earliest end (len must be above 0).
-func (h *ends) first() int64 { return h.keys[0].time }
+func (h *ends) first() int64 { return h.times[0] }
 
-func (h *ends) push(e trace.Event, seq int64) {
-	var at int32
-	if n := len(h.free); n > 0 {
-		at, h.free = h.free[n-1], h.free[:n-1]
-		h.slab[at] = e
-	} else {
-		at = int32(len(h.slab))
-		h.slab = append(h.slab, e)
+// push queues e (seq, the order queued, is implied: a time's events come
+// out in the order they went in).
+func (h *ends) push(e trace.Event, _ int64) {
+	if h.byTime == nil {
+		h.byTime = map[int64]*endBucket{}
 	}
-	h.keys = append(h.keys, pendingEnd{e.Time, seq, at})
-	for i := len(h.keys) - 1; i > 0; {
-		up := (i - 1) / 2
-		if !h.less(i, up) {
-			break
+	b := h.byTime[e.Time]
+	if b == nil {
+		if n := len(h.spare); n > 0 {
+			b, h.spare = h.spare[n-1], h.spare[:n-1]
+		} else {
+			b = &endBucket{}
 		}
-		h.keys[i], h.keys[up] = h.keys[up], h.keys[i]
-		i = up
+		h.byTime[e.Time] = b
+		h.times = append(h.times, e.Time)
+		for i := len(h.times) - 1; i > 0; {
+			up := (i - 1) / 2
+			if h.times[up] <= h.times[i] {
+				break
+			}
+			h.times[i], h.times[up] = h.times[up], h.times[i]
+			i = up
+		}
 	}
+	b.evs = append(b.evs, e)
+	h.n++
 }
 
 func (h *ends) pop() trace.Event {
-	top := h.keys[0]
-	n := len(h.keys) - 1
-	h.keys[0] = h.keys[n]
-	h.keys = h.keys[:n]
+	t := h.times[0]
+	b := h.byTime[t]
+	e := b.evs[b.head]
+	b.evs[b.head] = trace.Event{}
+	b.head++
+	h.n--
+	if b.head < len(b.evs) {
+		return e
+	}
+	b.evs, b.head = b.evs[:0], 0
+	h.spare = append(h.spare, b)
+	delete(h.byTime, t)
+	n := len(h.times) - 1
+	h.times[0] = h.times[n]
+	h.times = h.times[:n]
 	for i := 0; ; {
 		l, small := 2*i+1, i
-		if l < n && h.less(l, small) {
+		if l < n && h.times[l] < h.times[small] {
 			small = l
 		}
-		if r := l + 1; r < n && h.less(r, small) {
+		if r := l + 1; r < n && h.times[r] < h.times[small] {
 			small = r
 		}
 		if small == i {
 			break
 		}
-		h.keys[i], h.keys[small] = h.keys[small], h.keys[i]
+		h.times[i], h.times[small] = h.times[small], h.times[i]
 		i = small
 	}
-	e := h.slab[top.at]
-	h.slab[top.at] = trace.Event{}
-	h.free = append(h.free, top.at)
 	return e
 }
 
