@@ -64,11 +64,16 @@ func (h *HistoryWriter) Flush() error {
 func (h *HistoryWriter) Records() int { return h.n }
 
 // StateWriteSet is a state as a write set that creates each of its
-// objects (machines, then jobs, then tasks) at the state's revision.
+// objects (machines, quotas, jobs, tasks, then offers) at the state's
+// revision: txn.NewState().ApplyChecked of it is the state again.
 func StateWriteSet(st *txn.State, unixNanos int64) *txn.WriteSet {
 	ws := &txn.WriteSet{Revision: st.Revision(), UnixNanos: unixNanos}
 	st.RangeMachines(func(m *txn.Machine) bool {
 		ws.Changes = append(ws.Changes, txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE, Machine: m, Created: true})
+		return true
+	})
+	st.RangeQuotas(func(q *txn.Quota) bool {
+		ws.Changes = append(ws.Changes, txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_QUOTA, Quota: q, Created: true})
 		return true
 	})
 	st.RangeJobs(func(j *txn.Job) bool {
@@ -77,6 +82,12 @@ func StateWriteSet(st *txn.State, unixNanos int64) *txn.WriteSet {
 	})
 	st.RangeTasks(func(t *txn.Task) bool {
 		ws.Changes = append(ws.Changes, txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_TASK, Task: t, Created: true})
+		return true
+	})
+	// Offers last: what each locks is checked against its machine's
+	// allocation, which the tasks make.
+	st.RangeOffers(func(o *txn.Offer) bool {
+		ws.Changes = append(ws.Changes, txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_OFFER, Offer: o, Created: true})
 		return true
 	})
 	return ws

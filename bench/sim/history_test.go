@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/omega-cell/omega/bench/audit"
 	"github.com/omega-cell/omega/store"
@@ -86,5 +87,53 @@ func TestFaultyAgent(t *testing.T) {
 				t.Errorf("mediated: %+v, %v; want every report rejected and nothing committed", fa, sum.ViolationsHistory.Counts)
 			}
 		}
+	}
+}
+
+// stateRoundTrip follows a run's states and, at the first revision that
+// has an offer outstanding, checks that StateWriteSet of the state builds
+// the same state from nothing: every machine, job, task and offer, and the
+// locks the offers hold (the cell's invariants, offers included, hold).
+type stateRoundTrip struct {
+	t       *testing.T
+	st      *txn.State
+	checked bool
+}
+
+func (r *stateRoundTrip) Start(st *txn.State, _ int64) error { r.st = st; return nil }
+
+func (r *stateRoundTrip) Observe(ws *txn.WriteSet) error {
+	r.st = r.st.Apply(ws)
+	if r.checked || r.st.NumOffers() == 0 {
+		return nil
+	}
+	r.checked = true
+	back, err := txn.NewState().ApplyChecked(StateWriteSet(r.st, 0))
+	if err != nil {
+		r.t.Fatalf("revision %d: the state's write set does not apply: %v", r.st.Revision(), err)
+	}
+	if back.NumOffers() != r.st.NumOffers() || back.NumMachines() != r.st.NumMachines() || back.NumTasks() != r.st.NumTasks() || back.NumJobs() != r.st.NumJobs() {
+		r.t.Fatalf("revision %d: rebuilt %d offers, %d machines, %d jobs, %d tasks; the state has %d, %d, %d, %d", r.st.Revision(),
+			back.NumOffers(), back.NumMachines(), back.NumJobs(), back.NumTasks(), r.st.NumOffers(), r.st.NumMachines(), r.st.NumJobs(), r.st.NumTasks())
+	}
+	if err := txn.CheckInvariants(back); err != nil {
+		r.t.Fatalf("revision %d: the rebuilt state: %v", r.st.Revision(), err)
+	}
+	return nil
+}
+
+// A history's first record is the whole state, offers included: a
+// two-level cell's state with offers outstanding, written as a write set,
+// builds the same state.
+func TestStateWriteSetOffers(t *testing.T) {
+	cfg, err := archConfig(5 * time.Second).WithArchitecture(TwoLevel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &stateRoundTrip{t: t}
+	cfg.History = r
+	runConfig(t, cfg)
+	if !r.checked {
+		t.Fatal("no offer was ever outstanding")
 	}
 }
