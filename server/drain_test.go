@@ -211,16 +211,17 @@ func TestWatchResumesAfterDrain(t *testing.T) {
 			if s2.st.Revision() != final {
 				t.Fatalf("reopened at %d, stopped at %d", s2.st.Revision(), final)
 			}
-			// The client's connection may still be backing off from the
-			// stop: unavailable until it redials (a client retries that).
-			var res3 txn.Result
-			for deadline := time.Now().Add(30 * time.Second); ; {
-				res3, err = tr.Commit(ctx, machineTxn("tester", 3))
-				if !errors.Is(err, transport.ErrUnavailable) || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
+			// A commit from a client whose calls wait for its connection to
+			// be ready (tr's may still be backing off from the stop, and a
+			// fail-fast call is unavailable until it redials), within 30 s.
+			tr3, err := remote.Dial(addr, grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
+			if err != nil {
+				t.Fatal(err)
 			}
+			t.Cleanup(func() { tr3.Close() })
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			res3, err := tr3.Commit(cctx, machineTxn("tester", 3))
 			if err != nil || res3.Committed != 1 {
 				t.Fatalf("commit after the restart: %+v %v", res3, err)
 			}
