@@ -3,6 +3,8 @@ package agents
 import (
 	"slices"
 	"time"
+
+	"github.com/omega-cell/omega/internal/minheap"
 )
 
 // finishQueue orders the simulated fleet's task finishes by (time, task,
@@ -28,7 +30,7 @@ type finishQueue struct {
 	base    int64  // the second (Unix nanoseconds / finishSlot) of ring[head]
 	started bool
 	inRing  int // entries in the ring, not counting those that left
-	far     minHeap[finishEntry]
+	far     minheap.Heap[finishEntry]
 }
 
 const (
@@ -44,7 +46,7 @@ func newFinishQueue() *finishQueue {
 	return &finishQueue{
 		ring:   make([][]finishEntry, finishSlots),
 		sorted: make([]bool, finishSlots),
-		far:    minHeap[finishEntry]{less: finishLess},
+		far:    minheap.New(finishLess),
 	}
 }
 

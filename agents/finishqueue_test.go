@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"pgregory.net/rapid"
+
+	"github.com/omega-cell/omega/internal/minheap"
 )
 
 // TestFinishQueueMatchesHeap holds the finish queue to the heap it
@@ -19,7 +21,7 @@ import (
 func TestFinishQueueMatchesHeap(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		q := newFinishQueue()
-		model := minHeap[finishEntry]{less: finishLess}
+		model := minheap.New(finishLess)
 		dead := map[finishEntry]bool{}
 		live := func(e finishEntry) bool { return !dead[e] }
 		now := int64(rapid.Int64Range(-1e12, 1e12).Draw(rt, "start"))
@@ -85,7 +87,7 @@ func TestFinishQueueMatchesHeap(t *testing.T) {
 				got, gok := q.first(live)
 				var want finishEntry
 				wok := false
-				rest := slices.Clone(model.items)
+				rest := slices.Clone(model.Items())
 				slices.SortFunc(rest, finishCmp)
 				for _, e := range rest {
 					if live(e) {

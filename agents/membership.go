@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/omega-cell/omega/internal/minheap"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -71,7 +72,7 @@ type SimMembership struct {
 	armed        bool
 	next         int64 // the next failure, Unix nanoseconds
 	pendingFails []failure
-	repairs      minHeap[repairEntry]
+	repairs      minheap.Heap[repairEntry]
 	failed       map[uuid.UUID]uint64 // machines held DOWN → the version the DOWN write gave them
 	last         int64                // the last Due's now
 }
@@ -83,7 +84,7 @@ func NewSimMembership(tr *Tracker, cfg FleetConfig) *SimMembership {
 	return &SimMembership{
 		tr: tr, rate: cfg.FailuresPerDay, fix: cfg.RepairTime, rand: cfg.Rand,
 		up:      newUIDSet(),
-		repairs: minHeap[repairEntry]{less: repairLess},
+		repairs: minheap.New(repairLess),
 		failed:  map[uuid.UUID]uint64{},
 	}
 }

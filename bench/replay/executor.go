@@ -7,6 +7,7 @@ import (
 
 	"github.com/omega-cell/omega/agents"
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/minheap"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -95,56 +96,15 @@ type exitAt struct {
 	r   runtime
 }
 
-// exits is a min-heap of ends by time (then task, then generation), typed
-// so that a push or a pop allocates nothing.
-type exits []exitAt
-
-func (h exits) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+// exitLess orders the ends by time, then task, then placement.
+func exitLess(a, b exitAt) bool {
+	if a.at != b.at {
+		return a.at < b.at
 	}
-	if c := compareUUID(h[i].uid, h[j].uid); c != 0 {
+	if c := compareUUID(a.uid, b.uid); c != 0 {
 		return c < 0
 	}
-	return h[i].gen < h[j].gen
-}
-
-func (h *exits) push(e exitAt) {
-	*h = append(*h, e)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		up := (i - 1) / 2
-		if !q.less(i, up) {
-			break
-		}
-		q[i], q[up] = q[up], q[i]
-		i = up
-	}
-}
-
-func (h *exits) pop() exitAt {
-	q := *h
-	top := q[0]
-	n := len(q) - 1
-	q[0] = q[n]
-	q[n] = exitAt{}
-	q = q[:n]
-	for i := 0; ; {
-		l, small := 2*i+1, i
-		if l < n && q.less(l, small) {
-			small = l
-		}
-		if r := l + 1; r < n && q.less(r, small) {
-			small = r
-		}
-		if small == i {
-			break
-		}
-		q[i], q[small] = q[small], q[i]
-		i = small
-	}
-	*h = q
-	return top
+	return a.gen < b.gen
 }
 
 func compareUUID(a, b uuid.UUID) int {
@@ -163,17 +123,17 @@ func compareUUID(a, b uuid.UUID) int {
 type executor struct {
 	tr      *agents.Tracker
 	b       *book
-	q       exits
+	q       minheap.Heap[exitAt]
 	waiting map[uuid.UUID]placed
 }
 
 func newExecutor(tr *agents.Tracker, b *book) *executor {
-	x := &executor{tr: tr, b: b, waiting: map[uuid.UUID]placed{}}
+	x := &executor{tr: tr, b: b, q: minheap.New(exitLess), waiting: map[uuid.UUID]placed{}}
 	b.exec = x
 	return x
 }
 
-func (x *executor) push(e exitAt) { x.q.push(e) }
+func (x *executor) push(e exitAt) { x.q.Push(e) }
 
 // Start queues the placement's end, or waits for its runtime.
 func (x *executor) Start(t *txn.Task, p agents.Placement) {
@@ -194,8 +154,8 @@ func (x *executor) Stop(uid uuid.UUID, _ agents.Placement) { delete(x.waiting, u
 // Exits hands out the ends due by now whose placements are current; a run
 // that ended leaves the book.
 func (x *executor) Exits(now int64, into []agents.Exit) []agents.Exit {
-	for len(x.q) > 0 && x.q[0].at <= now {
-		e := x.q.pop()
+	for x.q.Len() > 0 && x.q.Peek().at <= now {
+		e := x.q.Pop()
 		if _, ok := x.tr.Current(e.uid, e.gen); !ok {
 			continue
 		}
@@ -217,11 +177,12 @@ func (x *executor) Unsent(e agents.Exit) {
 
 // Next is the earliest queued end still current.
 func (x *executor) Next() (int64, bool) {
-	for len(x.q) > 0 {
-		if _, ok := x.tr.Current(x.q[0].uid, x.q[0].gen); ok {
-			return x.q[0].at, true
+	for x.q.Len() > 0 {
+		e := x.q.Peek()
+		if _, ok := x.tr.Current(e.uid, e.gen); ok {
+			return e.at, true
 		}
-		x.q.pop()
+		x.q.Pop()
 	}
 	return 0, false
 }

@@ -435,89 +435,6 @@ func (m *machines) Next() (trace.Event, error) {
 	return e, nil
 }
 
-// ends holds the ends still to come, earliest first, then in the order
-// they were queued. The trace's times are whole seconds and many ends
-// share one, so it is a calendar: a FIFO of events per time, and a min-heap
-// of the times that have one (a heap of every end was a fifth of the
-// reader's time; a heap of whole events, boxed, a third).
-type ends struct {
-	times  []int64 // min-heap
-	byTime map[int64]*endBucket
-	spare  []*endBucket
-	n      int
-}
-
-type endBucket struct {
-	evs  []trace.Event
-	head int
-}
-
-func (h *ends) len() int { return h.n }
-
-// first is the time of the earliest end (len must be above 0).
-func (h *ends) first() int64 { return h.times[0] }
-
-// push queues e (seq, the order queued, is implied: a time's events come
-// out in the order they went in).
-func (h *ends) push(e trace.Event, _ int64) {
-	if h.byTime == nil {
-		h.byTime = map[int64]*endBucket{}
-	}
-	b := h.byTime[e.Time]
-	if b == nil {
-		if n := len(h.spare); n > 0 {
-			b, h.spare = h.spare[n-1], h.spare[:n-1]
-		} else {
-			b = &endBucket{}
-		}
-		h.byTime[e.Time] = b
-		h.times = append(h.times, e.Time)
-		for i := len(h.times) - 1; i > 0; {
-			up := (i - 1) / 2
-			if h.times[up] <= h.times[i] {
-				break
-			}
-			h.times[i], h.times[up] = h.times[up], h.times[i]
-			i = up
-		}
-	}
-	b.evs = append(b.evs, e)
-	h.n++
-}
-
-func (h *ends) pop() trace.Event {
-	t := h.times[0]
-	b := h.byTime[t]
-	e := b.evs[b.head]
-	b.evs[b.head] = trace.Event{}
-	b.head++
-	h.n--
-	if b.head < len(b.evs) {
-		return e
-	}
-	b.evs, b.head = b.evs[:0], 0
-	h.spare = append(h.spare, b)
-	delete(h.byTime, t)
-	n := len(h.times) - 1
-	h.times[0] = h.times[n]
-	h.times = h.times[:n]
-	for i := 0; ; {
-		l, small := 2*i+1, i
-		if l < n && h.times[l] < h.times[small] {
-			small = l
-		}
-		if r := l + 1; r < n && h.times[r] < h.times[small] {
-			small = r
-		}
-		if small == i {
-			break
-		}
-		h.times[i], h.times[small] = h.times[small], h.times[i]
-		i = small
-	}
-	return e
-}
-
 // queued is a table's rows turned into events, some now and some later:
 // out[head:] holds those of the current row still to give, ends those
 // that come due later. (out keeps its storage from row to row: pull
@@ -526,14 +443,12 @@ type queued struct {
 	out  []trace.Event
 	head int
 	ends ends
-	seq  int64
 	last int64 // the time of the last row read, µs
 	done bool
 }
 
 func (q *queued) later(e trace.Event) {
-	q.seq++
-	q.ends.push(e, q.seq)
+	q.ends.push(e)
 }
 
 // next gives the earliest of: an end due no later than the next row's

@@ -38,7 +38,7 @@ func TestEndsHeapModel(t *testing.T) {
 			}
 			seq++
 			e := trace.Event{Time: int64(rapid.IntRange(0, 30).Draw(t, "time")), Job: seq, Name: "t"}
-			h.push(e, seq)
+			h.push(e)
 			model = append(model, queued{e, seq})
 		}
 		if h.len() != len(model) {
