@@ -26,15 +26,7 @@ func replayDir(t *testing.T, format string, files map[string]string) Stats {
 	}
 	cfg := DefaultConfig()
 	cfg.Format, cfg.Trace, cfg.Strict = format, dir, true
-	cfg.Sim.Dir = t.TempDir()
-	r, err := Build(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if err := r.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	r := replayed(t, cfg)
 	sum := r.Summarize()
 	t.Logf("%s: %.0f s, %d machines, jobs %d scheduled %d, tasks placed %d, stats %+v", format, sum.SimSeconds, sum.Machines, sum.JobsSubmitted, sum.JobsScheduled, sum.TasksPlaced, r.Stats())
 	if sum.TasksPlaced == 0 || sum.JobsScheduled == 0 {
@@ -111,18 +103,11 @@ func TestReplayCoalescesResubmissions(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.Format, cfg.Trace, cfg.Strict = "google2011", dir, true
-	cfg.Sim.Dir = t.TempDir()
-	r, err := Build(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if err := r.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	r := replayed(t, cfg)
 	st, sum := r.Stats(), r.Summarize()
 	// A replay closed before it ran stops its reader (which read ahead
 	// and waits to hand over) and releases the trace.
+	cfg.Sim.Dir = t.TempDir()
 	r2, err := Build(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -23,18 +23,11 @@ func needExcerpt(t testing.TB) {
 	}
 }
 
-func runExcerpt(t *testing.T, mod func(*Config)) *Replay {
+// replayed builds the replay of cfg (its store in a temporary directory)
+// and runs it; the replay is closed when the test ends.
+func replayed(t *testing.T, cfg Config) *Replay {
 	t.Helper()
-	needExcerpt(t)
-	cfg := DefaultConfig()
-	cfg.Format, cfg.Trace = "google2011", excerptDir
-	// Time 0 (the cell as the trace opens: 277,321 rows) and the first five
-	// minutes after its next time, 600 s (../shared/traces/README.md).
-	cfg.To = 15 * time.Minute
 	cfg.Sim.Dir = t.TempDir()
-	if mod != nil {
-		mod(&cfg)
-	}
 	r, err := Build(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +36,21 @@ func runExcerpt(t *testing.T, mod func(*Config)) *Replay {
 	if err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+func runExcerpt(t *testing.T, mod func(*Config)) *Replay {
+	t.Helper()
+	needExcerpt(t)
+	cfg := DefaultConfig()
+	cfg.Format, cfg.Trace = "google2011", excerptDir
+	// Time 0 (the cell as the trace opens: 277,321 rows) and the first five
+	// minutes after its next time, 600 s (../shared/traces/README.md).
+	cfg.To = 15 * time.Minute
+	if mod != nil {
+		mod(&cfg)
+	}
+	r := replayed(t, cfg)
 	return r
 }
 
@@ -135,15 +143,7 @@ func TestReplayRetiresJobs(t *testing.T) {
 	var jobs bytes.Buffer
 	cfg := DefaultConfig()
 	cfg.Format, cfg.Trace, cfg.JobsCSV = "google2011", dir, &jobs
-	cfg.Sim.Dir = t.TempDir()
-	r, err := Build(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if err := r.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	r := replayed(t, cfg)
 	live := 0
 	for _, run := range r.Sim.Engine.Runners() {
 		live += len(run.Records())

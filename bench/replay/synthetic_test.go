@@ -2,7 +2,6 @@ package replay
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"testing"
 
@@ -43,15 +42,7 @@ func replaySynthetic(t *testing.T, format, dir string) []byte {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Format, cfg.Trace, cfg.Strict = format, dir, true
-	cfg.Sim.Dir = t.TempDir()
-	r, err := Build(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if err := r.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	r := replayed(t, cfg)
 	sum, st := r.Summarize(), r.Stats()
 	t.Logf("%s: %.0f s, %d machines, jobs %d submitted %d scheduled, tasks %d submitted %d placed, reader %d events",
 		format, sum.SimSeconds, sum.Machines, sum.JobsSubmitted, sum.JobsScheduled, st.TasksSubmitted, sum.TasksPlaced, sum.Replay.Reader.Events)
