@@ -34,14 +34,16 @@ var mayImport = map[string][]string{
 	"client/transport/transporttest": {"api/omega/v1", "txn", "client/transport", "store"},
 	"client":                         {"api/omega/v1", "txn", "client/transport"},
 	"schedulers":                     {"api/omega/v1", "txn", "client", "client/transport"},
-	"agents":                         {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap"},
+	"agents":                         {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap", "internal/minheap"},
 	// The process executor: live code beside the agent core.
 	"agents/process": {"api/omega/v1", "txn", "agents"},
 	// The job controller: a client of the cell like the agents.
 	"jobs": {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap"},
 	// A map keyed by uuid, for the components' large per-object maps.
 	"internal/uidmap": {},
-	"internal/vmap":   {"internal/pmap"},
+	// A typed min-heap, for the queues of timed events.
+	"internal/minheap": {},
+	"internal/vmap":    {"internal/pmap"},
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
 	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
