@@ -43,7 +43,9 @@ var mayImport = map[string][]string{
 	"internal/uidmap": {},
 	// A typed min-heap, for the queues of timed events.
 	"internal/minheap": {},
-	"internal/vmap":    {"internal/pmap"},
+	// The runner of scripted protocol tests (testdata scripts, -rewrite).
+	"internal/script": {},
+	"internal/vmap":   {"internal/pmap"},
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
 	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
