@@ -27,6 +27,8 @@ package schedulers
 //	commit-other fill=(M,...)      another writer fills each machine's free room
 //	evict task=T                   another writer evicts T (a drain)
 //	delete-job job=J               another writer deletes J and its tasks
+//	lose task=T [t=D] [r=R]        another writer sets T LOST (its machine
+//	                               failed) unless it is, and Runner.Lost is told
 //	queue [r=R]                    what is queued, and when the first is ready
 //	records [r=R]                  the runner's JobRecords
 //	held job=J [r=R]               what the runner keeps to schedule J
@@ -120,6 +122,8 @@ func (h *runnerScript) do(t *testing.T, c *script.Command) string {
 		tk := h.cell.task(h.uid(c, "task"))
 		res := h.cell.commit(txn.ForceEvict(tk.UID, tk.Version, "drain"))
 		out = fmt.Sprintf("revision %d: %s %s", res.Revision, h.name(tk.UID), strings.TrimPrefix(h.cell.task(tk.UID).State.String(), "TASK_STATE_"))
+	case "lose":
+		out = h.lose(c)
 	case "delete-job":
 		out = h.deleteJob(c)
 	case "queue":
@@ -348,6 +352,20 @@ func (h *runnerScript) fill(c *script.Command) string {
 	return fmt.Sprintf("revision %d: %s full", res.Revision, strings.Join(names, " "))
 }
 
+// lose has another writer set a task LOST, as a machine's death does,
+// and tells the runner, as the intake does when it sees the change.
+func (h *runnerScript) lose(c *script.Command) string {
+	r := h.runner(c)
+	tk := h.cell.task(h.uid(c, "task"))
+	out := "already LOST"
+	if tk.State != omegav1.TaskState_TASK_STATE_LOST {
+		res := h.cell.commit(txn.SetStatus(tk.UID, omegav1.TaskState_TASK_STATE_LOST, tk.Version, "machine failed"))
+		out = fmt.Sprintf("revision %d: %s LOST", res.Revision, h.name(tk.UID))
+	}
+	queued := r.Lost(tk.Job, h.cell.task(tk.UID), h.at(c, t0))
+	return fmt.Sprintf("%s; queued by Lost %t\n%s", out, queued, h.queue(r))
+}
+
 func (h *runnerScript) deleteJob(c *script.Command) string {
 	job := h.uid(c, "job")
 	ops := []txn.Op{txn.Delete(omegav1.ObjectKind_OBJECT_KIND_JOB, job, 0)}
@@ -386,6 +404,11 @@ func (h *runnerScript) begin(c *script.Command) string {
 		b.WriteString("all or nothing\n")
 	}
 	for _, op := range a.Txn.Ops {
+		if op.NewTask != nil { // a replacement: named for the claims that follow
+			if u, err := uuid.Parse(op.NewTask.GetMeta().GetUid()); err == nil {
+				h.nameAs(u, op.NewTask.GetMeta().GetName())
+			}
+		}
 		b.WriteString(h.op(op) + "\n")
 	}
 	return b.String()
