@@ -16,7 +16,8 @@ package schedulers
 //	    transport's non-blocking sync sees nothing new (a remote stream
 //	    that lags); retire: SetRetire, the records retired are printed
 //	machines n=N [cpu=4000] [mem=16] [domains=N]   (mem in GiB)
-//	job name=J tasks=N [cpu=1000] [mem=1] [replicas=N] [gang] [sched=batch]
+//	job name=J tasks=N [cpu=1000] [mem=1] [replicas=N] [gang] [sched=batch|service]
+//	    [different-machines]
 //	    a job and its PENDING tasks, as a submitter commits them
 //	submit job=J [t=D] [r=R]       Runner.Submit
 //	resubmit job=J [t=D] [r=R]     Runner.Resubmit, prints whether it queued
