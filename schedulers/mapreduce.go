@@ -2,7 +2,6 @@ package schedulers
 
 import (
 	"fmt"
-	"maps"
 	"strconv"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -61,7 +60,10 @@ func ParseMapReducePolicy(s string) (MapReducePolicy, error) {
 // duration × R / W.
 //
 // A MapReduce job is submitted without tasks (Spec.Replicas workers
-// requested, Spec.Template the worker); the scheduler creates all of them.
+// requested, Spec.Template the worker); the scheduler creates all of them,
+// each built from the template as submission builds a job's tasks
+// (txn.JobTasks: every field of the template, its labels and job=NAME, the
+// job's priority), the linear speedup's duration set on top.
 type MapReduce struct {
 	Policy MapReducePolicy
 	// GlobalCap is the utilisation above which GlobalCap adds no worker.
@@ -164,29 +166,17 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 		}
 	}
 	// Then the new workers, each created and claimed in this transaction;
-	// a worker that finds no machine is not created.
-	var created []*omegav1.TaskSpec
+	// a worker that finds no machine is not created. They are built from
+	// the job's template (every field of it, the job's priority) and share
+	// one spec, labels and owner references.
+	var workerOf *txn.JobTasks
+	created := 0
 	for i := have; i < workers; i++ {
+		if workerOf == nil {
+			workerOf = txn.NewJobTasks(job.UID, job.Name(), job.Spec)
+		}
 		uid := env.NewUID()
-		labels := maps.Clone(tmpl.GetLabels())
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels["job"] = job.Name()
-		pt := &omegav1.Task{
-			Meta: &omegav1.ObjectMeta{
-				Uid:             uid.String(),
-				Name:            job.Name() + "-w" + strconv.Itoa(i),
-				Labels:          labels,
-				OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: job.UID.String(), Name: job.Name(), Controller: true}},
-			},
-			Spec: &omegav1.TaskSpec{
-				Resources:   tmpl.GetResources(),
-				Command:     tmpl.GetCommand(),
-				Constraints: tmpl.GetConstraints(),
-				Priority:    job.Priority(),
-			},
-		}
+		pt := workerOf.Task(uid, job.Name()+"-w"+strconv.Itoa(i))
 		t := txn.PlannedTask(uid, job.UID, pt, want)
 		at := len(d.Ops)
 		d.Ops = append(d.Ops, txn.CreateTask(pt))
@@ -197,17 +187,15 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 			}
 			break // the cell is full for this shape; later workers won't fit either
 		}
-		created = append(created, pt.Spec)
+		created++
 	}
 	// Linear speedup over the workers the job really gets: the job's work
 	// (duration × requested) shared by them, not by the count the policy
 	// hoped for (fragmentation or sampling can place fewer), and never
-	// longer than the template's duration.
-	if duration := tmpl.GetDurationMillis(); duration > 0 {
-		per := max(1, duration*int64(requested)/int64(max(have+len(created), requested, 1)))
-		for _, spec := range created {
-			spec.DurationMillis = per
-		}
+	// longer than the template's duration. The workers' shared spec is
+	// still this decision's: it is set on the created ones at once.
+	if duration := tmpl.GetDurationMillis(); duration > 0 && created > 0 {
+		workerOf.Spec.DurationMillis = max(1, duration*int64(requested)/int64(max(have+created, requested, 1)))
 	}
 	return d
 }

@@ -397,9 +397,10 @@ func refusal(o txn.Outcome) string {
 // group is one job of the cell being built from a trace job's submissions
 // at one time.
 type group struct {
-	job  *omegav1.Job
-	ops  []txn.Op
-	kind workload.Kind
+	job   *omegav1.Job
+	tasks *txn.JobTasks // what its tasks share: labels, owner references
+	ops   []txn.Op
+	kind  workload.Kind
 }
 
 func (a *actor) sampled(id int64, salt byte) bool {
@@ -489,6 +490,7 @@ func (a *actor) submit(e *trace.Event, byJob map[int64]*group, groups *[]*group)
 				SubmitUnixNanos: a.simTime(e.Time).UnixNano()},
 			Status: &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_PENDING},
 		}}
+		g.tasks = txn.NewJobTasks(uid, name, g.job.Spec)
 		g.ops = append(g.ops, txn.CreateJob(g.job))
 		byJob[e.Job] = g
 		*groups = append(*groups, g)
@@ -498,11 +500,9 @@ func (a *actor) submit(e *trace.Event, byJob map[int64]*group, groups *[]*group)
 	jobUID := uuid.MustParse(g.job.Meta.Uid)
 	uid := a.c.NewUID()
 	name := g.job.Meta.Name + "-" + strconv.FormatInt(e.Task, 10)
-	t := &omegav1.Task{
-		Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: name, Labels: map[string]string{workload.LabelJob: g.job.Meta.Name},
-			OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: g.job.Meta.Uid, Name: g.job.Meta.Name, Controller: true}}},
-		Spec: &omegav1.TaskSpec{Resources: a.cfg.request(e.Resources), Priority: e.Priority},
-	}
+	// A trace task's request and priority are its own, not its job's (the
+	// template has the first task's).
+	t := g.tasks.TaskWith(uid, name, txn.Override{Resources: a.cfg.request(e.Resources), Priority: e.Priority})
 	g.ops = append(g.ops, txn.CreateTask(t))
 	if info := a.jobs[jobUID]; info != nil {
 		info.tasks++

@@ -8,11 +8,13 @@ import (
 	"github.com/google/uuid"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
 )
 
 // LabelJob is the label every task carries with its job's name (tasks
-// belong to jobs by owner reference and labels, never by index).
-const LabelJob = "job"
+// belong to jobs by owner reference and labels, never by index): the
+// label txn.JobTasks gives them.
+const LabelJob = txn.LabelJob
 
 // Proto returns the API's job kind.
 func (k Kind) Proto() omegav1.JobKind {
@@ -39,15 +41,17 @@ const GPU = "gpu"
 // versions are left for the store to set.
 //
 // The job's scheduler field is its kind ("batch", "service", "mapreduce").
-// Every task has the job's template: resources, priority, duration; its
-// name is "<job>-<index>", its label "job" the job's name, its controlling
-// owner reference the job. A MapReduce job gets no tasks: the mapreduce
-// scheduler creates its workers (Replicas of them at least, as it decides)
-// when it places the job.
+// Every task is built from the job's template (txn.JobTasks: resources,
+// the job's priority, duration; no restart policy, as the template says
+// none); its name is "<job>-<index>", its label "job" the job's name, its
+// controlling owner reference the job. A MapReduce job gets no tasks: the
+// mapreduce scheduler creates its workers (Replicas of them at least, as
+// it decides) when it places the job.
 //
 // The returned messages are new and the caller owns them; the tasks of one
-// job share their labels, owner references and spec, which must therefore be
-// treated as immutable (the store does).
+// job share their labels, owner references and spec, and the spec its
+// resources with the job's template, which must therefore be treated as
+// immutable (the store does).
 func (a JobArrival) Objects(ids io.Reader, epochUnixNanos int64) (*omegav1.Job, []*omegav1.Task, error) {
 	if a.Tasks < 0 || a.Tasks > 1<<31-1 {
 		return nil, nil, fmt.Errorf("job %s: %d tasks out of range", a.Name, a.Tasks)
@@ -56,19 +60,16 @@ func (a JobArrival) Objects(ids io.Reader, epochUnixNanos int64) (*omegav1.Job, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("job %s: uid: %w", a.Name, err)
 	}
-	res := func() *omegav1.Resources {
-		r := &omegav1.Resources{CpuMillis: a.CPUMillis, MemoryBytes: a.MemoryBytes}
-		if a.GPUs > 0 {
-			r.Extended = map[string]int64{GPU: a.GPUs}
-		}
-		return r
+	res := &omegav1.Resources{CpuMillis: a.CPUMillis, MemoryBytes: a.MemoryBytes}
+	if a.GPUs > 0 {
+		res.Extended = map[string]int64{GPU: a.GPUs}
 	}
 	spec := &omegav1.JobSpec{
 		Kind:      a.Kind.Proto(),
 		Scheduler: a.Kind.String(),
 		Priority:  a.Priority,
 		Template: &omegav1.TaskTemplate{
-			Resources:      res(),
+			Resources:      res, // the tasks' too
 			DurationMillis: a.Duration.Milliseconds(),
 		},
 		Replicas:        int32(a.Tasks),
@@ -89,27 +90,13 @@ func (a JobArrival) Objects(ids io.Reader, epochUnixNanos int64) (*omegav1.Job, 
 	// The tasks of a job share their labels, owner reference and spec
 	// (identical, and immutable once submitted): a job of 2,000 tasks makes
 	// one of each, not 2,000.
-	labels := map[string]string{LabelJob: a.Name}
-	owners := []*omegav1.OwnerReference{{Kind: "Job", Uid: jobUID.String(), Name: a.Name, Controller: true}}
-	taskSpec := &omegav1.TaskSpec{
-		Resources:      res(),
-		Priority:       a.Priority,
-		DurationMillis: a.Duration.Milliseconds(),
-	}
+	of := txn.NewJobTasks(jobUID, a.Name, spec)
 	for i := range tasks {
 		u, err := uuid.NewRandomFromReader(ids)
 		if err != nil {
 			return nil, nil, fmt.Errorf("job %s: task %d uid: %w", a.Name, i, err)
 		}
-		tasks[i] = &omegav1.Task{
-			Meta: &omegav1.ObjectMeta{
-				Uid:             u.String(),
-				Name:            a.Name + "-" + strconv.Itoa(i),
-				Labels:          labels,
-				OwnerReferences: owners,
-			},
-			Spec: taskSpec,
-		}
+		tasks[i] = of.Task(u, a.Name+"-"+strconv.Itoa(i))
 	}
 	job.Status.Pending = int32(a.Tasks)
 	return job, tasks, nil

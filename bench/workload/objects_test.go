@@ -2,6 +2,7 @@ package workload
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -58,6 +59,15 @@ func TestObjectsBatchJob(t *testing.T) {
 		// No status: the store creates every task PENDING.
 		if !proto.Equal(tk.GetSpec(), wantTask) || tk.GetStatus() != nil {
 			t.Errorf("task %d: %v", i, tk)
+		}
+	}
+	// One spec, labels map and owner slice per job, not one per task: a job
+	// of 2,000 tasks makes one of each.
+	for _, tk := range tasks[1:] {
+		m, m0 := tk.GetMeta(), tasks[0].GetMeta()
+		if tk.Spec != tasks[0].Spec || reflect.ValueOf(m.Labels).UnsafePointer() != reflect.ValueOf(m0.Labels).UnsafePointer() ||
+			&m.OwnerReferences[0] != &m0.OwnerReferences[0] {
+			t.Fatalf("task %s does not share its spec, labels and owner references with %s", m.GetName(), m0.GetName())
 		}
 	}
 	// The same entropy gives the same ids.

@@ -90,7 +90,12 @@ in the file names its line, column and field.`,
 }
 
 // completeJob checks what a job file must say and fills what it may leave
-// out: the kind (batch), the scheduler (the kind's name), one replica.
+// out: the kind (batch), the scheduler (the kind's name), one replica, the
+// template's restart policy (the kind's, txn.DefaultRestartPolicy). The
+// default is made explicit here, on the job, rather than by the builder of
+// its tasks (txn.JobTasks copies the template verbatim): the live job says
+// what its tasks do, and every task built from it, submission's and the
+// MapReduce scheduler's workers alike, says the same.
 func completeJob(file string, j *omegav1.Job) error {
 	bad := func(path, why string) error { return &objfile.Error{File: file, Path: path, Why: why} }
 	if j.GetMeta().GetName() == "" {
@@ -117,6 +122,9 @@ func completeJob(file string, j *omegav1.Job) error {
 		return bad("spec.replicas", fmt.Sprintf("%d: want 1 to 50000 (a job and its tasks are one transaction, under the store's size limit)", sp.Replicas))
 	case sp.GetTemplate().GetResources().GetCpuMillis() <= 0 && sp.GetTemplate().GetResources().GetMemoryBytes() <= 0:
 		return bad("spec.template.resources", "required: what each task needs (cpu, memory)")
+	}
+	if sp.Template.RestartPolicy == omegav1.RestartPolicy_RESTART_POLICY_UNSPECIFIED {
+		sp.Template.RestartPolicy = txn.DefaultRestartPolicy(sp.Kind)
 	}
 	return nil
 }
@@ -151,19 +159,9 @@ func submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 		tx.Ops = append(tx.Ops, txn.CreateJob(j))
 		n = 0
 		if j.Spec.Kind != omegav1.JobKind_JOB_KIND_MAPREDUCE {
-			tmpl := j.Spec.GetTemplate()
-			spec := taskSpecOf(j.Spec) // one for all: a spec is never written
+			of := txn.NewJobTasks(uid, name, j.Spec) // one spec for all: a spec is never written
 			for i := range j.Spec.Replicas {
-				tu := c.NewUID()
-				lbls := map[string]string{"job": name}
-				for k, val := range tmpl.GetLabels() {
-					lbls[k] = val
-				}
-				tx.Ops = append(tx.Ops, txn.CreateTask(&omegav1.Task{
-					Meta: &omegav1.ObjectMeta{Uid: tu.String(), Name: fmt.Sprintf("%s-%d", name, i), Labels: lbls,
-						OwnerReferences: []*omegav1.OwnerReference{{Kind: "Job", Uid: uid.String(), Name: name, Controller: true}}},
-					Spec: spec,
-				}))
+				tx.Ops = append(tx.Ops, txn.CreateTask(of.Task(c.NewUID(), fmt.Sprintf("%s-%d", name, i))))
 				n++
 			}
 		}
@@ -173,26 +171,6 @@ func submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 		return uuid.Nil, 0, fmt.Errorf("submit job %q: %w", name, err)
 	}
 	return uid, n, nil
-}
-
-// taskSpecOf is the spec of a job's tasks: its template's, with the job's
-// priority and the restart policy made explicit (ALWAYS for a service,
-// NEVER otherwise, when the template leaves it out).
-func taskSpecOf(js *omegav1.JobSpec) *omegav1.TaskSpec {
-	tmpl := js.GetTemplate()
-	policy := tmpl.GetRestartPolicy()
-	if policy == omegav1.RestartPolicy_RESTART_POLICY_UNSPECIFIED {
-		policy = omegav1.RestartPolicy_RESTART_POLICY_NEVER
-		if js.GetKind() == omegav1.JobKind_JOB_KIND_SERVICE {
-			policy = omegav1.RestartPolicy_RESTART_POLICY_ALWAYS
-		}
-	}
-	return &omegav1.TaskSpec{
-		Resources: tmpl.GetResources(), Command: tmpl.GetCommand(), Constraints: tmpl.GetConstraints(),
-		Priority: js.GetPriority(), DurationMillis: tmpl.GetDurationMillis(),
-		RestartPolicy: policy, HealthCheck: tmpl.GetHealthCheck(),
-		GracePeriodMillis: tmpl.GetGracePeriodMillis(), RestartDelayMillis: tmpl.GetRestartDelayMillis(),
-	}
 }
 
 func newGetCmd() *cobra.Command {
