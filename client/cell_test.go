@@ -66,6 +66,9 @@ func TestCellSyncMatchesStore(t *testing.T) {
 					if syncs == 0 || c.View().NumTasks() == 0 {
 						t.Fatalf("the workload did not exercise anything (%d syncs, %d tasks)", syncs, c.View().NumTasks())
 					}
+					if d == store.DurabilityNone {
+						drv.RequireEveryKind(t) // offers and quotas crossed the watch too
+					}
 				})
 			}
 		}

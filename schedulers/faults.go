@@ -9,9 +9,12 @@ import (
 
 // The faulty schedulers of the "don't expose raw state" experiment (issue
 // 10): each is the batch scheduler with one small, named bug, the kind a
-// store that takes raw state at its word lets persist. Each is registered
-// under its name, to run beside the correct ones (route the batch jobs to
-// it: --schedulers faulty-units=1,service=1 --route batch=faulty-units).
+// store that takes raw state at its word lets persist. The simulation's
+// registry (bench/sim: sim.NewScheduler) runs each under its name, beside
+// the correct ones (route the batch jobs to it: omega sim --schedulers
+// faulty-units=1,service=1 --route batch=faulty-units); the production
+// registry (New, Kinds), which `omega scheduler --kind` asks, does not
+// have them.
 
 // UnitBug declares its claims' memory in MiB where the store counts bytes:
 // every claim declares 1/1,048,576 of the memory its task requests, so a
@@ -41,7 +44,7 @@ func NewUnitBug() *UnitBug   { return &UnitBug{batch: NewBatch()} }
 func NewOutdated() *Outdated { return &Outdated{batch: NewBatch()} }
 func NewThief() *Thief       { return &Thief{batch: NewBatch()} }
 
-// Kind is the name each is registered under.
+// Kind is the name the simulation's registry runs each under.
 func (*UnitBug) Kind() string  { return "faulty-units" }
 func (*Outdated) Kind() string { return "faulty-outdated" }
 func (*Thief) Kind() string    { return "faulty-thief" }

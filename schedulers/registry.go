@@ -33,10 +33,7 @@ var (
 		"service": func(p Params) (Scheduler, error) {
 			return NewService(), p.Only("service")
 		},
-		"monolithic":      func(p Params) (Scheduler, error) { return NewMonolithic(), p.Only("monolithic") },
-		"faulty-units":    func(p Params) (Scheduler, error) { return NewUnitBug(), p.Only("faulty-units") },
-		"faulty-outdated": func(p Params) (Scheduler, error) { return NewOutdated(), p.Only("faulty-outdated") },
-		"faulty-thief":    func(p Params) (Scheduler, error) { return NewThief(), p.Only("faulty-thief") },
+		"monolithic": func(p Params) (Scheduler, error) { return NewMonolithic(), p.Only("monolithic") },
 		"mapreduce": func(p Params) (Scheduler, error) {
 			if err := p.Only("mapreduce", "policy"); err != nil {
 				return nil, err

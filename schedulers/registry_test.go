@@ -41,3 +41,29 @@ func TestFactoriesTakeTheirParameters(t *testing.T) {
 		t.Error("Batch grows jobs")
 	}
 }
+
+// TestRegistryHasOnlyRealSchedulers: the production registry, which
+// `omega scheduler --kind` asks, lists no faulty scheduler and refuses
+// one by name with an error listing the real kinds; the simulation's
+// registry (bench/sim) is where the faulty ones run.
+func TestRegistryHasOnlyRealSchedulers(t *testing.T) {
+	for _, k := range Kinds() {
+		if strings.HasPrefix(k, "faulty-") {
+			t.Errorf("the production registry lists %s", k)
+		}
+	}
+	for _, kind := range []string{"faulty-thief", "faulty-units", "faulty-outdated"} {
+		_, err := New(kind, nil)
+		if err == nil {
+			t.Fatalf("New(%s): a faulty scheduler from the production registry", kind)
+		}
+		for _, real := range []string{"batch", "mapreduce", "monolithic", "service"} {
+			if !strings.Contains(err.Error(), real) {
+				t.Errorf("New(%s): %v, want an error listing %s", kind, err, real)
+			}
+		}
+		if strings.Contains(strings.ReplaceAll(err.Error(), `"`+kind+`"`, ""), "faulty") {
+			t.Errorf("New(%s): %v lists a faulty kind", kind, err)
+		}
+	}
+}

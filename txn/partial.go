@@ -13,7 +13,10 @@ import (
 // claim's, a release's) is its status only: those go out as the object's
 // uid, version and status, and the copy takes the rest from the version it
 // holds. It halves the bytes of a claim's revision and spares the watcher
-// decoding labels, owner references, commands and capacities it has.
+// decoding labels, owner references, commands and capacities it has. Jobs,
+// offers and quotas, and every created or deleted object, go whole.
+// Which kind goes partial, and how, is its entry in changeCodecs
+// (changecodec.go), which every encoder of a Change follows.
 
 // PartialProto is the wire form of ws with partial changes where they
 // apply (WatchRequest.partial_changes), as messages: the reference the
@@ -26,32 +29,7 @@ func (ws *WriteSet) PartialProto() *omegav1.RevisionChanges {
 		if c.Deleted && c.Created {
 			continue // created and deleted by the same transaction: nobody saw it
 		}
-		w := &omegav1.Change{Deleted: c.Deleted, Created: c.Created}
-		if c.Task != nil {
-			w.PrevState = c.PrevState
-		}
-		switch {
-		case c.Task != nil && !c.Created && !c.Deleted:
-			w.Partial = true
-			t := c.Task
-			w.Object = &omegav1.Change_Task{Task: &omegav1.Task{
-				Meta:   &omegav1.ObjectMeta{Uid: t.UID.String(), Version: t.Version},
-				Status: t.StatusProto(),
-			}}
-		case c.Machine != nil && c.Derived && !c.Created && !c.Deleted:
-			w.Partial = true
-			m := c.Machine.Proto()
-			m.Meta = &omegav1.ObjectMeta{Uid: m.Meta.Uid, Version: m.Meta.Version}
-			m.Spec = nil
-			w.Object = &omegav1.Change_Machine{Machine: m}
-		case c.Task != nil:
-			w.Object = &omegav1.Change_Task{Task: c.Task.Proto()}
-		case c.Job != nil:
-			w.Object = &omegav1.Change_Job{Job: c.Job.Proto()}
-		case c.Machine != nil:
-			w.Object = &omegav1.Change_Machine{Machine: c.Machine.Proto()}
-		}
-		p.Changes = append(p.Changes, w)
+		p.Changes = append(p.Changes, changeProto(c, true))
 	}
 	return p
 }
@@ -104,21 +82,10 @@ func (ws *WriteSet) Complete(s *State) error {
 		if !c.Partial {
 			continue
 		}
-		switch {
-		case c.Task != nil:
-			prev, ok := s.Task(c.Task.UID)
-			if !ok {
-				return fmt.Errorf("%w: revision %d: a partial change of task %s, which the copy does not hold", ErrInvalid, ws.Revision, c.Task.UID)
+		if k := c.codec(); k != nil && k.complete != nil { // a kind that never goes partial was read whole
+			if err := k.complete(c, s, ws.Revision); err != nil {
+				return err
 			}
-			t := c.Task
-			t.Job, t.CreateRev, t.Created, t.Meta, t.name, t.Spec, t.req = prev.Job, prev.CreateRev, prev.Created, prev.Meta, prev.name, prev.Spec, prev.req
-		case c.Machine != nil:
-			prev, ok := s.Machine(c.Machine.UID)
-			if !ok {
-				return fmt.Errorf("%w: revision %d: a partial change of machine %s, which the copy does not hold", ErrInvalid, ws.Revision, c.Machine.UID)
-			}
-			m := c.Machine
-			m.CreateRev, m.Created, m.Meta, m.Spec, m.Capacity = prev.CreateRev, prev.Created, prev.Meta, prev.Spec, prev.Capacity
 		}
 		c.Partial = false
 	}

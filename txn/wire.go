@@ -362,7 +362,8 @@ func ResultFromProto(p *omegav1.TransactionResult, ops int) (Result, error) {
 
 // Proto returns the wire form of the write set: every change whole (a
 // machine's derived allocation, task count and sequence number included),
-// as watchers receive it. It shares the objects' immutable messages.
+// as watchers receive it. It shares the objects' immutable messages. Each
+// kind is encoded as its entry in changeCodecs says.
 func (ws *WriteSet) Proto() *omegav1.RevisionChanges {
 	p := &omegav1.RevisionChanges{Revision: ws.Revision, UnixNanos: ws.UnixNanos, Changes: make([]*omegav1.Change, 0, len(ws.Changes))}
 	for i := range ws.Changes {
@@ -370,21 +371,7 @@ func (ws *WriteSet) Proto() *omegav1.RevisionChanges {
 		if c.Deleted && c.Created {
 			continue // created and deleted by the same transaction: nobody saw it
 		}
-		w := &omegav1.Change{Deleted: c.Deleted, Created: c.Created}
-		switch {
-		case c.Task != nil:
-			w.Object = &omegav1.Change_Task{Task: c.Task.Proto()}
-			w.PrevState = c.PrevState
-		case c.Job != nil:
-			w.Object = &omegav1.Change_Job{Job: c.Job.Proto()}
-		case c.Machine != nil:
-			w.Object = &omegav1.Change_Machine{Machine: c.Machine.Proto()}
-		case c.Offer != nil:
-			w.Object = &omegav1.Change_Offer{Offer: c.Offer.Proto()}
-		case c.Quota != nil:
-			w.Object = &omegav1.Change_Quota{Quota: c.Quota.Proto()}
-		}
-		p.Changes = append(p.Changes, w)
+		p.Changes = append(p.Changes, changeProto(c, false))
 	}
 	return p
 }

@@ -1,6 +1,7 @@
 package txn_test
 
 import (
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -42,9 +43,34 @@ func sameWriteSets(t testing.TB, a, b *txn.WriteSet) {
 			px, py = x.Machine.Proto().GetStatus(), y.Machine.Proto().GetStatus()
 		case x.Machine != nil:
 			px, py = x.Machine.Proto(), y.Machine.Proto()
+		case x.Offer != nil:
+			px, py = x.Offer.Proto(), y.Offer.Proto()
+		case x.Quota != nil:
+			px, py = x.Quota.Proto(), y.Quota.Proto()
+		default:
+			t.Fatalf("change %d carries no object", i)
 		}
 		if !proto.Equal(px, py) {
 			t.Fatalf("change %d:\n%v\nvs\n%v", i, px, py)
+		}
+	}
+}
+
+// requireEveryKind fails t unless sets change an object of every kind a
+// Change carries (omegav1.Change's object oneof).
+func requireEveryKind(t testing.TB, sets []*txn.WriteSet) {
+	t.Helper()
+	seen := map[omegav1.ObjectKind]int{}
+	for _, ws := range sets {
+		for _, c := range ws.Changes {
+			seen[c.Kind]++
+		}
+	}
+	fields := (&omegav1.Change{}).ProtoReflect().Descriptor().Oneofs().ByName("object").Fields()
+	for i := range fields.Len() {
+		name := "OBJECT_KIND_" + strings.ToUpper(string(fields.Get(i).Name()))
+		if seen[omegav1.ObjectKind(omegav1.ObjectKind_value[name])] == 0 {
+			t.Fatalf("the history changes no %s (changes by kind: %v)", name, seen)
 		}
 	}
 }
@@ -59,6 +85,7 @@ func TestAddBytesMatchesProto(t *testing.T) {
 	for range 400 {
 		d.Step()
 	}
+	d.RequireEveryKind(t)
 	w, err := st.Watch(0)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +94,7 @@ func TestAddBytesMatchesProto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	requireEveryKind(t, sets)
 	partials := 0
 	for _, ws := range sets {
 		for _, chunks := range []func(int, func(*omegav1.RevisionChanges) error) error{ws.Chunks, ws.PartialChunks} {
@@ -158,6 +186,7 @@ func TestAppendChunksMatchesProto(t *testing.T) {
 	for range 400 {
 		d.Step()
 	}
+	d.RequireEveryKind(t)
 	w, err := st.Watch(0)
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +195,7 @@ func TestAppendChunksMatchesProto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	requireEveryKind(t, sets)
 	for _, ws := range sets {
 		for _, partial := range []bool{false, true} {
 			for _, max := range []int{200, 1 << 20} {

@@ -172,60 +172,23 @@ func (ws *WriteSet) AppendChunks(partial bool, maxBytes int, send func([]byte) e
 }
 
 // appendChange encodes one omegav1.Change as WriteSet.Proto (partial:
-// PartialProto) builds it.
+// PartialProto) builds it, as c's entry in changeCodecs says: a partial
+// object field by field, without allocating; a whole one marshalled from
+// its message.
 func appendChange(b []byte, c *Change, partial bool) ([]byte, error) {
-	var err error
-	isPartial := false
+	k := c.codec()
+	isPartial := partial && k != nil && k.goesPartial(c)
 	switch {
-	case partial && c.Task != nil && !c.Created && !c.Deleted:
-		isPartial = true
-		t := c.Task
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = appendLen(b, func(b []byte) []byte {
-			b = protowire.AppendTag(b, 1, protowire.BytesType)
-			b = appendLen(b, func(b []byte) []byte { return appendMetaIdentity(b, t.UID, t.Version) })
-			b = protowire.AppendTag(b, 3, protowire.BytesType)
-			return appendLen(b, func(b []byte) []byte { return AppendTaskStatus(b, t) })
-		})
-	case partial && c.Machine != nil && c.Derived && !c.Created && !c.Deleted:
-		isPartial = true
-		m := c.Machine
-		b = protowire.AppendTag(b, 3, protowire.BytesType)
-		b = appendLen(b, func(b []byte) []byte {
-			b = protowire.AppendTag(b, 1, protowire.BytesType)
-			b = appendLen(b, func(b []byte) []byte { return appendMetaIdentity(b, m.UID, m.Version) })
-			b = protowire.AppendTag(b, 3, protowire.BytesType)
-			return appendLen(b, func(b []byte) []byte {
-				b = appendInt(b, 1, int64(m.State))
-				b = protowire.AppendTag(b, 2, protowire.BytesType) // allocated: always set, as Proto sets it
-				b = appendLen(b, func(b []byte) []byte { return appendResources(b, m.Allocated) })
-				b = appendString(b, 3, m.Agent)
-				b = appendInt(b, 4, int64(m.Tasks))
-				b = appendUint(b, 5, m.Seq)
-				return appendUint(b, 6, m.LastClaim)
-			})
-		})
-	default:
-		var num protowire.Number
-		var obj proto.Message
-		switch {
-		case c.Task != nil:
-			num, obj = 1, c.Task.Proto()
-		case c.Job != nil:
-			num, obj = 2, c.Job.Proto()
-		case c.Machine != nil:
-			num, obj = 3, c.Machine.Proto()
-		case c.Offer != nil:
-			num, obj = 8, c.Offer.Proto()
-		case c.Quota != nil:
-			num, obj = 9, c.Quota.Proto()
-		}
-		if obj != nil {
-			b = protowire.AppendTag(b, num, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(proto.Size(obj)))
-			if b, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(b, obj); err != nil {
-				return nil, err
-			}
+	case isPartial:
+		b = protowire.AppendTag(b, k.field, protowire.BytesType)
+		b = appendLen(b, func(b []byte) []byte { return k.appendPartial(b, c) })
+	case k != nil:
+		obj := k.message(c)
+		b = protowire.AppendTag(b, k.field, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(proto.Size(obj)))
+		var err error
+		if b, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(b, obj); err != nil {
+			return nil, err
 		}
 	}
 	if c.Deleted {
@@ -240,7 +203,7 @@ func appendChange(b []byte, c *Change, partial bool) ([]byte, error) {
 		b = protowire.AppendTag(b, 6, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
-	if c.Task != nil && c.PrevState != 0 {
+	if k != nil && k.prevState && c.PrevState != 0 {
 		b = protowire.AppendTag(b, 7, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(c.PrevState))
 	}

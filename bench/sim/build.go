@@ -214,8 +214,8 @@ func (c *Config) Validate() error {
 	for i, s := range c.Schedulers {
 		f := fmt.Sprintf("Schedulers[%d]", i)
 		switch {
-		case !slices.Contains(schedulers.Kinds(), s.Kind):
-			return bad(f+".Kind", strconv.Quote(s.Kind), "a registered scheduler kind (%s)", strings.Join(schedulers.Kinds(), ", "))
+		case !slices.Contains(SchedulerKinds(), s.Kind):
+			return bad(f+".Kind", strconv.Quote(s.Kind), "a registered scheduler kind (%s)", strings.Join(SchedulerKinds(), ", "))
 		case kinds[s.Kind]:
 			return bad(f+".Kind", strconv.Quote(s.Kind), "each kind listed once (count its instances in Count)")
 		case s.Count < 1 || s.Count > MaxSchedulersPerKind:
@@ -226,7 +226,7 @@ func (c *Config) Validate() error {
 			return bad(f+".TTask", s.TTask, "a per-task decision time from 0 to %v", MaxTTask)
 		}
 		// The parameters, as Build will make the scheduler of them.
-		if _, err := schedulers.New(s.Kind, c.params(s)); err != nil {
+		if _, err := NewScheduler(s.Kind, c.params(s)); err != nil {
 			return bad(f+".Params", fmt.Sprint(s.Params), "parameters the %s scheduler takes (%v)", s.Kind, err)
 		}
 		kinds[s.Kind] = true
@@ -452,7 +452,7 @@ func BuildCell(ctx context.Context, cfg Config, cell Cell) (*Sim, error) {
 	var runners []*schedulers.Runner
 	for _, spec := range cfg.Schedulers {
 		for i := range spec.Count {
-			s, err := schedulers.New(spec.Kind, cfg.params(spec))
+			s, err := NewScheduler(spec.Kind, cfg.params(spec))
 			if err != nil {
 				return nil, err
 			}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/omega-cell/omega/bench/sim"
 	"github.com/omega-cell/omega/bench/workload"
-	"github.com/omega-cell/omega/schedulers"
 )
 
 // The bounds every command checks its settings against before it creates
@@ -148,7 +147,7 @@ func parseSchedulers(p *problems, name, s string) map[string]int {
 	counts := map[string]int{}
 	ok := true
 	for _, e := range es {
-		if _, err := schedulers.New(e.kind, nil); err != nil {
+		if _, err := sim.NewScheduler(e.kind, nil); err != nil {
 			p.add(name, e.kind+"="+e.value, "%v", err)
 			ok = false
 			continue
@@ -179,8 +178,8 @@ func parseDurations(p *problems, name, s string, max time.Duration, what string)
 	}
 	out := map[string]time.Duration{}
 	for _, e := range es {
-		if !slices.Contains(schedulers.Kinds(), e.kind) {
-			p.add(name, e.kind+"="+e.value, "no scheduler kind %q (registered: %v)", e.kind, schedulers.Kinds())
+		if !slices.Contains(sim.SchedulerKinds(), e.kind) {
+			p.add(name, e.kind+"="+e.value, "no scheduler kind %q (registered: %v)", e.kind, sim.SchedulerKinds())
 			continue
 		}
 		d, err := time.ParseDuration(e.value)

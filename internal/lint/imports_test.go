@@ -30,8 +30,9 @@ var mayImport = map[string][]string{
 	// The typed errors as gRPC statuses: the only client piece that links gRPC.
 	"client/transport/grpcerr": {"api/omega/v1", "txn", "client/transport"},
 	"client/transport/rawgrpc": {},
-	// The conformance suite opens stores for the backends it tests.
-	"client/transport/transporttest": {"api/omega/v1", "txn", "client/transport", "store"},
+	// The conformance suite opens stores for the backends it tests, and
+	// commits the randomized history (storekit.Driver) through them.
+	"client/transport/transporttest": {"api/omega/v1", "txn", "client/transport", "store", "internal/testkit/storekit"},
 	"client":                         {"api/omega/v1", "txn", "client/transport"},
 	"schedulers":                     {"api/omega/v1", "txn", "client", "client/transport"},
 	"agents":                         {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap", "internal/minheap"},

@@ -48,6 +48,7 @@ func Run(t *testing.T, backend Backend) {
 		{"Lifecycle", testLifecycle},
 		{"Offers", testOffers},
 		{"Quotas", testQuotas},
+		{"RandomHistory", testRandomHistory},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, backend) })
 	}
