@@ -140,13 +140,12 @@ func (h *harness) startCore() {
 	h.t.Cleanup(core.Close)
 }
 
-// restartAgent is the agent's restart: the old core goes, the executor
-// adopts the processes as a new one over the same directory would, and a
-// new core reconciles them with the cell; what the agent knew in memory
-// (probes out, answers) is lost.
-func (h *harness) restartAgent() {
+// startAgent is a new agent process over the executor's processes: the
+// executor adopts them as a new one over the same directory would, and a
+// new core reconciles them with the cell; what the old agent knew in
+// memory (probes out, answers) is gone. The old core must be closed.
+func (h *harness) startAgent() {
 	h.t.Helper()
-	h.core.Close()
 	h.x.Reopen()
 	h.probes, h.answers = map[uuid.UUID]Probe{}, nil
 	h.startCore()

@@ -96,10 +96,8 @@ func TestScripts(t *testing.T) {
 					if c.Name == "restart-agent" {
 						h.core.Close()
 					}
-					h.x.Reopen()
-					h.probes, h.answers = map[uuid.UUID]Probe{}, nil
 					h.x.Events()
-					h.startCore()
+					h.startAgent()
 					stopped = false
 					h.events(&b)
 					h.reports(&b) // none: the first step reports
