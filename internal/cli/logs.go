@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,7 +17,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/omega-cell/omega/agents/process"
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -41,60 +38,6 @@ cell's server which tokens it accepts, so give it those of the people who may re
 logs (the server's --tokens file works as it is). Without the file, anyone who
 reaches the address reads every task's output: keep it on loopback. The endpoint
 is plain HTTP, tokens included: across hosts, on a network you trust.`
-
-// startAgentLogs starts the agent's log endpoint on f.http, over its tasks'
-// directories, and returns it with the URL to publish ("", nil without
-// one). advertise is the host published for an address of every
-// interface.
-func startAgentLogs(f agentFlags, advertise string, logger *slog.Logger) (*process.LogListener, string, error) {
-	if f.http == "" {
-		if f.logsTokenFile != "" {
-			return nil, "", errors.New("--logs-token-file: there is no log endpoint (--http is empty)")
-		}
-		logger.Info("no log endpoint (--http is empty): omega logs cannot read this machine's tasks")
-		return nil, "", nil
-	}
-	s := &process.LogServer{Dir: filepath.Join(f.data, "tasks")}
-	if f.logsTokenFile != "" {
-		toks, err := process.LoadLogTokens(f.logsTokenFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("--logs-token-file: %w", err)
-		}
-		s.Tokens = toks
-	}
-	l, err := process.ListenLogs(f.http, s)
-	if err != nil {
-		return nil, "", fmt.Errorf("--http: %w", err)
-	}
-	if host, _, err := net.SplitHostPort(advertise); err == nil {
-		advertise = host
-	}
-	u := l.URL(advertise)
-	switch {
-	case len(s.Tokens) > 0:
-		logger.Info("listening", "logs", u, "tokens", len(s.Tokens))
-	case l.Loopback():
-		logger.Info("listening", "logs", u, "access", "open (loopback, no --logs-token-file)")
-	default:
-		logger.Warn("THE TASKS' LOGS ARE OPEN: anyone who reaches this address reads them (no --logs-token-file)", "logs", u)
-	}
-	return l, u, nil
-}
-
-// withLogsAnnotation is meta (copied: the view's is shared) with the
-// omega.io/logs annotation set to u, or removed if u is empty.
-func withLogsAnnotation(meta *omegav1.ObjectMeta, u string) *omegav1.ObjectMeta {
-	m := proto.Clone(meta).(*omegav1.ObjectMeta)
-	if u == "" {
-		delete(m.Annotations, process.LogsAnnotation)
-		return m
-	}
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
-	}
-	m.Annotations[process.LogsAnnotation] = u
-	return m
-}
 
 func newLogsCmd() *cobra.Command {
 	var cf cellFlags

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/omega-cell/omega/agents/process"
-	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 )
 
 // streamLogs against an agent's endpoint: the output, and errors that say
@@ -78,20 +77,4 @@ func closedAddr(t *testing.T) string {
 	a := srv.Listener.Addr().String()
 	srv.Close()
 	return a
-}
-
-// withLogsAnnotation sets or removes the annotation on a copy: the view's
-// object is shared and never written.
-func TestWithLogsAnnotation(t *testing.T) {
-	orig := &omegav1.ObjectMeta{Name: "m1", Annotations: map[string]string{"keep": "1", process.LogsAnnotation: "http://old:1"}}
-	m := withLogsAnnotation(orig, "http://new:2")
-	if m.Annotations[process.LogsAnnotation] != "http://new:2" || m.Annotations["keep"] != "1" || orig.Annotations[process.LogsAnnotation] != "http://old:1" {
-		t.Fatalf("set: %v, the original %v", m.Annotations, orig.Annotations)
-	}
-	if m := withLogsAnnotation(orig, ""); len(m.Annotations) != 1 || len(orig.Annotations) != 2 {
-		t.Fatalf("removed: %v, the original %v", m.Annotations, orig.Annotations)
-	}
-	if m := withLogsAnnotation(&omegav1.ObjectMeta{Name: "m2"}, "http://x:3"); m.Annotations[process.LogsAnnotation] != "http://x:3" {
-		t.Fatalf("on a machine without annotations: %v", m.Annotations)
-	}
 }

@@ -38,6 +38,10 @@ var mayImport = map[string][]string{
 	"agents":                         {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap", "internal/minheap"},
 	// The process executor: live code beside the agent core.
 	"agents/process": {"api/omega/v1", "txn", "agents"},
+	// The agent's runtime: its core (decision code) over the process
+	// executor, and Run, the live code around it; the gRPC transport and the
+	// gossip membership are the command line's to hand in.
+	"agents/live": {"api/omega/v1", "txn", "client", "client/transport", "agents", "agents/process", "internal/hostinfo"},
 	// The job controller: a client of the cell like the agents.
 	"jobs": {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap"},
 	// A map keyed by uuid, for the components' large per-object maps.
@@ -66,7 +70,7 @@ var mayImport = map[string][]string{
 // remoteOnly are the packages a scheduler or agent binary that talks to a
 // remote store links: none of them may pull in the store or pebble, at any
 // depth (the in-process transport is client/inproc, of its own).
-var remoteOnly = []string{"client", "client/transport", "schedulers", "schedulers/live", "agents", "jobs"}
+var remoteOnly = []string{"client", "client/transport", "schedulers", "schedulers/live", "agents", "agents/live", "jobs"}
 
 // grpcRemote is the gRPC transport a remote component adds to them: it may
 // link gRPC, never the store.
