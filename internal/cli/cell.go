@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,9 +22,9 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
-	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/objfile"
+	"github.com/omega-cell/omega/jobs"
 	"github.com/omega-cell/omega/labels"
 	"github.com/omega-cell/omega/txn"
 )
@@ -66,7 +65,11 @@ in the file names its line, column and field.`,
 			if err != nil {
 				return err
 			}
-			if err := completeJob(file, job); err != nil {
+			if err := jobs.Complete(job); err != nil {
+				var fe *jobs.FieldError
+				if errors.As(err, &fe) {
+					return &objfile.Error{File: file, Path: fe.Path, Why: fe.Why}
+				}
 				return err
 			}
 			ctx := cmd.Context()
@@ -75,7 +78,10 @@ in the file names its line, column and field.`,
 				return err
 			}
 			defer tr.Close()
-			uid, n, err := submit(ctx, c, job, replace, time.Now())
+			uid, n, err := jobs.Submit(ctx, c, job, replace, time.Now().UnixNano())
+			if errors.Is(err, jobs.ErrNameInUse) {
+				return fmt.Errorf("%w: use --replace to kill it and submit this one", err)
+			}
 			if err != nil {
 				return err
 			}
@@ -87,90 +93,6 @@ in the file names its line, column and field.`,
 	cf.register(cmd.Flags())
 	cmd.Flags().BoolVar(&replace, "replace", false, "kill a live job of the same name and submit this one in its place")
 	return cmd
-}
-
-// completeJob checks what a job file must say and fills what it may leave
-// out: the kind (batch), the scheduler (the kind's name), one replica, the
-// template's restart policy (the kind's, txn.DefaultRestartPolicy). The
-// default is made explicit here, on the job, rather than by the builder of
-// its tasks (txn.JobTasks copies the template verbatim): the live job says
-// what its tasks do, and every task built from it, submission's and the
-// MapReduce scheduler's workers alike, says the same.
-func completeJob(file string, j *omegav1.Job) error {
-	bad := func(path, why string) error { return &objfile.Error{File: file, Path: path, Why: why} }
-	if j.GetMeta().GetName() == "" {
-		return bad("meta.name", "required: jobs are named (uniquely among live jobs)")
-	}
-	if j.GetMeta().GetUid() != "" {
-		return bad("meta.uid", "the cell gives uids: leave it out")
-	}
-	if j.Spec == nil {
-		j.Spec = &omegav1.JobSpec{}
-	}
-	sp := j.Spec
-	if sp.Kind == omegav1.JobKind_JOB_KIND_UNSPECIFIED {
-		sp.Kind = omegav1.JobKind_JOB_KIND_BATCH
-	}
-	if sp.Scheduler == "" {
-		sp.Scheduler = strings.TrimPrefix(strings.ToLower(sp.Kind.String()), "job_kind_")
-	}
-	if sp.Replicas == 0 {
-		sp.Replicas = 1
-	}
-	switch {
-	case sp.Replicas < 0 || sp.Replicas > 50_000:
-		return bad("spec.replicas", fmt.Sprintf("%d: want 1 to 50000 (a job and its tasks are one transaction, under the store's size limit)", sp.Replicas))
-	case sp.GetTemplate().GetResources().GetCpuMillis() <= 0 && sp.GetTemplate().GetResources().GetMemoryBytes() <= 0:
-		return bad("spec.template.resources", "required: what each task needs (cpu, memory)")
-	}
-	if sp.Template.RestartPolicy == omegav1.RestartPolicy_RESTART_POLICY_UNSPECIFIED {
-		sp.Template.RestartPolicy = txn.DefaultRestartPolicy(sp.Kind)
-	}
-	return nil
-}
-
-// submit creates the job and its tasks in one transaction, after a check
-// that no live job has its name (with replace, that job is killed in the
-// same transaction). It returns the job's uid and how many tasks it made.
-func submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace bool, now time.Time) (uuid.UUID, int, error) {
-	name := job.GetMeta().GetName()
-	var uid uuid.UUID
-	n := 0
-	_, err := c.Transact(ctx, func(v client.View) (*txn.Txn, error) {
-		tx := c.NewTxn(v)
-		tx.UnixNanos = now.UnixNano()
-		var live []*txn.Job
-		v.RangeJobs(func(j *txn.Job) bool {
-			if j.Name() == name && !j.Finished() {
-				live = append(live, j)
-			}
-			return true
-		})
-		if len(live) > 0 && !replace {
-			return nil, fmt.Errorf("job %q is live (uid %s): use --replace to kill it and submit this one", name, live[0].UID)
-		}
-		for _, old := range live {
-			tx.Ops = append(tx.Ops, killOps(v, old, "replaced by a new submission", now)...)
-		}
-		uid = c.NewUID()
-		j := proto.Clone(job).(*omegav1.Job)
-		j.Meta.Uid = uid.String()
-		j.Spec.SubmitUnixNanos = now.UnixNano()
-		tx.Ops = append(tx.Ops, txn.CreateJob(j))
-		n = 0
-		if j.Spec.Kind != omegav1.JobKind_JOB_KIND_MAPREDUCE {
-			of := txn.NewJobTasks(uid, name, j.Spec) // one spec for all: a spec is never written
-			for i := range j.Spec.Replicas {
-				tx.Ops = append(tx.Ops, txn.CreateTask(of.Task(c.NewUID(), fmt.Sprintf("%s-%d", name, i))))
-				n++
-			}
-		}
-		return tx, nil
-	})
-	if err != nil {
-		return uuid.Nil, 0, fmt.Errorf("submit job %q: %w", name, err)
-	}
-	return uid, n, nil
 }
 
 func newGetCmd() *cobra.Command {
@@ -388,21 +310,6 @@ func bytesH(b int64) string {
 // killOps are the operations that kill a job: the job KILLED with why, and
 // its tasks not yet terminal KILLED (their machines freed in the same
 // commit; their agents stop them).
-func killOps(v client.View, j *txn.Job, why string, now time.Time) []txn.Op {
-	p := j.Proto()
-	prev := p.Status // the state's, shared: not written
-	p.Status = &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_KILLED, Message: why, FinishUnixNanos: now.UnixNano(),
-		Succeeded: prev.GetSucceeded(), Failed: prev.GetFailed()}
-	ops := []txn.Op{txn.PutJob(p, j.Version)}
-	v.RangeTasks(func(t *txn.Task) bool {
-		if t.Job == j.UID && !t.Terminal() {
-			ops = append(ops, txn.SetStatus(t.UID, omegav1.TaskState_TASK_STATE_KILLED, t.Version, why))
-		}
-		return true
-	})
-	return ops
-}
-
 func newKillCmd() *cobra.Command {
 	var cf cellFlags
 	cmd := &cobra.Command{
@@ -420,33 +327,7 @@ the processes (SIGTERM, then SIGKILL after the grace period).`,
 				return err
 			}
 			defer tr.Close()
-			name := args[0]
-			var killed *txn.Job
-			_, err = c.Transact(ctx, func(v client.View) (*txn.Txn, error) {
-				var hits []*txn.Job
-				v.RangeJobs(func(j *txn.Job) bool {
-					if !j.Finished() && (j.Name() == name || strings.HasPrefix(j.UID.String(), name)) {
-						hits = append(hits, j)
-					}
-					return true
-				})
-				switch len(hits) {
-				case 0:
-					return nil, fmt.Errorf("%q: no live job of that name or uid prefix", name)
-				case 1:
-				default:
-					var b strings.Builder
-					for _, j := range hits {
-						fmt.Fprintf(&b, "\n  %s  %s", j.UID, j.Name())
-					}
-					return nil, fmt.Errorf("%q is ambiguous: %d live jobs match%s", name, len(hits), b.String())
-				}
-				killed = hits[0]
-				tx := c.NewTxn(v)
-				tx.UnixNanos = time.Now().UnixNano()
-				tx.Ops = killOps(v, killed, "killed by omega kill", time.Now())
-				return tx, nil
-			})
+			killed, err := jobs.Kill(ctx, c, args[0], "killed by omega kill", time.Now().UnixNano())
 			if err != nil {
 				return fmt.Errorf("kill: %w", err)
 			}
