@@ -47,6 +47,9 @@ var mayImport = map[string][]string{
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
 	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
+	// The cell's gossip membership: the metadata codec, profiles, key and
+	// joins every component shares (memberlist and uuid, nothing of ours).
+	"membership": {},
 	// Hand-written object files, for the CLI.
 	"internal/objfile": {"api/omega/v1"},
 	// Label selectors: below everything that evaluates them.
@@ -63,7 +66,7 @@ var mayImport = map[string][]string{
 // remoteOnly are the packages a scheduler or agent binary that talks to a
 // remote store links: none of them may pull in the store or pebble, at any
 // depth (the in-process transport is client/inproc, of its own).
-var remoteOnly = []string{"client", "client/transport", "schedulers", "schedulers/live", "agents", "jobs"}
+var remoteOnly = []string{"client", "client/transport", "schedulers", "schedulers/live", "agents", "jobs", "membership"}
 
 // grpcRemote is the gRPC transport a remote component adds to them: it may
 // link gRPC, never the store.
