@@ -46,7 +46,9 @@ var mayImport = map[string][]string{
 	"internal/vmap":    {"internal/pmap"},
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
-	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
+	// The gossip bridge turns the membership's events into the driver's
+	// members.
+	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers", "membership"},
 	// The cell's gossip membership: the metadata codec, profiles, key and
 	// joins every component shares (memberlist and uuid, nothing of ours).
 	"membership": {},
