@@ -26,6 +26,7 @@ import (
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/internal/hostinfo"
 	"github.com/omega-cell/omega/internal/objfile"
+	"github.com/omega-cell/omega/membership"
 	"github.com/omega-cell/omega/server"
 	"github.com/omega-cell/omega/txn"
 )
@@ -496,7 +497,12 @@ func exitText(e *omegav1.ExitStatus) string {
 }
 
 func joinMembership(f agentFlags, uid uuid.UUID, logger *slog.Logger) (*memberlist.Memberlist, error) {
-	ml, err := startGossip(f.name, f.gossip, f.join, f.gossipOpts, uid[:], nil)
+	cfg, err := f.gossipOpts.config()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Name, cfg.Bind, cfg.Join, cfg.Meta = f.name, f.gossip, []string{f.join}, membership.Agent(uid)
+	ml, err := membership.Start(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -528,11 +534,4 @@ func newTaskShimCmd() *cobra.Command {
 
 // serverAlive reports whether the server is a live member of the agent's
 // view of the membership.
-func serverAlive(ml *memberlist.Memberlist) bool {
-	for _, n := range ml.Members() {
-		if n.Name == "omega-server" {
-			return true
-		}
-	}
-	return false
-}
+func serverAlive(ml *memberlist.Memberlist) bool { return membership.ServerAlive(ml) }

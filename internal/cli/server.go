@@ -23,6 +23,7 @@ import (
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/jobs"
+	"github.com/omega-cell/omega/membership"
 	"github.com/omega-cell/omega/server"
 	"github.com/omega-cell/omega/store"
 )
@@ -115,8 +116,8 @@ must present a certificate that CA signed.`,
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7070", "gRPC address")
 	cmd.Flags().StringVar(&f.http, "http", "127.0.0.1:7071", "HTTP address for /metrics and /healthz (empty: none)")
 	cmd.Flags().DurationVar(&f.drain, "drain", 30*time.Second, "on SIGTERM, how long the commits in flight may take before the server stops anyway")
-	cmd.Flags().StringVar(&f.gossipProfile, "gossip-profile", "lan", gossipProfileHelp)
-	cmd.Flags().StringVar(&f.gossipKeyFile, "gossip-key-file", "", gossipKeyHelp)
+	cmd.Flags().StringVar(&f.gossipProfile, "gossip-profile", "lan", membership.ProfileHelp)
+	cmd.Flags().StringVar(&f.gossipKeyFile, "gossip-key-file", "", membership.KeyHelp)
 	cmd.Flags().StringVar(&f.gossip, "gossip", "", "gossip membership address agents join (memberlist, LAN defaults; empty: no membership)")
 	cmd.Flags().DurationVar(&f.grace, "agent-grace", 30*time.Second, "with --gossip: how long after the start a machine UP may go without its agent joining before it goes DOWN")
 	cmd.Flags().DurationVar(&f.retention, "retention", 15*time.Minute, "how long finished tasks and jobs stay in the cell")
@@ -218,7 +219,7 @@ func runServer(ctx context.Context, stopNow <-chan struct{}, f serverFlags, stde
 	}
 	var members *server.Membership
 	if f.gossip != "" {
-		if members, err = server.StartMembershipWith(st, f.gossip, f.gossipProfile, gossipKey, f.grace, log); err != nil {
+		if members, err = server.StartMembershipWith(st, membership.Config{Bind: f.gossip, Profile: f.gossipProfile, Key: gossipKey}, f.grace, log); err != nil {
 			lis.Close()
 			closeStore()
 			return fmt.Errorf("--gossip: %w", err)
