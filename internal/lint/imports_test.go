@@ -62,7 +62,8 @@ var mayImport = map[string][]string{
 	// The gRPC transport: live code, linking gRPC but never the store.
 	"client/remote": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "client/transport", "client/transport/grpcerr", "client/transport/rawgrpc"},
 	// The store served over gRPC.
-	"server": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "store", "labels", "agents", "client/transport", "client/transport/grpcerr", "client/transport/rawgrpc", "membership"},
+	// (Run assembles it with the job controller, an in-process client.)
+	"server": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "store", "labels", "agents", "client", "client/transport", "client/inproc", "client/transport/grpcerr", "client/transport/rawgrpc", "jobs", "membership"},
 }
 
 // remoteOnly are the packages a scheduler or agent binary that talks to a
