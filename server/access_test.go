@@ -110,15 +110,3 @@ func TestAuthorize(t *testing.T) {
 		t.Fatalf("agent component %q", c)
 	}
 }
-
-func TestMemberlistConfig(t *testing.T) {
-	lan, _ := server.MemberlistConfig("lan")
-	wan, _ := server.MemberlistConfig("wan")
-	local, _ := server.MemberlistConfig("local")
-	if !(local.ProbeInterval <= lan.ProbeInterval && lan.ProbeInterval < wan.ProbeInterval) {
-		t.Fatalf("probe intervals local %v, lan %v, wan %v", local.ProbeInterval, lan.ProbeInterval, wan.ProbeInterval)
-	}
-	if _, err := server.MemberlistConfig("fast"); err == nil || !strings.Contains(err.Error(), `"fast"`) {
-		t.Fatalf("a bad profile: %v", err)
-	}
-}

@@ -2,16 +2,9 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
-	"net"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +13,7 @@ import (
 
 	"github.com/omega-cell/omega/agents"
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/membership"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -29,8 +23,8 @@ import (
 const MembershipComponent = "server/membership"
 
 // Membership is the server's side of the cell's gossip membership
-// (github.com/hashicorp/memberlist, LAN defaults): agents join it with
-// their machine's uid as their node's metadata. When the membership
+// (package membership; memberlist, LAN defaults): agents join it with
+// their machine's uid in their node's metadata (membership.Agent). When the membership
 // declares an agent dead (or it leaves), the server commits its machine's
 // death — DOWN, its tasks LOST — as agents.MachineDownFromView writes it;
 // when the agent is back (a join, or an update of its node), its machine
@@ -103,77 +97,23 @@ func (e *nodeEvents) take() []memberlist.NodeEvent {
 }
 
 // StartMembership binds the gossip membership on bind (host:port; port 0
-// picks one) and follows its events. grace is how long machines UP at the
-// start may go without their agent joining.
+// picks one), with memberlist's LAN defaults and no key, and follows its
+// events. grace is how long machines UP at the start may go without their
+// agent joining.
 func StartMembership(st *store.Store, bind string, grace time.Duration, logger *slog.Logger) (*Membership, error) {
-	return StartMembershipWith(st, bind, "lan", nil, grace, logger)
+	return StartMembershipWith(st, membership.Config{Bind: bind}, grace, logger)
 }
 
-// GossipKey reads a gossip key file: the key in base64 (16, 24 or 32
-// bytes: AES-128, -192 or -256), as `openssl rand -base64 32` writes one.
-// Every member of the cell needs the same key; a member without it, or
-// with another, is not let in, and its messages are not read.
-func GossipKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("gossip key: %w", err)
-	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil {
-		return nil, fmt.Errorf("gossip key %s: not base64: %v", path, err)
-	}
-	switch len(key) {
-	case 16, 24, 32:
-		return key, nil
-	}
-	return nil, fmt.Errorf("gossip key %s: %d bytes: want 16, 24 or 32 (openssl rand -base64 32)", path, len(key))
-}
-
-// GossipProfiles are the memberlist profiles a member may run with:
-// memberlist's own defaults for a LAN (the cell's default: failure
-// detection in a few seconds), a WAN (slower, more tolerant), and one
-// host (loopback: faster).
-var GossipProfiles = []string{"lan", "wan", "local"}
-
-// MemberlistConfig is memberlist's default configuration for a profile.
-func MemberlistConfig(profile string) (*memberlist.Config, error) {
-	switch profile {
-	case "", "lan":
-		return memberlist.DefaultLANConfig(), nil
-	case "wan":
-		return memberlist.DefaultWANConfig(), nil
-	case "local":
-		return memberlist.DefaultLocalConfig(), nil
-	}
-	return nil, fmt.Errorf("gossip profile %q: want lan, wan or local", profile)
-}
-
-// StartMembershipWith is StartMembership with memberlist's defaults for
-// profile (MemberlistConfig) and, if key is set, the gossip encrypted and
-// authenticated with it (GossipKey).
-func StartMembershipWith(st *store.Store, bind, profile string, key []byte, grace time.Duration, logger *slog.Logger) (*Membership, error) {
-	host, port, err := net.SplitHostPort(bind)
-	if err != nil {
-		return nil, fmt.Errorf("gossip address %q: %w", bind, err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return nil, fmt.Errorf("gossip address %q: port: %w", bind, err)
-	}
+// StartMembershipWith is StartMembership with the member's configuration
+// (its bind address, profile, key, transport): its Name, Meta, Events and
+// Join are the server's own (membership.ServerName, membership.Server(),
+// the follower, none) whatever cfg says.
+func StartMembershipWith(st *store.Store, cfg membership.Config, grace time.Duration, logger *slog.Logger) (*Membership, error) {
 	m := &Membership{st: st, log: logger, events: newNodeEvents(), stop: make(chan struct{})}
-	cfg, err := MemberlistConfig(profile)
-	if err != nil {
+	cfg.Name, cfg.Meta, cfg.Events, cfg.Join = membership.ServerName, membership.Server(), m.events, nil
+	var err error
+	if m.ml, err = membership.Start(cfg); err != nil {
 		return nil, err
-	}
-	cfg.SecretKey = key
-	cfg.Name = "omega-server"
-	cfg.BindAddr, cfg.BindPort = host, p
-	// The advertised address is the bound one (memberlist works it out, port 0
-	// included); the LAN defaults would advertise port 7946 whatever the bind.
-	cfg.Events = m.events
-	cfg.Logger = log.New(io.Discard, "", 0)
-	if m.ml, err = memberlist.Create(cfg); err != nil {
-		return nil, fmt.Errorf("gossip membership on %s: %w", bind, err)
 	}
 	m.done.Add(1)
 	go m.follow(grace)
@@ -202,10 +142,7 @@ func StartMembershipWith(st *store.Store, bind, profile string, key []byte, grac
 }
 
 // Addr is the gossip address agents join.
-func (m *Membership) Addr() string {
-	n := m.ml.LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-}
+func (m *Membership) Addr() string { return membership.Addr(m.ml) }
 
 // Close leaves the membership and stops following it.
 func (m *Membership) Close() error {
@@ -214,9 +151,12 @@ func (m *Membership) Close() error {
 	return m.ml.Shutdown()
 }
 
+// machineOf is the machine of an agent's node (its metadata in the
+// current form or the legacy one); false for any other member (the
+// server, a scheduler, metadata this version does not read).
 func machineOf(n *memberlist.Node) (uuid.UUID, bool) {
-	u, err := uuid.FromBytes(n.Meta)
-	return u, err == nil && u != uuid.Nil
+	m, err := membership.Decode(n.Meta)
+	return m.Machine, err == nil && m.Role == membership.RoleAgent
 }
 
 func (m *Membership) follow(grace time.Duration) {

@@ -20,6 +20,7 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/internal/testkit/storekit"
+	"github.com/omega-cell/omega/membership"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
@@ -259,4 +260,61 @@ func TestMembershipJoinAndUpdateMoveTheAgentAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMachines(t, st, 30*time.Second, map[uuid.UUID]string{b: "MACHINE_STATE_UP " + here})
+}
+
+// On the in-memory network, the follower reads every member by the
+// metadata codec: an agent of the current version and one of before the
+// codec (its machine's 16 raw bytes) bring their machines UP at their
+// addresses; a scheduler and a member of an unknown version touch no
+// machine; the current agent leaving puts its machine DOWN.
+func TestMembershipReadsEveryMetadataForm(t *testing.T) {
+	st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
+	a, b := testkit.UID('m', 1, 0), testkit.UID('m', 2, 0)
+	down, up := omegav1.MachineState_MACHINE_STATE_DOWN, omegav1.MachineState_MACHINE_STATE_UP
+	putMachines(t, st, machineAt(a, down, ""), machineAt(b, down, ""))
+	net := membership.NewMemNetwork(membership.ServerName, "agent-a", "agent-b", "scheduler/batch/x", "future")
+	t.Cleanup(net.Close)
+	m, err := StartMembershipWith(st, membership.Config{Profile: "local", Transport: net.Transport(membership.ServerName), Tune: membership.Fast}, time.Hour, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	start := func(name string, meta []byte) *memberlist.Memberlist {
+		cfg := memberlist.DefaultLocalConfig()
+		cfg.Name, cfg.Transport, cfg.Delegate = name, net.Transport(name), &metaOf{meta: meta}
+		cfg.Logger = log.New(io.Discard, "", 0)
+		membership.Fast(cfg)
+		ml, err := memberlist.Create(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ml.Shutdown() })
+		if _, err := ml.Join([]string{m.Addr()}); err != nil {
+			t.Fatal(err)
+		}
+		return ml
+	}
+	enc := func(meta membership.Meta) []byte {
+		e, err := meta.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	agentA := start("agent-a", enc(membership.Agent(a)))
+	agentB := start("agent-b", b[:])
+	start("scheduler/batch/x", enc(membership.Scheduler("batch", "x")))
+	start("future", append([]byte{0xCE, 0xA9, 9, 1}, a[:]...)) // version 9 names machine a: not read
+	waitMachines(t, st, 30*time.Second, map[uuid.UUID]string{
+		a: up.String() + " " + agentA.LocalNode().Address(),
+		b: up.String() + " " + agentB.LocalNode().Address(),
+	})
+	if err := agentA.Leave(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	agentA.Shutdown()
+	waitMachines(t, st, 30*time.Second, map[uuid.UUID]string{a: down.String() + " " + agentA.LocalNode().Address()})
+	if n := st.Snapshot().NumMachines(); n != 2 {
+		t.Fatalf("%d machines: a member made one", n)
+	}
 }

@@ -11,12 +11,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/membership"
 )
 
 // Membership is the agent's member of the cell's gossip membership, as the
-// runtime needs it: the gossip code lives elsewhere (the command line hands
-// in what joins it), so that the runtime neither knows the protocol nor
-// links its library. Its methods are called from Run's goroutine.
+// runtime's loop uses it (Run's gossipMember over package membership; the
+// loop's tests may hand in another). Its methods are called from Run's
+// goroutine.
 type Membership interface {
 	// Addr is the member's gossip address (host:port), recorded as the
 	// machine's agent address and kept for the next start.
@@ -66,9 +67,12 @@ type Config struct {
 	// that comes back at another address is a new member and the old one is
 	// declared dead (its machine DOWN).
 	Gossip string
-	// Join creates the agent's member on bind and joins the cell's
-	// membership, for machine. Required.
-	Join func(machine uuid.UUID, bind string) (Membership, error)
+	// Membership is how the agent's member joins the cell's gossip
+	// membership: its Join (the server's gossip address; required), Profile
+	// and Key. Run sets the rest: the member's name (Name), its bind
+	// address (Gossip, or the one kept in Data) and its metadata (the
+	// machine's uid, membership.Agent).
+	Membership membership.Config
 
 	// LogsAddr is where the log endpoint listens (omega logs). Default
 	// (DefaultConfig) 127.0.0.1:0: loopback, a port chosen at start,
@@ -94,7 +98,7 @@ type Config struct {
 }
 
 // DefaultConfig is a Config with every default set; Name, Data, Transport
-// and Join are left for the caller.
+// and Membership.Join are left for the caller.
 func DefaultConfig() Config {
 	return Config{
 		Gossip:   "127.0.0.1:0",
@@ -112,8 +116,8 @@ func (c *Config) Validate() error {
 		return errors.New("agent config: Data is required: the agent's directory")
 	case c.Transport == nil:
 		return errors.New("agent config: Transport is required")
-	case c.Join == nil:
-		return errors.New("agent config: Join is required: the membership")
+	case len(c.Membership.Join) == 0:
+		return errors.New("agent config: Membership.Join is required: the server's gossip address")
 	case c.CPUMillis < 0 || c.MemoryBytes < 0:
 		return fmt.Errorf("agent config: capacity %d millicores, %d bytes: want 0 (the host's) or more", c.CPUMillis, c.MemoryBytes)
 	case c.Tick < 0:

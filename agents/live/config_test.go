@@ -21,7 +21,7 @@ func TestConfigValidate(t *testing.T) {
 		c := DefaultConfig()
 		c.Name, c.Data = "m1", "/tmp/agent"
 		c.Transport = func(uuid.UUID) client.Transport { return nil }
-		c.Join = func(uuid.UUID, string) (Membership, error) { return nil, nil }
+		c.Membership.Join = []string{"127.0.0.1:7946"}
 		return c
 	}
 	if c := ok(); c.Validate() != nil || c.Tick <= 0 || c.Gossip == "" || c.LogsAddr == "" {
@@ -34,7 +34,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Name = "" }, "Name is required"},
 		{func(c *Config) { c.Data = "" }, "Data is required"},
 		{func(c *Config) { c.Transport = nil }, "Transport is required"},
-		{func(c *Config) { c.Join = nil }, "Join is required"},
+		{func(c *Config) { c.Membership.Join = nil }, "Membership.Join is required"},
 		{func(c *Config) { c.CPUMillis = -1 }, "capacity -1 millicores"},
 		{func(c *Config) { c.Tick = -1 }, "Tick -1ns"},
 		{func(c *Config) { c.LogsAddr, c.LogsTokensFile = "", "tokens" }, "LogsTokensFile: there is no log endpoint"},

@@ -15,16 +15,18 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/memberlist"
 
 	"github.com/omega-cell/omega/agents"
 	"github.com/omega-cell/omega/agents/process"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/internal/hostinfo"
+	"github.com/omega-cell/omega/membership"
 )
 
 // Run is a node agent, live: the code around the Core that owns the wall
 // clock, the goroutines and the I/O. It keeps the machine's uid in
-// cfg.Data, connects to the cell, joins the membership (cfg.Join), starts
+// cfg.Data, connects to the cell, joins the membership (cfg.Membership), starts
 // the log endpoint, registers the machine (Register), runs the tasks as
 // processes (agents/process: under their supervisor, confined by cgroup v2
 // where it is delegated, adopting those an earlier agent left running),
@@ -68,7 +70,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	addrFile := filepath.Join(cfg.Data, "gossip.addr")
-	ml, err := cfg.Join(uid, gossipBind(addrFile, cfg.Gossip))
+	ml, err := joinGossip(cfg, uid, gossipBind(addrFile, cfg.Gossip), logger)
 	if err != nil {
 		return err
 	}
@@ -223,4 +225,31 @@ func gossipBind(addrFile, bind string) string {
 		return net.JoinHostPort(h, p)
 	}
 	return bind
+}
+
+// gossipMember is the agent's member of the cell's gossip membership.
+type gossipMember struct {
+	ml   *memberlist.Memberlist
+	join []string
+}
+
+func (m gossipMember) Addr() string      { return m.ml.LocalNode().Address() }
+func (m gossipMember) ServerAlive() bool { return membership.ServerAlive(m.ml) }
+func (m gossipMember) Rejoin() error {
+	_, err := m.ml.Join(m.join)
+	return err
+}
+func (m gossipMember) Close() { m.ml.Shutdown() } // no Leave: a quick restart keeps the machine UP
+
+// joinGossip starts the agent's member on bind, its metadata the machine's
+// uid, and joins the membership at cfg.Membership.Join.
+func joinGossip(cfg Config, machine uuid.UUID, bind string, logger *slog.Logger) (Membership, error) {
+	mc := cfg.Membership
+	mc.Name, mc.Bind, mc.Meta = cfg.Name, bind, membership.Agent(machine)
+	ml, err := membership.Start(mc)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("joined", "membership", mc.Join, "members", ml.NumMembers())
+	return gossipMember{ml: ml, join: mc.Join}, nil
 }

@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/memberlist"
 	"github.com/spf13/cobra"
 
 	"github.com/omega-cell/omega/agents/live"
@@ -19,7 +18,6 @@ import (
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/objfile"
-	"github.com/omega-cell/omega/server"
 )
 
 type agentFlags struct {
@@ -79,11 +77,6 @@ tasks placed on it), watched with the server's machine filter.
 			case f.cpu < 0:
 				return fmt.Errorf("--cpu %v: want a number of cores", f.cpu)
 			}
-			if f.gossipOpts.keyFile != "" {
-				if _, err := server.GossipKey(f.gossipOpts.keyFile); err != nil {
-					return fmt.Errorf("--gossip-key-file: %w", err)
-				}
-			}
 			if f.logsTokenFile != "" && f.http == "" {
 				return errors.New("--logs-token-file: there is no log endpoint (--http is empty)")
 			}
@@ -139,42 +132,17 @@ func agentConfig(f agentFlags, tr *remote.Transport) (live.Config, error) {
 	cfg.LogsAddr, cfg.LogsTokensFile = f.http, f.logsTokenFile
 	cfg.Logger = slog.Default()
 	cfg.Transport = func(machine uuid.UUID) client.Transport { return tr.ForMachine(machine) }
-	cfg.Join = func(machine uuid.UUID, bind string) (live.Membership, error) {
-		f.gossip = bind
-		ml, err := joinMembership(f, machine, cfg.Logger.With("machine", f.name))
-		if err != nil {
-			return nil, err
-		}
-		return agentMember{ml: ml, join: f.join}, nil
+	gc, err := f.gossipOpts.config()
+	if err != nil {
+		return cfg, err
 	}
+	gc.Join = []string{f.join}
+	cfg.Membership = gc
 	return cfg, cfg.Validate()
 }
 
-// agentMember is the agent's gossip member as the runtime takes it.
-type agentMember struct {
-	ml   *memberlist.Memberlist
-	join string
-}
-
-func (m agentMember) Addr() string      { return m.ml.LocalNode().Address() }
-func (m agentMember) ServerAlive() bool { return serverAlive(m.ml) }
-func (m agentMember) Rejoin() error {
-	_, err := m.ml.Join([]string{m.join})
-	return err
-}
-func (m agentMember) Close() { m.ml.Shutdown() } // no Leave: a quick restart keeps the machine UP
-
 // exitText says how a process ended (describe's).
 func exitText(e *omegav1.ExitStatus) string { return live.ExitText(e) }
-
-func joinMembership(f agentFlags, uid uuid.UUID, logger *slog.Logger) (*memberlist.Memberlist, error) {
-	ml, err := startGossip(f.name, f.gossip, f.join, f.gossipOpts, uid[:], nil)
-	if err != nil {
-		return nil, err
-	}
-	logger.Info("joined", "membership", f.join, "members", ml.NumMembers())
-	return ml, nil
-}
 
 func newTaskShimCmd() *cobra.Command {
 	var workdir string
@@ -196,15 +164,4 @@ func newTaskShimCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&workdir, "workdir", "", "the task's working directory (default TASKDIR/work)")
 	return cmd
-}
-
-// serverAlive reports whether the server is a live member of the agent's
-// view of the membership.
-func serverAlive(ml *memberlist.Memberlist) bool {
-	for _, n := range ml.Members() {
-		if n.Name == "omega-server" {
-			return true
-		}
-	}
-	return false
 }

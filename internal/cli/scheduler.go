@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -91,42 +90,23 @@ Without --join an instance takes every job of its kind.`,
 			if err := in.Add(r); err != nil {
 				return err
 			}
-			var members chan []string
+			var members <-chan []string
 			if join != "" {
-				changes := make(memberChanges, 1)
-				ml, err := startGossip("scheduler/"+kind+"/"+name, gossip, join, gf, schedulerMeta(kind, name), changes)
+				gc, err := gf.config()
 				if err != nil {
 					return err
 				}
-				defer ml.Shutdown()
-				defer ml.Leave(time.Second) // the others take this one's jobs at once
-				members = make(chan []string, 1)
-				changes.poke()
-				go func() { // live code: memberlist's events to the driver
-					var last []string
-					for {
-						select {
-						case <-ctx.Done():
-							return
-						case <-changes:
-						}
-						names := instancesOf(ml, kind)
-						if !slices.Contains(names, name) {
-							names = append(names, name) // memberlist lists itself; this is belt and braces
-							slices.Sort(names)
-						}
-						if slices.Equal(names, last) {
-							continue
-						}
-						last = names
-						slog.Info("instances", "kind", kind, "members", names)
-						select { // the newest replaces one not taken yet
-						case <-members:
-						default:
-						}
-						members <- names
-					}
-				}()
+				gc.Bind, gc.Join = gossip, []string{join}
+				m, err := live.JoinMembership(gc, kind, name)
+				if err != nil {
+					return err
+				}
+				mctx, stopMembers := context.WithCancel(ctx)
+				followed := make(chan struct{})
+				go func() { defer close(followed); m.Run(mctx) }() // live code: memberlist's events to the driver
+				defer m.Close(time.Second)                         // the others take this one's jobs at once
+				defer func() { stopMembers(); <-followed }()
+				members = m.Members()
 			}
 			slog.Info("scheduling", "kind", kind, "name", name, "server", cf.server, "revision", c.View().Revision())
 			err = (&live.Driver{Runner: r, Intake: in, Clock: client.RealClock{}, Members: members}).Run(ctx)

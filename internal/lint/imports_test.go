@@ -41,7 +41,7 @@ var mayImport = map[string][]string{
 	// The agent's runtime: its core (decision code) over the process
 	// executor, and Run, the live code around it; the gRPC transport and the
 	// gossip membership are the command line's to hand in.
-	"agents/live": {"api/omega/v1", "txn", "client", "client/transport", "agents", "agents/process", "internal/hostinfo"},
+	"agents/live": {"api/omega/v1", "txn", "client", "client/transport", "agents", "agents/process", "internal/hostinfo", "membership"},
 	// The job controller: a client of the cell like the agents.
 	"jobs": {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap"},
 	// A map keyed by uuid, for the components' large per-object maps.
@@ -53,7 +53,12 @@ var mayImport = map[string][]string{
 	"internal/vmap":   {"internal/pmap"},
 	// Live code: it waits on the real clock (through client.Clock and
 	// context deadlines) around the decision code, which never does.
-	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers"},
+	// The gossip bridge turns the membership's events into the driver's
+	// members.
+	"schedulers/live": {"api/omega/v1", "txn", "client", "client/transport", "schedulers", "membership"},
+	// The cell's gossip membership: the metadata codec, profiles, key and
+	// joins every component shares (memberlist and uuid, nothing of ours).
+	"membership": {},
 	// Hand-written object files, for the CLI.
 	"internal/objfile": {"api/omega/v1"},
 	// Label selectors: below everything that evaluates them.
@@ -64,13 +69,14 @@ var mayImport = map[string][]string{
 	// The gRPC transport: live code, linking gRPC but never the store.
 	"client/remote": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "client/transport", "client/transport/grpcerr", "client/transport/rawgrpc"},
 	// The store served over gRPC.
-	"server": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "store", "labels", "agents", "client/transport", "client/transport/grpcerr", "client/transport/rawgrpc"},
+	// (Run assembles it with the job controller, an in-process client.)
+	"server": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "store", "labels", "agents", "client", "client/transport", "client/inproc", "client/transport/grpcerr", "client/transport/rawgrpc", "jobs", "membership"},
 }
 
 // remoteOnly are the packages a scheduler or agent binary that talks to a
 // remote store links: none of them may pull in the store or pebble, at any
 // depth (the in-process transport is client/inproc, of its own).
-var remoteOnly = []string{"client", "client/transport", "schedulers", "schedulers/live", "agents", "agents/live", "jobs"}
+var remoteOnly = []string{"client", "client/transport", "schedulers", "schedulers/live", "agents", "agents/live", "jobs", "membership"}
 
 // grpcRemote is the gRPC transport a remote component adds to them: it may
 // link gRPC, never the store.

@@ -1,0 +1,434 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+
+	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/jobs"
+	"github.com/omega-cell/omega/membership"
+	"github.com/omega-cell/omega/store"
+)
+
+// Config is how Run serves a cell: `omega server`'s flags, as a plain
+// struct. Start from DefaultConfig; Run calls Validate.
+type Config struct {
+	// DataDir is the store's directory, created if missing. Required: the
+	// store is durable, every commit synced before it is acknowledged.
+	DataDir string
+	// Listen is the gRPC address (omega.v1.Cell). Default
+	// "127.0.0.1:7070": loopback, so a cell is not open to the network by
+	// accident; port 0 picks one (Ready says which).
+	Listen string
+	// HTTP is the address of /metrics (Prometheus) and /healthz, and of
+	// whatever the caller mounted on Mux. Default "127.0.0.1:7071"; ""
+	// serves no HTTP.
+	HTTP string
+	// Mux is the HTTP mux served on HTTP: a caller may mount handlers on
+	// it before Run (Run adds /metrics and /healthz, so those two paths
+	// are its own). Nil: Run makes one.
+	Mux *http.ServeMux
+	// Drain bounds how long, once ctx is done, the commits in flight may
+	// take before the server stops anyway. Default 30 s: longer than any
+	// commit takes on a healthy disk, shorter than an orchestrator's
+	// patience.
+	Drain time.Duration
+	// StopNow, closed during the drain, cuts it short: the server stops at
+	// once, the commits in flight unacknowledged, and Run returns
+	// ErrDrainCut (the CLI closes it on a second signal). Nil: the drain
+	// runs its course.
+	StopNow <-chan struct{}
+	// Gossip is the gossip membership address agents join (port 0 picks
+	// one); "" runs no membership (default: a cell without agents' liveness,
+	// as in tests and single-host demos).
+	Gossip string
+	// GossipProfile is memberlist's defaults to run with
+	// (membership.Profiles). Default "lan".
+	GossipProfile string
+	// GossipKeyFile, if set, is the cell's gossip key (membership.ReadKey):
+	// the membership encrypted, only members with the key let in. Default
+	// "": in clear, and Run warns.
+	GossipKeyFile string
+	// GossipTransport, if set, carries the gossip instead of UDP and TCP
+	// on Gossip (membership.MemNetwork's in tests).
+	GossipTransport memberlist.Transport
+	// AgentGrace is how long after the start a machine UP may go without
+	// its agent joining the membership before it goes DOWN. Default 30 s:
+	// time for the agents to notice a restarted server and rejoin.
+	AgentGrace time.Duration
+	// Retention is how long finished tasks and jobs stay in the cell.
+	// Default 15 minutes: long enough to look at what just ended.
+	Retention time.Duration
+	// ExpireEvery is how often the store deletes what Retention let go.
+	// Default 10 s: a small fraction of Retention, cheap when nothing ends.
+	ExpireEvery time.Duration
+	// TokensFile names every component's token and role (LoadTokens).
+	// Default "": an open cell, and Run warns.
+	TokensFile string
+	// TLSCert and TLSKey, together, serve the API over TLS; TLSCA, with
+	// them, requires client certificates it signed. Default "": plaintext.
+	TLSCert, TLSKey, TLSCA string
+	// Logger receives the server's log. Nil: slog.Default().
+	Logger *slog.Logger
+	// Ready, if set, is called once, when every listener is bound and the
+	// server serves, with their addresses (port 0 resolved).
+	Ready func(Addrs)
+}
+
+// Addrs are the addresses a server listens on; "" for what it does not
+// serve.
+type Addrs struct {
+	GRPC, HTTP, Gossip string
+}
+
+// DefaultConfig is the configuration `omega server` runs with but for
+// DataDir, which the caller sets.
+func DefaultConfig() Config {
+	return Config{
+		Listen:        "127.0.0.1:7070",
+		HTTP:          "127.0.0.1:7071",
+		Drain:         30 * time.Second,
+		GossipProfile: "lan",
+		AgentGrace:    30 * time.Second,
+		Retention:     15 * time.Minute,
+		ExpireEvery:   10 * time.Second,
+	}
+}
+
+// Validate reports the first field that is wrong, by its name. It reads
+// no file: Run reports a file it cannot read.
+func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Why: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.DataDir == "":
+		return bad("DataDir", "required: the directory of the store")
+	case c.Listen == "":
+		return bad("Listen", "required: the gRPC address")
+	}
+	if _, err := membership.Profile(c.GossipProfile); err != nil {
+		return bad("GossipProfile", "%v", err)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"Drain", c.Drain}, {"Retention", c.Retention}, {"ExpireEvery", c.ExpireEvery}, {"AgentGrace", c.AgentGrace}} {
+		if d.v <= 0 {
+			return bad(d.field, "%v: want a positive duration", d.v)
+		}
+	}
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return bad("TLSCert", "TLSCert and TLSKey go together")
+	case c.TLSCA != "" && c.TLSCert == "":
+		return bad("TLSCA", "needs TLSCert and TLSKey")
+	}
+	return nil
+}
+
+// ConfigError is a Config that Validate refused: the field and why. A
+// command line names its flag instead (Field is the Config field's name).
+type ConfigError struct {
+	Field, Why string
+}
+
+func (e *ConfigError) Error() string { return "server config: " + e.Field + ": " + e.Why }
+
+// ErrDrainCut is Run's error when StopNow cut the drain short: the
+// commits in flight were not acknowledged (their clients cannot tell
+// whether they committed), and the store may not have closed (it reopens
+// as after a crash, with every acknowledged commit).
+var ErrDrainCut = errors.New("stopped at once by a second signal: the drain was cut short, the commits in flight unacknowledged")
+
+// Run serves a cell until ctx is done, then drains and returns nil with
+// the store closed; a failure to start or to serve returns its error,
+// naming what failed. It blocks; its goroutines (gRPC, HTTP, the job
+// controller, expiry, the membership) have all ended when it returns,
+// but for a membership's join of the agents (bounded by memberlist's
+// timeouts) and, after ErrDrainCut, what the drain was cut short on.
+//
+// The drain's order: first the writers in this process (job controller,
+// expiry, the membership), so that the watches end at the last revision
+// there will be and a client resumes from it after the restart; then new
+// commits are refused (unavailable), those in flight finish (within
+// Drain), every watch sends up to the last revision and ends; then HTTP
+// stops and the store closes. StopNow closed at any point of it stops at
+// once (ErrDrainCut).
+func Run(ctx context.Context, c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var gossipKey []byte
+	if c.GossipKeyFile != "" {
+		k, err := membership.ReadKey(c.GossipKeyFile)
+		if err != nil {
+			return fmt.Errorf("GossipKeyFile: %w", err)
+		}
+		gossipKey = k
+	} else if c.Gossip != "" {
+		log.Warn("the gossip membership is not encrypted: any host that reaches --gossip may join it (--gossip-key-file)")
+	}
+	gopts := ServerOptions()
+	if c.TokensFile != "" {
+		toks, err := LoadTokens(c.TokensFile)
+		if err != nil {
+			return fmt.Errorf("TokensFile: %w", err)
+		}
+		gopts = append(gopts, toks.ServerOptions()...)
+		log.Info("access by token", "tokens", toks.Len(), "file", c.TokensFile)
+	} else {
+		log.Warn("THE CELL IS OPEN: no --tokens, so any client that reaches --listen may do anything, as any component")
+	}
+	if c.TLSCert != "" {
+		creds, err := TLS(c.TLSCert, c.TLSKey, c.TLSCA)
+		if err != nil {
+			return err
+		}
+		gopts = append(gopts, creds)
+	} else if c.TokensFile != "" {
+		log.Warn("tokens travel in plaintext: serve with --tls-cert and --tls-key beyond one host")
+	}
+	opts := store.DefaultOptions(c.DataDir)
+	opts.Logger = log
+	opts.Retention = c.Retention
+	opts.JobsManaged = true // the server runs the job controller (below)
+	st, err := store.Open(opts)
+	if err != nil {
+		return fmt.Errorf("open the store in %s: %w", c.DataDir, err)
+	}
+	closeStore := func() error {
+		if err := st.Close(); err != nil {
+			return fmt.Errorf("close the store: %w", err)
+		}
+		return nil
+	}
+	lis, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		closeStore()
+		return fmt.Errorf("listen %s: %w", c.Listen, err)
+	}
+	var addrs Addrs
+	addrs.GRPC = lis.Addr().String()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc := New(st)
+	svc.Metrics = NewMetrics(reg, st)
+	g := grpc.NewServer(gopts...)
+	svc.Register(g)
+
+	var web *http.Server
+	if c.HTTP != "" {
+		hl, err := net.Listen("tcp", c.HTTP)
+		if err != nil {
+			lis.Close()
+			closeStore()
+			return fmt.Errorf("http %s: %w", c.HTTP, err)
+		}
+		mux := c.Mux
+		if mux == nil {
+			mux = http.NewServeMux()
+		}
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprintf(w, "ok revision %d\n", st.Revision())
+		})
+		web = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go web.Serve(hl)
+		addrs.HTTP = hl.Addr().String()
+		log.Info("listening", "http", addrs.HTTP)
+	}
+	var members *Membership
+	if c.Gossip != "" || c.GossipTransport != nil {
+		mc := membership.Config{Bind: c.Gossip, Profile: c.GossipProfile, Key: gossipKey, Transport: c.GossipTransport}
+		if members, err = StartMembershipWith(st, mc, c.AgentGrace, log); err != nil {
+			lis.Close()
+			if web != nil {
+				web.Close()
+			}
+			closeStore()
+			return fmt.Errorf("gossip: %w", err)
+		}
+		addrs.Gossip = members.Addr()
+		log.Info("listening", "gossip", addrs.Gossip)
+	}
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(lis) }()
+	// The job controller: a client of the store like any other, in this
+	// process, writing the jobs' status from their tasks once a second.
+	jc, err := startJobController(ctx, st)
+	if err != nil {
+		g.Stop()
+		if members != nil {
+			members.Close()
+		}
+		if web != nil {
+			web.Close()
+		}
+		closeStore()
+		return fmt.Errorf("job controller: %w", err)
+	}
+	expiring := make(chan struct{})
+	expired := make(chan struct{})
+	controlled := make(chan struct{})
+	go func() {
+		defer close(controlled)
+		defer jc.Close()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-expiring:
+				return
+			case now := <-t.C:
+				if _, err := jc.Tick(context.Background(), now.UnixNano()); err != nil {
+					log.Error("job controller", "err", err)
+				}
+			}
+		}
+	}()
+	go func() { // retention on the wall clock (the store's clock is monotonic)
+		defer close(expired)
+		t := time.NewTicker(c.ExpireEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-expiring:
+				return
+			case now := <-t.C:
+				if _, err := st.Expire(context.Background(), now); err != nil {
+					log.Error("expire", "err", err)
+				}
+			}
+		}
+	}()
+	log.Info("listening", "grpc", addrs.GRPC, "data", c.DataDir, "revision", st.Revision())
+	if c.Ready != nil {
+		c.Ready(addrs)
+	}
+
+	select {
+	case err = <-served: // the listener failed
+		err = fmt.Errorf("serve gRPC: %w", err)
+	case <-ctx.Done():
+		log.Info("draining")
+		// Each step of the drain waits for what it waits for, or for
+		// StopNow, which cuts the drain short.
+		cut := false
+		wait := func(ch <-chan struct{}) bool {
+			if !cut {
+				select {
+				case <-ch:
+				case <-c.StopNow:
+					cut = true
+				}
+			}
+			return !cut
+		}
+		// First the writers in this process (job controller, expiry, the
+		// membership), so that the watches end at the last revision there
+		// will be and a client resumes from it after the restart.
+		close(expiring)
+		if wait(expired) && wait(controlled) && members != nil {
+			left, mb := make(chan struct{}), members
+			members = nil
+			go func() { mb.Close(); close(left) }()
+			wait(left)
+		}
+		if !cut {
+			stopped := make(chan struct{})
+			go func() {
+				// New commits are refused, those in flight finish, the
+				// watches send up to the last revision and end; then the
+				// graceful stop waits for the answers to go out.
+				svc.Drain()
+				g.GracefulStop()
+				close(stopped)
+			}()
+			timer := time.NewTimer(c.Drain)
+			select {
+			case <-stopped:
+			case <-timer.C:
+				log.Warn("the commits in flight did not finish within --drain: stopping", "drain", c.Drain)
+				g.Stop()
+			case <-c.StopNow:
+				cut = true
+			}
+			timer.Stop()
+		}
+		if cut {
+			log.Warn("a second signal: the drain is cut short, stopping at once; the commits still in flight are not acknowledged")
+			g.Stop()
+			err = ErrDrainCut
+		}
+	}
+	if errors.Is(err, ErrDrainCut) {
+		// At once: nothing more is waited for but the store's close, and
+		// that briefly (a commit stuck on the disk would hold it). The
+		// store is durable at every acknowledged commit: a store not
+		// closed is reopened as after a crash.
+		if web != nil {
+			web.Close()
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- closeStore() }()
+		select {
+		case cerr := <-closed:
+			if cerr != nil {
+				log.Error("close the store", "err", cerr)
+			}
+		case <-time.After(time.Second):
+			log.Warn("the store did not close within a second: exiting without")
+		}
+		return err
+	}
+	select {
+	case <-expiring:
+	default: // the listener failed: the writers still run
+		close(expiring)
+		<-expired
+		<-controlled
+	}
+	if members != nil {
+		members.Close()
+	}
+	if web != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		web.Shutdown(sctx)
+		cancel()
+	}
+	if cerr := closeStore(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		log.Info("stopped", "revision", st.Revision())
+	}
+	return err
+}
+
+// startJobController starts the job controller on st, in process.
+func startJobController(ctx context.Context, st *store.Store) (*jobs.Controller, error) {
+	jcc, err := client.New(ctx, inproc.New(st), client.Config{Component: jobs.Component, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
+	if err != nil {
+		return nil, err
+	}
+	return jobs.New(ctx, jcc)
+}

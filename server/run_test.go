@@ -1,0 +1,238 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/client/remote"
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/membership"
+	"github.com/omega-cell/omega/server"
+	"github.com/omega-cell/omega/store"
+)
+
+// logged is a log handler that hands each record's message to a channel
+// (dropped when it is full), so a test waits for one.
+type logged chan string
+
+func (l logged) Enabled(context.Context, slog.Level) bool { return true }
+func (l logged) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l logged) WithGroup(string) slog.Handler            { return l }
+func (l logged) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case l <- r.Message:
+	default:
+	}
+	return nil
+}
+
+// await waits, at most 30 s, for the message want.
+func (l logged) await(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case m := <-l:
+			if m == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %q logged within 30 s", want)
+		}
+	}
+}
+
+// runServer runs server.Run with cfg on loopback port 0 in a temporary
+// directory, and waits until it is ready; done receives Run's error.
+func runServer(t *testing.T, ctx context.Context, cfg server.Config) (addrs server.Addrs, done chan error) {
+	t.Helper()
+	ready := make(chan server.Addrs, 1)
+	cfg.Ready = func(a server.Addrs) { ready <- a }
+	done = make(chan error, 1)
+	go func() { done <- server.Run(ctx, cfg) }()
+	select {
+	case addrs = <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run not ready within 30 s")
+	}
+	return addrs, done
+}
+
+func testConfig(t *testing.T, log logged) server.Config {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen, cfg.HTTP = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Logger = slog.New(log)
+	return cfg
+}
+
+// Run serves a commit over gRPC, a handler mounted on its mux and its own
+// /healthz, its gossip on the transport given; a cancelled context drains
+// it and it returns nil with the store closed: the store reopens (pebble
+// locks a store open elsewhere) with the commit.
+func TestRunServesAndDrains(t *testing.T) {
+	log := make(logged, 1024)
+	cfg := testConfig(t, log)
+	cfg.Mux = http.NewServeMux()
+	cfg.Mux.HandleFunc("/hello", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello from a mounted handler\n") })
+	net := membership.NewMemNetwork(membership.ServerName)
+	t.Cleanup(net.Close)
+	cfg.GossipTransport, cfg.GossipProfile = net.Transport(membership.ServerName), "local"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrs, done := runServer(t, ctx, cfg)
+	if addrs.GRPC == "" || strings.HasSuffix(addrs.GRPC, ":0") || addrs.HTTP == "" || addrs.Gossip == "" {
+		t.Fatalf("Ready's addresses %+v: want the bound gRPC, HTTP and gossip addresses", addrs)
+	}
+
+	tr, err := remote.Dial(addrs.GRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	res, err := tr.Commit(ctx, machineTxn("tester", 1))
+	if err != nil || res.Committed != 1 {
+		t.Fatalf("commit over gRPC: %+v %v", res, err)
+	}
+	for path, want := range map[string]string{"/hello": "hello from a mounted handler", "/healthz": "ok revision"} {
+		resp, err := http.Get("http://" + addrs.HTTP + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Fatalf("GET %s: %s %q, want %q", path, resp.Status, body, want)
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after its context's cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not drain within 30 s with nothing in flight")
+	}
+	o := store.DefaultOptions(cfg.DataDir)
+	o.Logger = slog.New(slog.DiscardHandler)
+	st, err := store.Open(o)
+	if err != nil {
+		t.Fatalf("reopen the store Run closed: %v", err)
+	}
+	defer st.Close()
+	if _, ok := st.Snapshot().Machine(testkit.UID('d', 1, 0)); !ok || st.Revision() < res.Revision {
+		t.Fatalf("the store reopened at revision %d without the machine committed at %d", st.Revision(), res.Revision)
+	}
+}
+
+// StopNow closed while the drain waits for a commit in flight cuts it
+// short: Run returns ErrDrainCut at once, the commit unacknowledged, and
+// the store reopens.
+func TestRunStopNowCutsTheDrain(t *testing.T) {
+	log := make(logged, 1024)
+	cfg := testConfig(t, log)
+	cfg.Drain = 10 * time.Minute
+	stopNow := make(chan struct{})
+	cfg.StopNow = stopNow
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrs, done := runServer(t, ctx, cfg)
+
+	// A Commit call whose transaction never comes: in flight for as long
+	// as the test likes. A call after it on the same connection answered
+	// means the server has it (it reads a connection's frames in order).
+	conn, err := grpc.NewClient(addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	held, err := conn.NewStream(ctx, &grpc.StreamDesc{StreamName: "Commit", ClientStreams: true}, cellgrpc.Cell_Commit_FullMethodName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, gcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer gcancel()
+	if _, err := cellgrpc.NewCellClient(conn).Get(gctx, &cellgrpc.GetRequest{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE, Uid: testkit.UID('x', 1, 1).String()}); err == nil {
+		t.Fatal("Get of a machine never made: found")
+	}
+
+	cancel()
+	log.await(t, "draining")
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) with a commit in flight, within Drain", err)
+	default:
+	}
+	close(stopNow)
+	select {
+	case err := <-done:
+		if !errors.Is(err, server.ErrDrainCut) {
+			t.Fatalf("Run after StopNow: %v, want ErrDrainCut", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop within 30 s of StopNow")
+	}
+	if err := held.RecvMsg(&omegav1.TransactionResult{}); err == nil {
+		t.Fatal("the commit in flight was acknowledged")
+	}
+	o := store.DefaultOptions(cfg.DataDir)
+	o.Logger = slog.New(slog.DiscardHandler)
+	st, err := store.Open(o)
+	if err != nil {
+		t.Fatalf("reopen the store after the cut: %v", err)
+	}
+	st.Close()
+}
+
+// A bad Config is refused by Validate, and by Run before it opens
+// anything, naming the field.
+func TestConfigValidate(t *testing.T) {
+	if err := server.DefaultConfig().Validate(); err == nil || !strings.Contains(err.Error(), "DataDir") {
+		t.Fatalf("the default config without a data dir: %v", err)
+	}
+	for _, c := range []struct {
+		field string
+		set   func(*server.Config)
+	}{
+		{"DataDir", func(c *server.Config) { c.DataDir = "" }},
+		{"Listen", func(c *server.Config) { c.Listen = "" }},
+		{"GossipProfile", func(c *server.Config) { c.GossipProfile = "fast" }},
+		{"Drain", func(c *server.Config) { c.Drain = 0 }},
+		{"Retention", func(c *server.Config) { c.Retention = -time.Second }},
+		{"ExpireEvery", func(c *server.Config) { c.ExpireEvery = 0 }},
+		{"AgentGrace", func(c *server.Config) { c.AgentGrace = 0 }},
+		{"TLSKey", func(c *server.Config) { c.TLSCert = "cert.pem" }},
+		{"TLSCert", func(c *server.Config) { c.TLSKey = "key.pem" }},
+		{"TLSCA", func(c *server.Config) { c.TLSCA = "ca.pem" }},
+	} {
+		cfg := server.DefaultConfig()
+		cfg.DataDir = t.TempDir() + "/never-made"
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("a good config: %v", err)
+		}
+		c.set(&cfg)
+		err := cfg.Validate()
+		var ce *server.ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: %v, want a ConfigError naming it", c.field, err)
+		}
+		if rerr := server.Run(context.Background(), cfg); rerr == nil || rerr.Error() != err.Error() {
+			t.Errorf("%s: Run: %v, want Validate's error", c.field, rerr)
+		}
+	}
+}
