@@ -540,7 +540,7 @@ spec:
 		}
 		t.Errorf("PRODUCT BUG: after the server's restart (SIGTERM, then started again at once on the same addresses) the agents rejoined its gossip membership "+
 			"%s, want all within %v: the agents see the new server answer at the old one's address under its name, so "+
-			"serverAlive() never turns false and they never Join again; the server learns of them only through memberlist's periodic push-pull "+
+			"membership.ServerAlive never turns false and they never Join again; the server learns of them only through memberlist's periodic push-pull "+
 			"(every 30 s, with a random peer). With the default --agent-grace 30s every machine goes DOWN and its tasks LOST in the meantime.",
 			when, rejoinWithin)
 	} else {

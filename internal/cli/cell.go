@@ -307,9 +307,6 @@ func bytesH(b int64) string {
 	return fmt.Sprintf("%d", b)
 }
 
-// killOps are the operations that kill a job: the job KILLED with why, and
-// its tasks not yet terminal KILLED (their machines freed in the same
-// commit; their agents stop them).
 func newKillCmd() *cobra.Command {
 	var cf cellFlags
 	cmd := &cobra.Command{
