@@ -289,37 +289,18 @@ func Run(ctx context.Context, c Config) error {
 	expiring := make(chan struct{})
 	expired := make(chan struct{})
 	controlled := make(chan struct{})
-	go func() {
-		defer close(controlled)
-		defer jc.Close()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-expiring:
-				return
-			case now := <-t.C:
-				if _, err := jc.Tick(context.Background(), now.UnixNano()); err != nil {
-					log.Error("job controller", "err", err)
-				}
-			}
+	// The job controller once a second, and retention on the wall clock
+	// (the store's clock is monotonic), until the drain begins.
+	go every(time.Second, expiring, controlled, func(now time.Time) {
+		if _, err := jc.Tick(context.Background(), now.UnixNano()); err != nil {
+			log.Error("job controller", "err", err)
 		}
-	}()
-	go func() { // retention on the wall clock (the store's clock is monotonic)
-		defer close(expired)
-		t := time.NewTicker(c.ExpireEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-expiring:
-				return
-			case now := <-t.C:
-				if _, err := st.Expire(context.Background(), now); err != nil {
-					log.Error("expire", "err", err)
-				}
-			}
+	}, jc.Close)
+	go every(c.ExpireEvery, expiring, expired, func(now time.Time) {
+		if _, err := st.Expire(context.Background(), now); err != nil {
+			log.Error("expire", "err", err)
 		}
-	}()
+	}, nil)
 	log.Info("listening", "grpc", addrs.GRPC, "data", c.DataDir, "revision", st.Revision())
 	if c.Ready != nil {
 		c.Ready(addrs)
@@ -431,4 +412,23 @@ func startJobController(ctx context.Context, st *store.Store) (*jobs.Controller,
 		return nil, err
 	}
 	return jobs.New(ctx, jcc)
+}
+
+// every calls f with the time on a ticker of interval d until stop is
+// closed, then calls last (if set) and closes done.
+func every(d time.Duration, stop <-chan struct{}, done chan<- struct{}, f func(now time.Time), last func()) {
+	defer close(done)
+	if last != nil {
+		defer last()
+	}
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			f(now)
+		}
+	}
 }
