@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/schedulers/live"
 )
@@ -69,6 +65,17 @@ Without --join an instance takes every job of its kind.`,
 			if err != nil {
 				return fmt.Errorf("--kind %s: %w", kind, err)
 			}
+			cfg := live.DefaultConfig()
+			cfg.Scheduler, cfg.Name = s, name
+			cfg.Runner.TJob, cfg.Runner.TTask = tJob, tTask
+			if join != "" {
+				gc, err := gf.config()
+				if err != nil {
+					return err
+				}
+				gc.Bind, gc.Join = gossip, []string{join}
+				cfg.Membership = &gc
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			tr, err := cf.dial()
@@ -76,45 +83,11 @@ Without --join an instance takes every job of its kind.`,
 				return err
 			}
 			defer tr.Close()
-			c, err := client.New(ctx, tr, client.Config{Component: name, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
-			if err != nil {
-				return fmt.Errorf("join the cell at %s: %w", cf.server, err)
+			cfg.Transport = tr
+			if err := live.Run(ctx, cfg); err != nil {
+				return fmt.Errorf("scheduler %s (server %s): %w", name, cf.server, err)
 			}
-			rc := schedulers.DefaultRunnerConfig()
-			rc.TJob, rc.TTask = tJob, tTask
-			r, err := schedulers.NewRunner(s, c, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), rc)
-			if err != nil {
-				return err
-			}
-			in := schedulers.NewIntake()
-			if err := in.Add(r); err != nil {
-				return err
-			}
-			var members <-chan []string
-			if join != "" {
-				gc, err := gf.config()
-				if err != nil {
-					return err
-				}
-				gc.Bind, gc.Join = gossip, []string{join}
-				m, err := live.JoinMembership(gc, kind, name)
-				if err != nil {
-					return err
-				}
-				mctx, stopMembers := context.WithCancel(ctx)
-				followed := make(chan struct{})
-				go func() { defer close(followed); m.Run(mctx) }() // live code: memberlist's events to the driver
-				defer m.Close(time.Second)                         // the others take this one's jobs at once
-				defer func() { stopMembers(); <-followed }()
-				members = m.Members()
-			}
-			slog.Info("scheduling", "kind", kind, "name", name, "server", cf.server, "revision", c.View().Revision())
-			err = (&live.Driver{Runner: r, Intake: in, Clock: client.RealClock{}, Members: members}).Run(ctx)
-			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-				slog.Info("stopped", "name", name, "jobs", len(r.Records()))
-				return nil
-			}
-			return err
+			return nil
 		},
 	}
 	f := cmd.Flags()
