@@ -30,7 +30,7 @@ it lists the cell, takes the jobs of its kind, and places them through the clien
 library, retrying conflicts, until SIGTERM or an interrupt (then it exits 0).
 
 --t-job and --t-task model the decision time as in the simulation; 0 (the
-default) commits as soon as a decision is made. Still to come with the live
+default) commits as soon as a decision is made.
 
 With --join (the server's --gossip address) the instance joins the cell's gossip
 membership, and the instances of a kind share its jobs: each takes the jobs the
