@@ -102,7 +102,7 @@ func Submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 			return true
 		})
 		if len(live) > 0 && !replace {
-			return nil, fmt.Errorf("job %q is live (uid %s): %w", name, live[0].UID, ErrNameInUse)
+			return nil, fmt.Errorf("job %q is live (uid %s): %w", quote(name), live[0].UID, ErrNameInUse)
 		}
 		for _, old := range live {
 			tx.Ops = append(tx.Ops, KillOps(v, old, "replaced by a new submission", now)...)
@@ -123,7 +123,7 @@ func Submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 		return tx, nil
 	})
 	if err != nil {
-		return uuid.Nil, 0, fmt.Errorf("submit job %q: %w", name, err)
+		return uuid.Nil, 0, fmt.Errorf("submit job %q: %w", quote(name), err)
 	}
 	return uid, n, nil
 }
@@ -149,9 +149,12 @@ func KillOps(v client.View, j *txn.Job, why string, now int64) []txn.Op {
 
 // Kill kills the live job that name names — its name, or a prefix of its
 // uid — with why, at now (Unix nanoseconds), in one transaction
-// (KillOps). No live job, or more than one (each listed), is an error
-// that writes nothing. It returns the job as it was before the kill.
+// (KillOps). An empty name, no live job, or more than one (each listed), is
+// an error that writes nothing. It returns the job as it was before the kill.
 func Kill(ctx context.Context, c *client.Client, name, why string, now int64) (*txn.Job, error) {
+	if name == "" {
+		return nil, errors.New("kill: no job named: want a job's name or a prefix of its uid")
+	}
 	var killed *txn.Job
 	_, err := c.Transact(ctx, func(v client.View) (*txn.Txn, error) {
 		var hits []*txn.Job

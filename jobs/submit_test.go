@@ -228,8 +228,16 @@ func TestKill(t *testing.T) {
 	if _, err := Kill(ctx, c, "nosuch", "why", 3); err == nil || !strings.Contains(err.Error(), "no live job") {
 		t.Fatalf("kill nosuch: %v", err)
 	}
-	if _, err := Kill(ctx, c, "", "why", 3); err == nil || !strings.Contains(err.Error(), "ambiguous: 2 live jobs") {
-		t.Fatalf("kill of an empty prefix: %v, want ambiguous", err)
+	if _, err := Kill(ctx, c, "", "why", 3); err == nil || !strings.Contains(err.Error(), "no job named") {
+		t.Fatalf("kill of an empty name: %v, want refused", err)
+	}
+	// A job named as a prefix of another's uid: the prefix names both.
+	if _, _, err := Submit(ctx, c, job(a.String()[:6], 1), false, 3); err != nil {
+		t.Fatal(err)
+	}
+	rev = st.Revision()
+	if _, err := Kill(ctx, c, a.String()[:6], "why", 3); err == nil || !strings.Contains(err.Error(), "ambiguous: 2 live jobs match") {
+		t.Fatalf("kill of a name that is also a uid prefix: %v, want ambiguous", err)
 	}
 	long := strings.Repeat("x", 1000)
 	if _, err := Kill(ctx, c, long, "why", 3); err == nil || len(err.Error()) > 200 {

@@ -37,9 +37,10 @@ type Config struct {
 	// whatever the caller mounted on Mux. Default "127.0.0.1:7071"; ""
 	// serves no HTTP.
 	HTTP string
-	// Mux is the HTTP mux served on HTTP: a caller may mount handlers on
-	// it before Run (Run adds /metrics and /healthz, so those two paths
-	// are its own). Nil: Run makes one.
+	// Mux, if set, is served on HTTP beside Run's own /metrics and
+	// /healthz, which take precedence (Run mounts Mux under "/" of a mux of
+	// its own and never writes it, so the same Config runs again). Needs
+	// HTTP. Nil: Run's two paths only.
 	Mux *http.ServeMux
 	// Drain bounds how long, once ctx is done, the commits in flight may
 	// take before the server stops anyway. Default 30 s: longer than any
@@ -136,17 +137,30 @@ func (c Config) Validate() error {
 		return bad("TLSCert", "TLSCert and TLSKey go together")
 	case c.TLSCA != "" && c.TLSCert == "":
 		return bad("TLSCA", "needs TLSCert and TLSKey")
+	case c.Mux != nil && c.HTTP == "":
+		return bad("Mux", "there is no HTTP address to serve it on (HTTP is empty)")
 	}
 	return nil
 }
 
-// ConfigError is a Config that Validate refused: the field and why. A
-// command line names its flag instead (Field is the Config field's name).
+// ConfigError is a Config that Validate refused, or that Run could not
+// start with (a file that does not read, an address that does not bind):
+// the field, and why or the error that came of it. A command line names
+// its flag instead (Field is the Config field's name).
 type ConfigError struct {
 	Field, Why string
+	Err        error // the cause, when Run met it
 }
 
-func (e *ConfigError) Error() string { return "server config: " + e.Field + ": " + e.Why }
+func (e *ConfigError) Error() string {
+	if e.Err != nil {
+		return "server config: " + e.Field + ": " + e.Err.Error()
+	}
+	return "server config: " + e.Field + ": " + e.Why
+}
+
+// Unwrap returns the cause.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // ErrDrainCut is Run's error when StopNow cut the drain short: the
 // commits in flight were not acknowledged (their clients cannot tell
@@ -180,7 +194,7 @@ func Run(ctx context.Context, c Config) error {
 	if c.GossipKeyFile != "" {
 		k, err := membership.ReadKey(c.GossipKeyFile)
 		if err != nil {
-			return fmt.Errorf("GossipKeyFile: %w", err)
+			return &ConfigError{Field: "GossipKeyFile", Err: err}
 		}
 		gossipKey = k
 	} else if c.Gossip != "" {
@@ -190,7 +204,7 @@ func Run(ctx context.Context, c Config) error {
 	if c.TokensFile != "" {
 		toks, err := LoadTokens(c.TokensFile)
 		if err != nil {
-			return fmt.Errorf("TokensFile: %w", err)
+			return &ConfigError{Field: "TokensFile", Err: err}
 		}
 		gopts = append(gopts, toks.ServerOptions()...)
 		log.Info("access by token", "tokens", toks.Len(), "file", c.TokensFile)
@@ -200,7 +214,7 @@ func Run(ctx context.Context, c Config) error {
 	if c.TLSCert != "" {
 		creds, err := TLS(c.TLSCert, c.TLSKey, c.TLSCA)
 		if err != nil {
-			return err
+			return &ConfigError{Field: "TLSCert", Err: err}
 		}
 		gopts = append(gopts, creds)
 	} else if c.TokensFile != "" {
@@ -223,7 +237,7 @@ func Run(ctx context.Context, c Config) error {
 	lis, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		closeStore()
-		return fmt.Errorf("listen %s: %w", c.Listen, err)
+		return &ConfigError{Field: "Listen", Err: err}
 	}
 	var addrs Addrs
 	addrs.GRPC = lis.Addr().String()
@@ -240,11 +254,14 @@ func Run(ctx context.Context, c Config) error {
 		if err != nil {
 			lis.Close()
 			closeStore()
-			return fmt.Errorf("http %s: %w", c.HTTP, err)
+			return &ConfigError{Field: "HTTP", Err: err}
 		}
-		mux := c.Mux
-		if mux == nil {
-			mux = http.NewServeMux()
+		// Run's own paths on a mux of its own, the caller's mounted
+		// under it: a caller's mux is never written, so the same Config
+		// runs again, and a path of the caller's cannot clash with these.
+		mux := http.NewServeMux()
+		if c.Mux != nil {
+			mux.Handle("/", c.Mux)
 		}
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -265,7 +282,7 @@ func Run(ctx context.Context, c Config) error {
 				web.Close()
 			}
 			closeStore()
-			return fmt.Errorf("gossip: %w", err)
+			return &ConfigError{Field: "Gossip", Err: err}
 		}
 		addrs.Gossip = members.Addr()
 		log.Info("listening", "gossip", addrs.Gossip)

@@ -161,11 +161,15 @@ func TestRunStopNowCutsTheDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	held, err := conn.NewStream(ctx, &grpc.StreamDesc{StreamName: "Commit", ClientStreams: true}, cellgrpc.Cell_Commit_FullMethodName)
+	// Its own context, not Run's: cancelling Run's must not end the call
+	// (the drain would then finish on its own, and the cut prove nothing).
+	hctx, hcancel := context.WithCancel(context.Background())
+	defer hcancel()
+	held, err := conn.NewStream(hctx, &grpc.StreamDesc{StreamName: "Commit", ClientStreams: true}, cellgrpc.Cell_Commit_FullMethodName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gctx, gcancel := context.WithTimeout(ctx, 30*time.Second)
+	gctx, gcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer gcancel()
 	if _, err := cellgrpc.NewCellClient(conn).Get(gctx, &cellgrpc.GetRequest{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE, Uid: testkit.UID('x', 1, 1).String()}); err == nil {
 		t.Fatal("Get of a machine never made: found")
@@ -234,5 +238,58 @@ func TestConfigValidate(t *testing.T) {
 		if rerr := server.Run(context.Background(), cfg); rerr == nil || rerr.Error() != err.Error() {
 			t.Errorf("%s: Run: %v, want Validate's error", c.field, rerr)
 		}
+	}
+}
+
+// What Run cannot start with (a file that does not read, an address that
+// does not bind) is a ConfigError naming the field, with its cause.
+func TestRunStartFailuresNameTheField(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		set   func(*server.Config)
+	}{
+		{"TokensFile", func(c *server.Config) { c.TokensFile = "/nonexistent/tokens" }},
+		{"GossipKeyFile", func(c *server.Config) { c.GossipKeyFile = "/nonexistent/key" }},
+		{"TLSCert", func(c *server.Config) { c.TLSCert, c.TLSKey = "/nonexistent/cert.pem", "/nonexistent/key.pem" }},
+		{"Listen", func(c *server.Config) { c.Listen = "bogus" }},
+		{"HTTP", func(c *server.Config) { c.HTTP = "bogus" }},
+	} {
+		cfg := testConfig(t, make(logged, 1024))
+		c.set(&cfg)
+		err := server.Run(context.Background(), cfg)
+		var ce *server.ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field || ce.Err == nil {
+			t.Errorf("%s: Run: %v, want a ConfigError of %s with its cause", c.field, err, c.field)
+		}
+	}
+}
+
+// The caller's mux is served beside Run's own paths and never written:
+// the same Config runs twice.
+func TestRunMountsTheCallersMuxWithoutWritingIt(t *testing.T) {
+	cfg := testConfig(t, make(logged, 1024))
+	cfg.Mux = http.NewServeMux()
+	cfg.Mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "the caller's\n") })
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		addrs, done := runServer(t, ctx, cfg)
+		resp, err := http.Get("http://" + addrs.HTTP + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "go_goroutines") {
+			t.Fatalf("/metrics answered %q: want Run's own", body)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	cfg.HTTP = ""
+	var ce *server.ConfigError
+	if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "Mux" {
+		t.Fatalf("a Mux with no HTTP: %v, want refused", err)
 	}
 }

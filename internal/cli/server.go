@@ -72,10 +72,7 @@ must present a certificate that CA signed.`,
 			cfg.StopNow = now
 			cfg.GossipProfile, cfg.GossipKeyFile = gf.profile, gf.keyFile
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			if err := cfg.Validate(); err != nil {
-				return flagError(err)
-			}
-			return server.Run(ctx, cfg)
+			return flagError(server.Run(ctx, cfg))
 		},
 	}
 	f := cmd.Flags()
@@ -107,7 +104,9 @@ var serverFlags = map[string]string{
 func flagError(err error) error {
 	var ce *server.ConfigError
 	if errors.As(err, &ce) {
-		if flag, ok := serverFlags[ce.Field]; ok {
+		if flag, ok := serverFlags[ce.Field]; ok && ce.Err != nil {
+			return fmt.Errorf("%s: %w", flag, ce.Err)
+		} else if ok {
 			return fmt.Errorf("%s: %s", flag, ce.Why)
 		}
 	}
