@@ -78,12 +78,12 @@ func (m *Membership) Run(ctx context.Context) error {
 			continue
 		}
 		last = names
-		log.Info("instances", "kind", m.kind, "members", names)
 		select { // the newest replaces one not taken yet
 		case <-m.members:
 		default:
 		}
 		m.members <- slices.Clone(names)
+		log.Info("instances", "kind", m.kind, "members", names) // once delivered
 	}
 }
 

@@ -37,7 +37,8 @@ type Config struct {
 	Membership *membership.Config
 	// Leave is how long the instance waits, when it stops, for the
 	// membership to hear that it left (so that the others take its jobs
-	// at once). Default 1 s.
+	// at once). 0: the default, 1 s (memberlist's Leave would wait without
+	// a bound).
 	Leave time.Duration
 	// Logger says what the instance does. Default slog.Default().
 	Logger *slog.Logger
@@ -80,6 +81,9 @@ func Run(ctx context.Context, cfg Config) error {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if cfg.Leave == 0 {
+		cfg.Leave = DefaultConfig().Leave
 	}
 	kind := cfg.Scheduler.Kind()
 	c, err := client.New(ctx, cfg.Transport, client.Config{Component: cfg.Name, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})

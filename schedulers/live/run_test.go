@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,9 +146,34 @@ func TestRunPlacesAndStops(t *testing.T) {
 	}
 }
 
-// Two instances of a kind join the membership (on the in-memory network)
-// and between them place every job; when one stops, it leaves, and the
-// other takes the jobs the rendezvous hash gave it.
+// lineWatch is an io.Writer for a text logger that closes seen the first
+// time a line holds every one of want.
+type lineWatch struct {
+	mu   sync.Mutex
+	want []string
+	seen chan struct{}
+}
+
+func (w *lineWatch) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.want {
+		if !strings.Contains(string(b), s) {
+			return len(b), nil
+		}
+	}
+	select {
+	case <-w.seen:
+	default:
+		close(w.seen)
+	}
+	return len(b), nil
+}
+
+// Two instances of a kind join the membership (on the in-memory network);
+// once each has been given both names, each job is placed by the one the
+// rendezvous hash picks (schedulers.Pick), and both place some; when one
+// stops, it leaves, and the other places every job, its share included.
 func TestRunInstancesShareAndTakeOver(t *testing.T) {
 	cell := newRunCell(t, 4)
 	net := membership.NewMemNetwork(membership.ServerName, "scheduler/batch/a", "scheduler/batch/b")
@@ -161,11 +188,12 @@ func TestRunInstancesShareAndTakeOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown() })
-	start := func(instance string) (stop func() error) {
+	start := func(instance string) (stop func() error, both <-chan struct{}) {
 		cfg := DefaultConfig()
 		cfg.Scheduler, cfg.Name, cfg.Transport = schedulers.NewBatch(), instance, inproc.New(cell.st)
 		cfg.Membership = gossip("scheduler/batch/"+instance, membership.Addr(srv))
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		w := &lineWatch{want: []string{"msg=instances", `members="[a b]"`}, seen: make(chan struct{})}
+		cfg.Logger = slog.New(slog.NewTextHandler(w, nil))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- Run(ctx, cfg) }()
@@ -179,14 +207,29 @@ func TestRunInstancesShareAndTakeOver(t *testing.T) {
 			return <-done
 		}
 		t.Cleanup(func() { stop() })
-		return stop
+		return stop, w.seen
 	}
-	stopA := start("a")
-	stopB := start("b")
-	by := cell.placedBy(cell.submit("first", 12))
-	if by["a"]+by["b"] != 24 {
-		t.Fatalf("placed by %v, want the 24 tasks by a and b", by)
+	stopA, bothA := start("a")
+	stopB, bothB := start("b")
+	for _, both := range []<-chan struct{}{bothA, bothB} {
+		select {
+		case <-both:
+		case <-time.After(30 * time.Second):
+			t.Fatal("an instance was not given both names within 30 s")
+		}
 	}
+	first := cell.submit("first", 12)
+	by := cell.placedBy(first)
+	if by["a"] == 0 || by["b"] == 0 || by["a"]+by["b"] != 24 {
+		t.Fatalf("placed by %v, want the 24 tasks shared by a and b", by)
+	}
+	names := []string{"a", "b"}
+	cell.st.Snapshot().RangeTasks(func(tk *txn.Task) bool {
+		if want := names[schedulers.Pick(tk.Job, names)]; slices.Contains(first, tk.Job) && tk.Scheduler != want {
+			t.Errorf("task %s of job %s placed by %s, want %s (the rendezvous hash's)", tk.Name(), tk.Job, tk.Scheduler, want)
+		}
+		return true
+	})
 	if err := stopA(); err != nil {
 		t.Fatalf("a: Run: %v", err)
 	}
