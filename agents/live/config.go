@@ -14,11 +14,10 @@ import (
 	"github.com/omega-cell/omega/membership"
 )
 
-// Membership is the agent's member of the cell's gossip membership, as the
-// runtime's loop uses it (Run's gossipMember over package membership; the
-// loop's tests may hand in another). Its methods are called from Run's
-// goroutine.
-type Membership interface {
+// member is the agent's member of the cell's gossip membership, as the
+// runtime's loop uses it (gossipMember, over package membership). Its
+// methods are called from Run's goroutine.
+type member interface {
 	// Addr is the member's gossip address (host:port), recorded as the
 	// machine's agent address and kept for the next start.
 	Addr() string

@@ -11,6 +11,6 @@
 // (agents/process) implements for real and MemExecutor in memory, in
 // virtual time, for tests. Register is the machine's registration. Run is
 // the live code around them: the agent's directory, the client, the
-// membership (injected: Membership), the log endpoint, the wall clock, the
+// gossip member (package membership), the log endpoint, the wall clock, the
 // ticker and the probes' goroutines.
 package live

@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config) error {
 // the executor's exits, on a probe's answer. The probes run on goroutines
 // of their own, each bounded by its check's timeout; drive waits for them
 // before it returns.
-func drive(ctx context.Context, core *Core, exec *process.Executor, ml Membership, tick time.Duration, logger *slog.Logger) error {
+func drive(ctx context.Context, core *Core, exec *process.Executor, ml member, tick time.Duration, logger *slog.Logger) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -243,7 +243,7 @@ func (m gossipMember) Close() { m.ml.Shutdown() } // no Leave: a quick restart k
 
 // joinGossip starts the agent's member on bind, its metadata the machine's
 // uid, and joins the membership at cfg.Membership.Join.
-func joinGossip(cfg Config, machine uuid.UUID, bind string, logger *slog.Logger) (Membership, error) {
+func joinGossip(cfg Config, machine uuid.UUID, bind string, logger *slog.Logger) (member, error) {
 	mc := cfg.Membership
 	mc.Name, mc.Bind, mc.Meta = cfg.Name, bind, membership.Agent(machine)
 	ml, err := membership.Start(mc)

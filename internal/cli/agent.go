@@ -14,7 +14,6 @@ import (
 
 	"github.com/omega-cell/omega/agents/live"
 	"github.com/omega-cell/omega/agents/process"
-	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/objfile"
@@ -140,9 +139,6 @@ func agentConfig(f agentFlags, tr *remote.Transport) (live.Config, error) {
 	cfg.Membership = gc
 	return cfg, cfg.Validate()
 }
-
-// exitText says how a process ended (describe's).
-func exitText(e *omegav1.ExitStatus) string { return live.ExitText(e) }
 
 func newTaskShimCmd() *cobra.Command {
 	var workdir string

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
+	"github.com/omega-cell/omega/agents/live"
 	"github.com/omega-cell/omega/agents/process"
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
@@ -502,7 +503,7 @@ func lastExitText(e *omegav1.ExitStatus) string {
 	if e == nil {
 		return "-"
 	}
-	return exitText(e)
+	return live.ExitText(e)
 }
 
 func orNone(s string) string {

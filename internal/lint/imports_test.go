@@ -39,8 +39,8 @@ var mayImport = map[string][]string{
 	// The process executor: live code beside the agent core.
 	"agents/process": {"api/omega/v1", "txn", "agents"},
 	// The agent's runtime: its core (decision code) over the process
-	// executor, and Run, the live code around it; the gRPC transport and the
-	// gossip membership are the command line's to hand in.
+	// executor, and Run, the live code around it, which joins the gossip
+	// (membership); the gRPC transport is the command line's to hand in.
 	"agents/live": {"api/omega/v1", "txn", "client", "client/transport", "agents", "agents/process", "internal/hostinfo", "membership"},
 	// The job controller: a client of the cell like the agents.
 	"jobs": {"api/omega/v1", "txn", "client", "client/transport", "internal/uidmap"},
