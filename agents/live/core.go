@@ -208,8 +208,22 @@ func (c *Core) sweep() {
 // It returns the probes due, for the driver to run and answer in a later
 // Step (the slice is the core's until the next Step). An error means the
 // cell's watch failed (the store closed, say): the core cannot go on; a
-// failed report is not an error.
+// failed report is not an error. Step is Plan, then Report.
 func (c *Core) Step(ctx context.Context, now int64, answers []ProbeAnswer) ([]Probe, error) {
+	probes, err := c.Plan(ctx, now, answers)
+	if err != nil {
+		return nil, err
+	}
+	c.Report(ctx, now)
+	return probes, nil
+}
+
+// Plan is Step up to its report: everything but the commit. A live driver
+// starts the probes it returns before it calls Report, so that a slow or
+// unreachable cell (a report's commit waits for its deadline) does not
+// hold the health checks back. The slice is the core's until the next
+// Plan.
+func (c *Core) Plan(ctx context.Context, now int64, answers []ProbeAnswer) ([]Probe, error) {
 	c.now = now
 	if err := c.trk.Poll(ctx); err != nil {
 		return nil, fmt.Errorf("live core: %w", err)
@@ -234,9 +248,13 @@ func (c *Core) Step(ctx context.Context, now int64, answers []ProbeAnswer) ([]Pr
 			c.probes = append(c.probes, Probe{Task: a.Task, Probe: a.Probe, Check: c.sup.Check(a.Task)})
 		}
 	}
-	c.report(ctx, now)
 	return c.probes, nil
 }
+
+// Report is Step's report at now, after Plan: the exits collected, the
+// tasks started, the runs changed, in one transaction; what did not commit
+// is taken back for a later Report.
+func (c *Core) Report(ctx context.Context, now int64) { c.report(ctx, now) }
 
 // restart runs a task's process again (its restart is due).
 func (c *Core) restart(u uuid.UUID, now int64) {

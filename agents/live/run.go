@@ -158,18 +158,20 @@ func drive(ctx context.Context, core *Core, exec *process.Executor, ml member, t
 				break drain
 			}
 		}
-		probes, err := core.Step(ctx, time.Now().UnixNano(), answered)
+		now := time.Now().UnixNano()
+		probes, err := core.Plan(ctx, now, answered)
 		answered = answered[:0]
 		if err != nil {
 			return err
 		}
-		for _, p := range probes {
+		for _, p := range probes { // before the report: a slow cell does not hold them back
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				probe(ctx, exec, p, answers)
 			}()
 		}
+		core.Report(ctx, now)
 	}
 }
 
