@@ -116,9 +116,10 @@ func NewCore(ctx context.Context, c *client.Client, cfg CoreConfig, now int64) (
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var adopted []netip.Addr
 	for _, a := range cfg.Executor.Addresses() { // adopted tasks keep theirs
-		if ip, err := netip.ParseAddr(a); err == nil {
-			cfg.Pool.Reserve(ip)
+		if ip, err := netip.ParseAddr(a); err == nil && cfg.Pool.Reserve(ip) {
+			adopted = append(adopted, ip)
 		}
 	}
 	core := &Core{exec: cfg.Executor, sup: agents.NewSupervisor(), pool: cfg.Pool, log: log, rep: agents.NewReporter[report](c), now: now}
@@ -134,6 +135,20 @@ func NewCore(ctx context.Context, c *client.Client, cfg CoreConfig, now int64) (
 	}
 	core.relisted = false
 	core.sweep()
+	// The processes the sweep stopped were never supervised: their
+	// addresses go back to the range (the range hands a released address
+	// out as late as it can, after the process's grace period).
+	kept := map[netip.Addr]bool{}
+	for _, u := range core.sup.Tasks(nil) {
+		if ip, err := netip.ParseAddr(core.sup.Address(u)); err == nil {
+			kept[ip] = true
+		}
+	}
+	for _, ip := range adopted {
+		if !kept[ip] {
+			cfg.Pool.Release(ip)
+		}
+	}
 	return core, nil
 }
 

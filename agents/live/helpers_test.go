@@ -93,6 +93,7 @@ type harness struct {
 	clock   *testkit.Clock
 	x       *MemExecutor
 	core    *Core
+	pool    *agents.AddressPool
 	machine uuid.UUID
 	other   uuid.UUID
 	ids     *testkit.IDs
@@ -130,8 +131,9 @@ func newHarness(t testing.TB) *harness {
 // startCore makes a core over the harness's executor at the current time.
 func (h *harness) startCore() {
 	h.t.Helper()
+	h.pool = mustPool("10.1.0.0/24")
 	core, err := NewCore(context.Background(), h.c, CoreConfig{
-		Machine: h.machine, Executor: h.x, Pool: mustPool("10.1.0.0/24"),
+		Machine: h.machine, Executor: h.x, Pool: h.pool,
 	}, h.now())
 	if err != nil {
 		h.t.Fatalf("new core: %v", err)

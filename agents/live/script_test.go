@@ -1,6 +1,7 @@
 package live
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,6 +106,8 @@ func TestScripts(t *testing.T) {
 					h.cell(&b)
 				case "procs":
 					h.procs(&b)
+				case "pool":
+					fmt.Fprintf(&b, "addresses held: %d\n", h.pool.Held())
 				default:
 					c.Fatalf(t, "unknown command")
 				}
