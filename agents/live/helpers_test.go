@@ -43,7 +43,46 @@ type agentTransport struct {
 	mu      sync.Mutex
 	down    bool
 	race    func()
+	gap     bool // the watch's next poll finds its revisions compacted
 	commits []agentCommit
+}
+
+// Watch is the store's watch, but that a gap (setGap) makes its next poll
+// fail as compacted, so the client re-lists, as after a watch that fell
+// behind the store's retained history.
+func (a *agentTransport) Watch(ctx context.Context, from uint64) (transport.Watch, error) {
+	w, err := a.Transport.Watch(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	return &gapWatch{Watch: w, tr: a}, nil
+}
+
+type gapWatch struct {
+	transport.Watch
+	tr *agentTransport
+}
+
+func (w *gapWatch) gap() bool {
+	w.tr.mu.Lock()
+	defer w.tr.mu.Unlock()
+	g := w.tr.gap
+	w.tr.gap = false
+	return g
+}
+
+func (w *gapWatch) Poll(max int) ([]*txn.WriteSet, error) {
+	if w.gap() {
+		return nil, fmt.Errorf("test: a gap in the watch: %w", transport.ErrCompacted)
+	}
+	return w.Watch.Poll(max)
+}
+
+func (w *gapWatch) Next(ctx context.Context, max int) ([]*txn.WriteSet, error) {
+	if w.gap() {
+		return nil, fmt.Errorf("test: a gap in the watch: %w", transport.ErrCompacted)
+	}
+	return w.Watch.Next(ctx, max)
 }
 
 type agentCommit struct {
@@ -243,6 +282,14 @@ func (h *harness) setDown(down bool) {
 	h.tr.mu.Lock()
 	defer h.tr.mu.Unlock()
 	h.tr.down = down
+}
+
+// setGap makes the watch's next poll find its revisions compacted: what
+// the cell does until then reaches the agent only by its re-list.
+func (h *harness) setGap() {
+	h.tr.mu.Lock()
+	defer h.tr.mu.Unlock()
+	h.tr.gap = true
 }
 
 // exit ends a task's process now with status st (nil: exit 0).

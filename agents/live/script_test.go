@@ -78,6 +78,8 @@ func TestScripts(t *testing.T) {
 					h.answer(h.uid(t, c), c.Args[1].Key == "healthy")
 				case "race":
 					h.raceNext(h.uid(t, c))
+				case "watch-gap":
+					h.setGap()
 				case "partition", "heal":
 					h.setDown(c.Name == "partition")
 				case "step":
