@@ -126,6 +126,9 @@ func (c *Config) Validate() error {
 	case c.TaskPrefix != (netip.Prefix{}) && !c.TaskPrefix.IsValid():
 		return fmt.Errorf("agent config: TaskPrefix %v: not a CIDR range", c.TaskPrefix)
 	}
+	if _, err := membership.Profile(c.Membership.Profile); err != nil {
+		return fmt.Errorf("agent config: Membership.Profile: %w", err)
+	}
 	if c.Gossip != "" {
 		if _, _, err := net.SplitHostPort(c.Gossip); err != nil {
 			return fmt.Errorf("agent config: Gossip %s: %w", quote(c.Gossip), err)

@@ -35,6 +35,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Data = "" }, "Data is required"},
 		{func(c *Config) { c.Transport = nil }, "Transport is required"},
 		{func(c *Config) { c.Membership.Join = nil }, "Membership.Join is required"},
+		{func(c *Config) { c.Membership.Profile = "fast" }, "Membership.Profile"},
 		{func(c *Config) { c.CPUMillis = -1 }, "capacity -1 millicores"},
 		{func(c *Config) { c.Tick = -1 }, "Tick -1ns"},
 		{func(c *Config) { c.LogsAddr, c.LogsTokensFile = "", "tokens" }, "LogsTokensFile: there is no log endpoint"},

@@ -274,3 +274,27 @@ func TestTaskThatCannotRestartFailsOnce(t *testing.T) {
 	wantLines(t, "executor after", h.events, "exec stop lost")
 	wantLines(t, "reports after", h.reports)
 }
+
+// A process that could not start (the process executor reports it as an
+// exit with the reason: no such command, say) fails its task under NEVER,
+// with the reason as its message, and is started again under ON_FAILURE.
+func TestProcessThatCouldNotStart(t *testing.T) {
+	h := newHarness(t)
+	once, again := h.place("once", taskOpts{}), h.place("again", onFailure(time.Second))
+	h.step()
+	h.x.Events()
+	h.reports(&strings.Builder{})
+	h.at(time.Second)
+	cannot := &omegav1.ExitStatus{Code: -1, Error: "could not start: exec: \"/nonexistent\": no such file"}
+	h.exit(once, cannot)
+	h.exit(again, cannot)
+	h.step()
+	wantState(t, h, once, failedSt, `could not start: exec: "/nonexistent": no such file`)
+	if e := h.task(once).Run().GetLastExit(); e.GetError() != cannot.Error {
+		t.Fatalf("once's last exit %v, want the reason", e)
+	}
+	wantState(t, h, again, runningSt, `exited (could not start: exec: "/nonexistent": no such file): restarting`)
+	h.at(2 * time.Second)
+	h.step()
+	wantLines(t, "at the restart delay", h.events, "exec stop once", "exec restart again at 10.1.0.2")
+}
