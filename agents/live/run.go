@@ -19,6 +19,7 @@ import (
 
 	"github.com/omega-cell/omega/agents"
 	"github.com/omega-cell/omega/agents/process"
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/internal/hostinfo"
 	"github.com/omega-cell/omega/membership"
@@ -125,7 +126,7 @@ func Run(ctx context.Context, cfg Config) error {
 // the executor's exits, on a probe's answer. The probes run on goroutines
 // of their own, each bounded by its check's timeout; drive waits for them
 // before it returns.
-func drive(ctx context.Context, core *Core, exec *process.Executor, ml member, tick time.Duration, logger *slog.Logger) error {
+func drive(ctx context.Context, core *Core, exec prober, ml member, tick time.Duration, logger *slog.Logger) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -175,8 +176,17 @@ func drive(ctx context.Context, core *Core, exec *process.Executor, ml member, t
 	}
 }
 
+// prober is what drive needs of the process executor beside the core's
+// Executor: a signal that exits are ready, and the health probes, which
+// drive runs on goroutines of their own (the process executor's Probe is
+// safe for that).
+type prober interface {
+	Ready() <-chan struct{}
+	Probe(ctx context.Context, uid uuid.UUID, hc *omegav1.HealthCheck) error
+}
+
 // probe runs one probe and sends its answer, unless ctx ends first.
-func probe(ctx context.Context, exec *process.Executor, p Probe, answers chan<- ProbeAnswer) {
+func probe(ctx context.Context, exec prober, p Probe, answers chan<- ProbeAnswer) {
 	pctx, cancel := context.WithTimeout(ctx, agents.ProbeTimeout(p.Check))
 	defer cancel()
 	err := exec.Probe(pctx, p.Task, p.Check)
