@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/omega-cell/omega/membership"
 	"github.com/omega-cell/omega/server"
 	"github.com/omega-cell/omega/store"
+	"github.com/omega-cell/omega/txn"
 )
 
 // logged is a log handler that hands each record's message to a channel
@@ -291,5 +293,82 @@ func TestRunMountsTheCallersMuxWithoutWritingIt(t *testing.T) {
 	var ce *server.ConfigError
 	if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "Mux" {
 		t.Fatalf("a Mux with no HTTP: %v, want refused", err)
+	}
+}
+
+// The drain ends the watches at the last revision there will be: the job
+// controller in the server writes a job's status from its tasks, and a
+// watch open over gRPC through the drain receives every revision up to
+// the one the store reopens at, then ends (a client resumes from it after
+// the restart, missing nothing).
+func TestRunDrainEndsWatchesAtTheLastRevision(t *testing.T) {
+	cfg := testConfig(t, make(logged, 1024))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrs, done := runServer(t, ctx, cfg)
+	tr, err := remote.Dial(addrs.GRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	w, err := tr.Watch(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ids := testkit.NewIDs(3, 3)
+	job := ids.Next()
+	ops := []txn.Op{txn.CreateJob(testkit.Job(job, "j", "batch"))}
+	for i := range 3 {
+		ops = append(ops, txn.CreateTask(testkit.Task(ids.Next(), job, fmt.Sprintf("j-%d", i), testkit.Res(1, 1))))
+	}
+	if _, err := tr.Commit(ctx, &txn.Txn{Component: "submitter", Ops: ops}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait, at most 30 s, for the job controller's write (the job's
+	// status, by the component jobs.Component), then drain.
+	var last uint64
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	for controlled := false; !controlled; {
+		sets, err := w.Next(wctx, 0)
+		if err != nil {
+			t.Fatalf("no write of the job controller within 30 s: %v", err)
+		}
+		for _, ws := range sets {
+			last = ws.Revision
+			for _, ch := range ws.Changes {
+				if ch.Job != nil && ch.Job.UID == job && !ch.Created {
+					controlled = true
+				}
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	o := store.DefaultOptions(cfg.DataDir)
+	o.Logger = slog.New(slog.DiscardHandler)
+	st, err := store.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := st.Revision()
+	st.Close()
+	// The server is gone: the watch must already hold every revision up
+	// to the store's last (its stream ended after sending them), and none
+	// beyond.
+	for last < end {
+		sets, err := w.Next(wctx, 0)
+		if err != nil {
+			t.Fatalf("the watch ended at revision %d, the store reopens at %d: a write came after the watches ended (%v)", last, end, err)
+		}
+		for _, ws := range sets {
+			last = ws.Revision
+		}
+	}
+	if last != end {
+		t.Fatalf("the watch delivered revision %d, beyond the store's last, %d", last, end)
 	}
 }
