@@ -42,3 +42,32 @@ func TestGoneAfterView(t *testing.T) {
 		t.Fatalf("claims conflicted %d, want 1", r.ClaimsConflicted)
 	}
 }
+
+// TestClaimOfATaskGoneAfterView replays the case TestEvaluateMatchesModel's
+// rapid run found on 2026-11-30 (its fail file, now removed): a claim, made
+// on a view from before the task's deletion, of the deleted task with its old
+// version and nothing claimed. It is a NOT_FOUND conflict (the state moved
+// under the view), not an error and not a commit, and it changes nothing.
+func TestClaimOfATaskGoneAfterView(t *testing.T) {
+	c := std(t)
+	view := c.s.Revision()
+	old := c.ver(t1)
+	c.commit(c.tx(txn.Delete(kindTask, t1, 0)))
+	before := c.s
+
+	r, ws, err := c.eval(&txn.Txn{ViewRevision: view, Component: "s", UnixNanos: 9_000,
+		Ops: []txn.Op{txn.Claim(t1, m1, res(0, 0), old)}})
+	if err != nil {
+		t.Fatalf("claim of a task deleted after the view: err %v, want a NOT_FOUND conflict", err)
+	}
+	wantCodes(t, r, omegav1.OutcomeCode_OUTCOME_CODE_NOT_FOUND)
+	if r.Committed != 0 || r.Revision != 0 || ws != nil {
+		t.Fatalf("committed %d at revision %d (write set %v), want nothing", r.Committed, r.Revision, ws)
+	}
+	if r.ClaimsConflicted != 1 {
+		t.Fatalf("claims conflicted %d, want 1", r.ClaimsConflicted)
+	}
+	if m := c.machine(m1); !m.Allocated.Equal(txn.Resources{}) || c.s != before {
+		t.Fatalf("the conflict changed the state: machine allocated %v", m.Allocated)
+	}
+}
