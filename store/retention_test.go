@@ -208,8 +208,8 @@ func TestRetentionIgnoresCommitterClocks(t *testing.T) {
 // TestRetentionClockEdges: at the ends of int64 time the store's clock
 // neither wraps nor sticks, and a time it cannot hold (the zero time.Time,
 // whose UnixNano is far outside int64's range) is refused, changing
-// nothing — it used to read as the year 1754 and age everything by 270
-// years on the way back.
+// nothing: read as a time, it would age everything by centuries on the way
+// back.
 func TestRetentionClockEdges(t *testing.T) {
 	s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = time.Minute })
 	defer s.Close()

@@ -1,9 +1,9 @@
 package store
 
-// Adversarial tests of retention (Expire on the store's clock), from two
-// independent reviews (2026-12-01): a failed expiry commit, clocks at
-// zero, at the ends of time and stepped back, the smallest limits, and a
-// model of when each object must go.
+// Retention (Expire on the store's clock) against a model of when each
+// object must go, and at its edges: a failed expiry commit, a zero time
+// between good ones, the ends of time, a monotonic clock stepped back, the
+// smallest limits.
 
 import (
 	"context"
@@ -31,11 +31,11 @@ func (p flakyPolicy) Admit(_ *txn.State, tx *txn.Txn) error {
 	return nil
 }
 
-// Expire pops the due entries before committing their deletions: if that
-// commit fails (a policy refusal, a limit that the expiry transaction
-// exceeds), the entries are gone and the objects never expire (until a
-// reopen).
-func TestReviewRetentionLosesEntriesOnFailedCommit(t *testing.T) {
+// TestRetentionExpiresAfterAFailedCommit: when an expiry commit fails (a
+// policy refuses it once) or cannot be made at once (a MaxTxnBytes below what
+// 30 deletions need), the due entries are kept, and the objects still expire
+// within the next minutes, without a reopen.
+func TestRetentionExpiresAfterAFailedCommit(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mod  func(o *Options)
@@ -67,18 +67,18 @@ func TestReviewRetentionLosesEntriesOnFailedCommit(t *testing.T) {
 				}
 			}
 			if _, ok := s.Snapshot().Task(tk); ok {
-				t.Errorf("PROMISE 3: terminal task still present at +9m with Retention 1m (last Expire: %d, %v)", n, err)
+				t.Errorf("terminal task still present at +9m with Retention 1m (last Expire: %d, %v)", n, err)
 			}
 		})
 	}
 }
 
-// One Expire with a zero time.Time (an uninitialised clock reading; its
-// UnixNano wraps to about year 1754) between two good ones: the store's clock
-// counts the way back up as time passed, so (a) what was seen one second ago
-// expires at once, and (b) the clock saturates at the end of int64 time and
-// stays there: nothing seen afterwards ever expires (until a reopen).
-func TestReviewRetentionZeroTimeStallsForever(t *testing.T) {
+// TestRetentionSurvivesAZeroTime: one Expire with a zero time.Time (an
+// uninitialised clock reading) between two good ones changes nothing: what
+// was seen terminal one second before does not expire early, and what is seen
+// afterwards still expires once its window has passed (the clock neither
+// jumps nor stalls).
+func TestRetentionSurvivesAZeroTime(t *testing.T) {
 	s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = time.Minute })
 	defer s.Close()
 	ctx := context.Background()
@@ -95,7 +95,7 @@ func TestReviewRetentionZeroTimeStallsForever(t *testing.T) {
 	s.Expire(ctx, time.Time{})
 	n, _ := s.Expire(ctx, T.Add(time.Second))
 	if n != 0 {
-		t.Errorf("PROMISE 3: task seen terminal 1s ago (window 1m) expired after a clock glitch (deleted %d)", n)
+		t.Errorf("task seen terminal 1s ago (window 1m) expired after a clock glitch (deleted %d)", n)
 	}
 	finish(b)
 	s.Expire(ctx, T.Add(2*time.Second)) // sees b
@@ -103,11 +103,14 @@ func TestReviewRetentionZeroTimeStallsForever(t *testing.T) {
 		s.Expire(ctx, T.Add(d))
 	}
 	if _, ok := s.Snapshot().Task(b); ok {
-		t.Errorf("PROMISE 3: retention stalled: task seen terminal at T+2s still present at T+1y (window 1m)")
+		t.Errorf("retention stalled: task seen terminal at T+2s still present at T+1y (window 1m)")
 	}
 }
 
-func TestReviewRetentionExtremes(t *testing.T) {
+// TestRetentionWindowOfMaxDuration: with a Retention of the longest
+// Duration and the clock started at 0, a finished task stays until exactly
+// that long has passed on the store's clock, and goes then.
+func TestRetentionWindowOfMaxDuration(t *testing.T) {
 	const maxD = time.Duration(1<<63 - 1)
 	s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = maxD })
 	defer s.Close()
@@ -130,10 +133,11 @@ func TestReviewRetentionExtremes(t *testing.T) {
 	}
 }
 
-// A wall clock stepped back one hour and corrected a minute later: the
-// correction counts as an hour passed, so a task seen terminal 30s before
-// the correction expires at once (window 15m).
-func TestReviewRetentionStepBackThenCorrect(t *testing.T) {
+// TestRetentionOnAMonotonicReading: on readings that carry a monotonic
+// clock (time.Now's), a task seen terminal 30s after the first Expire does
+// not expire 30s later with a 15m window, and does a window after it was
+// seen.
+func TestRetentionOnAMonotonicReading(t *testing.T) {
 	// Between times without a monotonic reading (a caller's own clock), a
 	// step back then a correction ages everything by the step: documented
 	// (retention.go). time.Now()'s readings carry one, and then a wall
@@ -162,13 +166,13 @@ func TestReviewRetentionStepBackThenCorrect(t *testing.T) {
 // by Expire exactly when the store's clock has advanced Retention past the
 // first Expire that saw it terminal at its current version — never before,
 // never missed.
-func TestReview2RetentionModel(t *testing.T) {
+func TestRetentionMatchesModel(t *testing.T) {
 	for seed := uint64(1); seed <= 6; seed++ {
-		review2RetentionRun(t, seed)
+		retentionModelRun(t, seed)
 	}
 }
 
-func review2RetentionRun(t *testing.T, seed uint64) {
+func retentionModelRun(t *testing.T, seed uint64) {
 	const window = 10 * time.Second
 	rng := rand.New(rand.NewPCG(seed, 99))
 	dir := t.TempDir()
@@ -328,10 +332,11 @@ func review2RetentionRun(t *testing.T, seed uint64) {
 	}
 }
 
-// Expire's transactions are bounded by MaxTxnBytes with a per-deletion
-// estimate: at the smallest limits the store accepts, every expiry
-// transaction must still be accepted (it would otherwise fail forever).
-func TestReview2RetentionSmallestLimits(t *testing.T) {
+// TestRetentionAtTheSmallestLimits: Expire's transactions are bounded by
+// MaxTxnBytes with a per-deletion estimate; at the smallest limits the store
+// accepts, with a store clock at the end of int64 time, every expiry
+// transaction is accepted and all 200 finished tasks go.
+func TestRetentionAtTheSmallestLimits(t *testing.T) {
 	mod := func(o *Options) {
 		o.Retention = 0
 		o.Limits = txn.Limits{MaxOps: 1 << 20, MaxStringBytes: txn.MinStringBytes, MaxObjectBytes: txn.MinObjectBytes, MaxTxnBytes: txn.MinObjectBytes}
