@@ -1,7 +1,7 @@
 package grpcerr
 
-// From the second independent review (2026-12-01): hostile statuses and
-// wrapped errors.
+// Statuses from a hostile or broken peer, and errors wrapped before they
+// cross: Error reads each as its contract says, without a panic.
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ import (
 	"github.com/omega-cell/omega/txn"
 )
 
-func review2Over(t *testing.T, p *spb.Status) *status.Status {
+func overTheWire(t *testing.T, p *spb.Status) *status.Status {
 	t.Helper()
 	b, err := proto.Marshal(p)
 	if err != nil {
@@ -34,7 +34,7 @@ func review2Over(t *testing.T, p *spb.Status) *status.Status {
 	return status.FromProto(q)
 }
 
-func review2Detail(t *testing.T, d *omegav1.ErrorDetail) *anypb.Any {
+func anyDetail(t *testing.T, d *omegav1.ErrorDetail) *anypb.Any {
 	a, err := anypb.New(d)
 	if err != nil {
 		t.Fatal(err)
@@ -42,12 +42,12 @@ func review2Detail(t *testing.T, d *omegav1.ErrorDetail) *anypb.Any {
 	return a
 }
 
-// Hostile statuses must not panic, and each reads back as the contract
-// says: a detail of a code it knows is that sentinel (an *txn.OpError only
+// TestErrorOfAHostileStatus: hostile statuses do not panic Error, and each
+// reads back as the contract says: a detail of a code it knows is that sentinel (an *txn.OpError only
 // with a non-negative index); anything else maps by its gRPC code
 // (Unavailable to ErrUnavailable; OK to nil; the rest stays the status's
 // own error, matching no typed sentinel).
-func TestReview2HostileStatus(t *testing.T) {
+func TestErrorOfAHostileStatus(t *testing.T) {
 	url := "type.googleapis.com/omega.v1.ErrorDetail"
 	const none = -1 // no *txn.OpError
 	cases := map[string]struct {
@@ -56,26 +56,26 @@ func TestReview2HostileStatus(t *testing.T) {
 		index int   // the OpError's index, or none
 		isNil bool
 	}{
-		"unknown code 99":      {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{review2Detail(t, &omegav1.ErrorDetail{Code: 99, OpIndex: 3})}}, index: none},
-		"code -1":              {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{review2Detail(t, &omegav1.ErrorDetail{Code: -1})}}, index: none},
-		"code 0 (unspecified)": {p: &spb.Status{Code: int32(codes.Internal), Details: []*anypb.Any{review2Detail(t, &omegav1.ErrorDetail{Code: 0, OpIndex: 1})}}, index: none},
-		"op index MaxInt32":    {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{review2Detail(t, &omegav1.ErrorDetail{Code: 1, OpIndex: math.MaxInt32, OpKind: 2})}}, want: txn.ErrInvalid, index: math.MaxInt32},
-		"op index -2":          {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{review2Detail(t, &omegav1.ErrorDetail{Code: 1, OpIndex: -2})}}, want: txn.ErrInvalid, index: none},
-		"op index MinInt32":    {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{review2Detail(t, &omegav1.ErrorDetail{Code: 1, OpIndex: math.MinInt32})}}, want: txn.ErrInvalid, index: none},
+		"unknown code 99":      {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{anyDetail(t, &omegav1.ErrorDetail{Code: 99, OpIndex: 3})}}, index: none},
+		"code -1":              {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{anyDetail(t, &omegav1.ErrorDetail{Code: -1})}}, index: none},
+		"code 0 (unspecified)": {p: &spb.Status{Code: int32(codes.Internal), Details: []*anypb.Any{anyDetail(t, &omegav1.ErrorDetail{Code: 0, OpIndex: 1})}}, index: none},
+		"op index MaxInt32":    {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{anyDetail(t, &omegav1.ErrorDetail{Code: 1, OpIndex: math.MaxInt32, OpKind: 2})}}, want: txn.ErrInvalid, index: math.MaxInt32},
+		"op index -2":          {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{anyDetail(t, &omegav1.ErrorDetail{Code: 1, OpIndex: -2})}}, want: txn.ErrInvalid, index: none},
+		"op index MinInt32":    {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{anyDetail(t, &omegav1.ErrorDetail{Code: 1, OpIndex: math.MinInt32})}}, want: txn.ErrInvalid, index: none},
 		"op kind 1000 and -1": {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{
-			review2Detail(t, &omegav1.ErrorDetail{Code: 1, OpKind: 1000}), review2Detail(t, &omegav1.ErrorDetail{Code: 2, OpKind: -1})}}, want: txn.ErrInvalid, index: 0},
+			anyDetail(t, &omegav1.ErrorDetail{Code: 1, OpKind: 1000}), anyDetail(t, &omegav1.ErrorDetail{Code: 2, OpKind: -1})}}, want: txn.ErrInvalid, index: 0},
 		"garbage detail bytes":   {p: &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{{TypeUrl: url, Value: []byte{0xff, 0xff, 0xff}}}}, index: none},
 		"unknown detail type":    {p: &spb.Status{Code: int32(codes.Unavailable), Details: []*anypb.Any{{TypeUrl: "type.googleapis.com/x.Y", Value: []byte{1, 2}}}}, want: transport.ErrUnavailable, index: none},
 		"empty type url":         {p: &spb.Status{Code: int32(codes.Unknown), Details: []*anypb.Any{{}}}, index: none},
 		"nil detail":             {p: &spb.Status{Code: int32(codes.Unknown), Details: []*anypb.Any{nil}}, index: none},
-		"detail on OK":           {p: &spb.Status{Code: 0, Details: []*anypb.Any{review2Detail(t, &omegav1.ErrorDetail{Code: 1})}}, isNil: true},
+		"detail on OK":           {p: &spb.Status{Code: 0, Details: []*anypb.Any{anyDetail(t, &omegav1.ErrorDetail{Code: 1})}}, isNil: true},
 		"grpc code out of range": {p: &spb.Status{Code: 12345, Message: "x"}, index: none},
 	}
 	typed := append([]error{transport.ErrUnavailable}, txn.ErrInvalid, txn.ErrNotFound, txn.ErrAlreadyExists, txn.ErrTooLarge,
 		txn.ErrNotPending, txn.ErrIllegalState, txn.ErrInUse, txn.ErrFutureRevision, txn.ErrCompacted, txn.ErrRejected)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := Error(review2Over(t, tc.p))
+			err := Error(overTheWire(t, tc.p))
 			if tc.isNil {
 				if err != nil {
 					t.Fatalf("got %v, want nil", err)
@@ -103,15 +103,16 @@ func TestReview2HostileStatus(t *testing.T) {
 	// decodes to, no panic and an error.
 	a, _ := anypb.New(&omegav1.Outcome{Code: 3, Detail: "zz"})
 	a.TypeUrl = url
-	if err := Error(review2Over(t, &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{a}})); err == nil {
+	if err := Error(overTheWire(t, &spb.Status{Code: int32(codes.InvalidArgument), Details: []*anypb.Any{a}})); err == nil {
 		t.Error("a status with a mislabelled detail read back as no error")
 	}
 }
 
-// "the message reads as it did on the server": an OpError wrapped by the
-// server (e.g. Expire's "expire: %w") keeps the wrapping's message on the
-// far side, and its sentinel.
-func TestReview2StatusWrappedOpError(t *testing.T) {
+// TestStatusKeepsAWrappedOpError: "the message reads as it did on the
+// server": an OpError wrapped by the server (e.g. Expire's "expire: %w")
+// keeps the wrapping's message on the far side, and its sentinel; Status of
+// an *OpError with no Err does not panic.
+func TestStatusKeepsAWrappedOpError(t *testing.T) {
 	inner := &txn.OpError{Index: 2, Kind: txn.OpDelete, Err: fmt.Errorf("%w: job x", txn.ErrNotFound)}
 	err := fmt.Errorf("expire: %w", inner)
 	back := Error(Status(err))
@@ -125,7 +126,7 @@ func TestReview2StatusWrappedOpError(t *testing.T) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				t.Errorf("NOTE: Status(&txn.OpError{Err: nil}) panics: %v", r)
+				t.Errorf("Status(&txn.OpError{Err: nil}) panics: %v", r)
 			}
 		}()
 		Status(&txn.OpError{Index: 1, Kind: txn.OpClaim})
