@@ -109,3 +109,16 @@ func TestResourcesArithmetic(t *testing.T) {
 		t.Fatal("nil proto not zero")
 	}
 }
+
+// TestResourcesEqualNegativeExt: Resources.Equal (which CheckInvariants
+// uses to find a drift) tells a negative extended amount from an absent one,
+// either way round.
+func TestResourcesEqualNegativeExt(t *testing.T) {
+	a := txn.Resources{Ext: map[string]int64{"gpu": -999}}
+	if a.Equal(txn.Resources{}) {
+		t.Errorf("Resources{gpu:-999}.Equal(Resources{}) = true")
+	}
+	if (txn.Resources{}).Equal(a) {
+		t.Errorf("Resources{}.Equal(Resources{gpu:-999}) = true")
+	}
+}

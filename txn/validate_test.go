@@ -517,3 +517,115 @@ func TestSizeBoundCoversEveryField(t *testing.T) {
 }
 
 func long300() string { return strings.Repeat("u", 300) }
+
+// TestLimitsExact: every limit is exact: a string, an extended resource's
+// name, an object, a transaction and a count of operations at the limit are
+// accepted, one over it refused with ErrTooLarge.
+func TestLimitsExact(t *testing.T) {
+	lim := txn.Limits{MaxOps: 5, MaxStringBytes: 50, MaxObjectBytes: 400, MaxTxnBytes: 1500}
+	base := newCell(t)
+	base.lim = lim
+	base.commit(base.tx(txn.CreateTask(taskP(t1, res(1, 1), 0)), txn.CreateMachine(machineP(m1, res(10, 10)))))
+	st := base.s
+	eval := func(tx *txn.Txn) error {
+		_, _, err := txn.Evaluate(st, tx, st.Revision()+1, lim)
+		return err
+	}
+	check := func(what string, build func(n int) *txn.Txn, size func(tx *txn.Txn) int, limit int) {
+		t.Helper()
+		// find n with size == limit
+		n := -1
+		for i := 0; i < 5000; i++ {
+			if size(build(i)) == limit {
+				n = i
+				break
+			}
+		}
+		if n < 0 {
+			t.Fatalf("%s: no n reaches %d exactly", what, limit)
+		}
+		if err := eval(build(n)); err != nil {
+			t.Errorf("%s at the limit (%d): %v", what, limit, err)
+		}
+		for m := n + 1; m < n+5000; m++ {
+			if size(build(m)) > limit {
+				if err := eval(build(m)); !errors.Is(err, txn.ErrTooLarge) {
+					t.Errorf("%s one over (%d > %d): %v", what, size(build(m)), limit, err)
+				}
+				break
+			}
+		}
+	}
+	str := func(n int) string { return strings.Repeat("x", n) }
+	check("string", func(n int) *txn.Txn {
+		return &txn.Txn{Ops: []txn.Op{txn.SetStatus(t1, omegav1.TaskState_TASK_STATE_KILLED, 0, str(n))}}
+	}, func(tx *txn.Txn) int { return len(tx.Ops[0].Message) }, lim.MaxStringBytes)
+	check("claim ext key", func(n int) *txn.Txn {
+		return &txn.Txn{Ops: []txn.Op{txn.Claim(t1, m1, txn.Resources{Ext: map[string]int64{str(n): 0}}, 0)}}
+	}, func(tx *txn.Txn) int {
+		for k := range tx.Ops[0].Resources.Ext {
+			return len(k)
+		}
+		return 0
+	}, lim.MaxStringBytes)
+	// Object: a task with many short labels.
+	objTx := func(n int) *txn.Txn {
+		p := taskP(t2, res(1, 1), 0)
+		p.Meta.Labels = map[string]string{}
+		for i := 0; i < n/40; i++ {
+			p.Meta.Labels[strings.Repeat("k", 10)+string(rune('a'+i%26))+string(rune('a'+i/26))] = str(20)
+		}
+		p.Meta.Annotations = map[string]string{"a": str(n % 40)}
+		return &txn.Txn{Ops: []txn.Op{txn.CreateTask(p)}}
+	}
+	check("object", objTx, func(tx *txn.Txn) int { return proto.Size(tx.Ops[0].NewTask) }, lim.MaxObjectBytes)
+	// Transaction: status messages.
+	txTx := func(n int) *txn.Txn {
+		var ops []txn.Op
+		for i := 0; i < n/51; i++ {
+			ops = append(ops, txn.SetStatus(t1, omegav1.TaskState_TASK_STATE_KILLED, 0, str(50)))
+		}
+		ops = append(ops, txn.SetStatus(t1, omegav1.TaskState_TASK_STATE_KILLED, 0, str(n%51)))
+		return &txn.Txn{Ops: ops}
+	}
+	_ = txTx
+	lim2 := lim
+	lim2.MaxTxnBytes = 0
+	for i := 0; i < 2000 && lim2.MaxTxnBytes == 0; i++ {
+		if w := txTx(i).WireSize(); w >= 300 {
+			lim2.MaxTxnBytes = w
+		}
+	}
+	lim2.MaxOps = 0
+	lim = lim2
+	check("transaction", txTx, func(tx *txn.Txn) int { return tx.WireSize() }, lim.MaxTxnBytes)
+	// ops
+	opsTx := func(n int) *txn.Txn {
+		ops := make([]txn.Op, n)
+		for i := range ops {
+			ops[i] = txn.SetStatus(t1, omegav1.TaskState_TASK_STATE_KILLED, 0, "")
+		}
+		return &txn.Txn{Ops: ops}
+	}
+	lim.MaxOps = 5
+	check("ops", opsTx, func(tx *txn.Txn) int { return len(tx.Ops) }, lim.MaxOps)
+}
+
+// TestErrorMessageQuotesABoundedString: the error refusing a bad string (a
+// map key of 1 MiB, invalid UTF-8 or over MaxStringBytes) quotes a bounded
+// part of it: the message stays within 4*MaxStringBytes.
+func TestErrorMessageQuotesABoundedString(t *testing.T) {
+	base := onePlacedOnePending(t)
+	for _, key := range []string{strings.Repeat("\x80", 1<<20), strings.Repeat("k", 1<<20)} {
+		p := taskP(t5, res(1, 1), 0)
+		p.Meta.Labels = map[string]string{key: "v"}
+		_, _, err := txn.Evaluate(base, &txn.Txn{Ops: []txn.Op{txn.CreateTask(p)}}, base.Revision()+1, txn.DefaultLimits())
+		if err == nil {
+			t.Fatal("accepted")
+		}
+		t.Logf("%d-byte key: %d-byte error message (sentinel %v)", len(key), len(err.Error()), firstSentinel(err))
+		if len(err.Error()) > 4*txn.DefaultLimits().MaxStringBytes {
+			t.Errorf("error message of %d bytes for a %d-byte key", len(err.Error()), len(key))
+		}
+	}
+}

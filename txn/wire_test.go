@@ -2,12 +2,16 @@ package txn_test
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"pgregory.net/rapid"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
@@ -328,5 +332,190 @@ func TestTxnFromProtoClaimMapNotShared(t *testing.T) {
 	wantRes(t, "allocated", c.machine(m1).Allocated, res(1000, 1000, "gpu", 1))
 	if _, ok := c.task(t1).Claimed.Ext["none"]; ok {
 		t.Fatal("a zero amount kept in the claim")
+	}
+}
+
+// TestWireSizeOfOddOps: WireSize == proto.Size(tx.Proto()) for operations
+// with odd field combinations (fields their kind does not use, extreme
+// integers, long strings).
+func TestWireSizeOfOddOps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	ints := []int64{0, 1, -1, math.MaxInt64, math.MinInt64, 127, 128, 1 << 35}
+	pick := func() int64 { return ints[rng.IntN(len(ints))] }
+	for iter := 0; iter < 3000; iter++ {
+		var ops []txn.Op
+		for k := 0; k < 1+rng.IntN(4); k++ {
+			op := txn.Op{
+				Kind:          txn.OpKind(rng.IntN(9)),
+				ExpectVersion: uint64(pick()),
+				State:         omegav1.TaskState(pick()),
+				ForPriority:   int32(pick()),
+				Force:         rng.IntN(2) == 0,
+				Message:       strings.Repeat("m", rng.IntN(3)*70),
+				DeleteKind:    omegav1.ObjectKind(pick()),
+			}
+			if rng.IntN(2) == 0 {
+				op.Task = uid(uint64(rng.IntN(3)))
+				op.Machine = uid(uint64(rng.IntN(3)))
+				op.DeleteUID = uid(uint64(rng.IntN(3)))
+			}
+			if rng.IntN(2) == 0 {
+				op.Resources = txn.Resources{CPU: pick(), Memory: pick(), Ext: map[string]int64{"": pick(), "g": pick()}}
+			}
+			if rng.IntN(3) == 0 {
+				op.NewTask = taskP(uid(5), res(pick(), pick()), int32(pick()))
+			}
+			if rng.IntN(3) == 0 {
+				op.NewJob = jobP(uid(6))
+			}
+			if rng.IntN(3) == 0 {
+				op.NewMachine = machineP(uid(7), res(pick(), pick()))
+			}
+			ops = append(ops, op)
+		}
+		tx := &txn.Txn{ViewRevision: uint64(pick()), Conflict: omegav1.ConflictMode(pick()), Commit: omegav1.CommitMode(pick()),
+			UnixNanos: pick(), Component: strings.Repeat("c", rng.IntN(2)*200), Ops: ops}
+		if w, p := tx.WireSize(), proto.Size(tx.Proto()); w != p {
+			t.Fatalf("iter %d: WireSize %d, proto.Size %d: %+v", iter, w, p, tx)
+		}
+	}
+}
+
+// TestWireSizeAndLimitsOverFuzzPrograms: WireSize == proto.Size(tx.Proto())
+// and no accepted transaction over a limit, over the fuzz generator's
+// transactions (every op kind, edge values, raw strings).
+func TestWireSizeAndLimitsOverFuzzPrograms(t *testing.T) {
+	lim := txnfuzz.Limits()
+	rng := rand.New(rand.NewPCG(20261202, 5))
+	n := 0
+	for prog := 0; prog < 3000; prog++ {
+		st := setupState(t)
+		d := txnfuzz.NewDecoder(txnfuzz.RandomProgram(rng.Uint32, 400), lim)
+		for step := 0; d.More() && step < 24; step++ {
+			if d.Action() == txnfuzz.ActExpire {
+				d.Int()
+				continue
+			}
+			tx := d.Txn(st)
+			n++
+			if w, p := tx.WireSize(), proto.Size(tx.Proto()); w != p {
+				t.Fatalf("WireSize %d, proto.Size %d", w, p)
+			}
+			_, ws, err := txn.Evaluate(st, tx, st.Revision()+1, lim)
+			if err == nil && tx.WireSize() > lim.MaxTxnBytes {
+				t.Fatalf("accepted a %d-byte transaction, limit %d", tx.WireSize(), lim.MaxTxnBytes)
+			}
+			if err == nil && len(tx.Ops) > lim.MaxOps {
+				t.Fatalf("accepted %d ops", len(tx.Ops))
+			}
+			if err == nil {
+				for i := range tx.Ops {
+					op := &tx.Ops[i]
+					if (op.Kind == txn.OpCreate || op.Kind == txn.OpPut) && op.NewTask == nil {
+						var m proto.Message
+						if op.NewJob != nil {
+							m = op.NewJob
+						} else if op.NewMachine != nil {
+							m = op.NewMachine
+						}
+						if m != nil && proto.Size(m) > lim.MaxObjectBytes {
+							t.Fatalf("accepted a %d-byte object", proto.Size(m))
+						}
+					}
+					if op.Kind == txn.OpCreate && op.NewTask != nil && proto.Size(op.NewTask) > lim.MaxObjectBytes {
+						t.Fatalf("accepted a %d-byte task", proto.Size(op.NewTask))
+					}
+				}
+			}
+			if ws != nil {
+				st = st.Apply(ws)
+				if err := txn.CheckInvariants(st); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	t.Logf("%d transactions", n)
+}
+
+// TestTxnRoundTripKeepsMeaning: TxnFromProto(tx.Proto()), after marshal and
+// unmarshal, means what tx means: a claim naming an over-long extended
+// resource at 0 is judged the same in process and after the wire, and
+// unknown bytes that encode a known field at zero are refused in process.
+func TestTxnRoundTripKeepsMeaning(t *testing.T) {
+	base := onePlacedOnePending(t)
+	lim := txn.DefaultLimits()
+	wire := func(tx *txn.Txn) *txn.Txn {
+		b, err := proto.Marshal(tx.Proto())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &omegav1.Transaction{}
+		if err := proto.Unmarshal(b, p); err != nil {
+			t.Fatal(err)
+		}
+		tx2, err := txn.TxnFromProto(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx2
+	}
+	compare := func(name string, tx *txn.Txn) {
+		t.Run(name, func(t *testing.T) {
+			tx2 := wire(tx)
+			r1, _, e1 := txn.Evaluate(base, tx, base.Revision()+1, lim)
+			r2, _, e2 := txn.Evaluate(base, tx2, base.Revision()+1, lim)
+			if (e1 == nil) != (e2 == nil) || firstSentinel(e1) != firstSentinel(e2) || fmt.Sprint(codes(r1)) != fmt.Sprint(codes(r2)) {
+				t.Errorf("in process: %v %v; after the wire: %v %v", codes(r1), e1, codes(r2), e2)
+			}
+		})
+	}
+	x, _ := base.Task(t2)
+	// A claim naming an extended resource at 0 whose name is over
+	// MaxStringBytes: the wire drops zero amounts (ResourcesFromProto), and
+	// both sides judge it alike.
+	long := strings.Repeat("k", lim.MaxStringBytes+1)
+	compare("claim with an over-long zero-amount ext name", &txn.Txn{ViewRevision: base.Revision(),
+		Ops: []txn.Op{txn.Claim(t2, m1, txn.Resources{CPU: 1, Ext: map[string]int64{long: 0}}, x.Version)}})
+	// Unknown bytes that encode a known field at zero: in process the store
+	// refuses them (they would overwrite the known value on reopen); on the
+	// wire they are decoded as that known field, so the transaction is
+	// another one, which the server judges as it is. The in-process refusal
+	// is what is held here.
+	m := machineP(m2, res(1000, 1000))
+	m.Spec.Capacity.ProtoReflect().SetUnknown(protoreflect.RawFields(
+		protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 0)))
+	if _, _, err := txn.Evaluate(base, &txn.Txn{ViewRevision: base.Revision(),
+		Ops: []txn.Op{txn.CreateMachine(m), txn.Claim(t2, m2, res(500, 1), x.Version)}}, base.Revision()+1, lim); !errors.Is(err, txn.ErrInvalid) {
+		t.Errorf("unknown bytes over a known field at zero: %v, want ErrInvalid", err)
+	}
+}
+
+// TestResultFromProtoHostile: ResultFromProto refuses a result that does not fit its transaction or
+// itself: callers (schedulers/runner.go, agents/simfleet.go) index
+// res.Outcomes[i] by operation, and a short hostile result would panic them.
+func TestResultFromProtoHostile(t *testing.T) {
+	ok := func(code omegav1.OutcomeCode) *omegav1.Outcome { return &omegav1.Outcome{Code: code} }
+	for _, c := range []struct {
+		name string
+		p    *omegav1.TransactionResult
+		ops  int
+	}{
+		{"fewer outcomes than operations", &omegav1.TransactionResult{Revision: 9, Committed: 1, Outcomes: []*omegav1.Outcome{ok(0)}}, 2},
+		{"an unknown code", &omegav1.TransactionResult{Conflicts: 1, Outcomes: []*omegav1.Outcome{ok(77)}}, 1},
+		{"counts against the outcomes", &omegav1.TransactionResult{Revision: 9, Committed: 3, Conflicts: -1, Outcomes: []*omegav1.Outcome{ok(0)}}, 1},
+		{"a revision with nothing committed", &omegav1.TransactionResult{Revision: 9, Conflicts: 1, Outcomes: []*omegav1.Outcome{ok(2)}}, 1},
+		{"committed with no revision", &omegav1.TransactionResult{Committed: 1, Outcomes: []*omegav1.Outcome{ok(0)}}, 1},
+		{"more conflicting claims than conflicts", &omegav1.TransactionResult{Conflicts: 1, ClaimsConflicted: 2, Outcomes: []*omegav1.Outcome{ok(3)}}, 1},
+		{"a revision at or below its base", &omegav1.TransactionResult{Revision: 4, Base: 4, Committed: 1, Outcomes: []*omegav1.Outcome{ok(0)}}, 1},
+	} {
+		if r, err := txn.ResultFromProto(c.p, c.ops); !errors.Is(err, txn.ErrInvalid) {
+			t.Errorf("%s: accepted %+v (%v)", c.name, r, err)
+		}
+	}
+	good := &omegav1.TransactionResult{Revision: 5, Base: 4, Committed: 1, Conflicts: 1, ClaimsConflicted: 1, Rejected: 1,
+		Outcomes: []*omegav1.Outcome{ok(0), ok(3), {Code: omegav1.OutcomeCode_OUTCOME_CODE_REJECTED, Reason: 3}, ok(1)}}
+	if _, err := txn.ResultFromProto(good, 4); err != nil {
+		t.Errorf("a good result refused: %v", err)
 	}
 }
