@@ -8,6 +8,8 @@ package store
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -356,13 +358,12 @@ func TestNilElementsInRepeatedFields(t *testing.T) {
 	}
 }
 
-// TestOptionsAtTheirExtremes: Options{} (a zero Retention is kept, not the
-// default) and options at their extremes run through Validate and Open
-// without a panic; what each returns is logged.
+// TestOptionsAtTheirExtremes: Options{} keeps its zero Retention (not the
+// default, as documented: everything expires at the first Expire that sees
+// it), and options at their extremes neither panic Validate nor Open: what
+// Validate refuses Open refuses with the same message, and what it takes
+// Open takes, bar a Dir that is a file, which only opening finds.
 func TestOptionsAtTheirExtremes(t *testing.T) {
-	// Zero Retention is documented as "Default 15 minutes", and Open fills
-	// other zero fields (HistoryChanges, Limits) with their defaults; a zero
-	// Retention is kept: everything expires at the first Expire that sees it.
 	o := Options{Durability: DurabilityNone, Logger: quietLogger()}
 	s, err := Open(o)
 	if err != nil {
@@ -371,21 +372,28 @@ func TestOptionsAtTheirExtremes(t *testing.T) {
 	tk := testUID(uidTask, 55, 0)
 	mustCommitAll(t, s, &txn.Txn{Ops: []txn.Op{txn.CreateTask(taskProto(tk, uuid.Nil, 1, 1))}})
 	mustCommitAll(t, s, &txn.Txn{Ops: []txn.Op{txn.SetStatus(tk, omegav1.TaskState_TASK_STATE_FAILED, 0, "")}})
-	n, err := s.Expire(context.Background(), time.Unix(1_700_000_000, 0))
-	t.Logf("Options{} (Retention 0): first Expire deleted %d (err %v)", n, err)
+	if n, err := s.Expire(context.Background(), time.Unix(1_700_000_000, 0)); n != 1 || err != nil {
+		t.Errorf("Options{} (Retention 0): first Expire deleted %d (err %v), want the finished task", n, err)
+	}
 	s.Close()
 
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		name string
-		mod  func(*Options)
+		name  string
+		mod   func(*Options)
+		valid bool // Validate takes it
+		opens bool // Open takes it
 	}{
-		{"MemTableSize 1<<62", func(o *Options) { o.MemTableSize = 1 << 62 }},
-		{"MaxTxnBytes 1", func(o *Options) { o.Limits.MaxTxnBytes = 1 }},
-		{"MaxObjectBytes > MaxTxnBytes", func(o *Options) { o.Limits.MaxObjectBytes = 30 << 20 }},
-		{"HistoryChanges MaxInt", func(o *Options) { o.HistoryChanges = int(^uint(0) >> 1) }},
-		{"Retention max", func(o *Options) { o.Retention = time.Duration(1<<63 - 1) }},
-		{"Durability negative", func(o *Options) { o.Durability = -1 }},
-		{"Dir is a file", func(o *Options) { o.Dir = "/etc/hostname" }},
+		{"MemTableSize 1<<62", func(o *Options) { o.MemTableSize = 1 << 62 }, false, false},
+		{"MaxTxnBytes 1", func(o *Options) { o.Limits.MaxTxnBytes = 1 }, false, false},
+		{"MaxObjectBytes > MaxTxnBytes", func(o *Options) { o.Limits.MaxObjectBytes = 30 << 20 }, false, false},
+		{"HistoryChanges MaxInt", func(o *Options) { o.HistoryChanges = int(^uint(0) >> 1) }, true, true},
+		{"Retention max", func(o *Options) { o.Retention = time.Duration(1<<63 - 1) }, true, true},
+		{"Durability negative", func(o *Options) { o.Durability = -1 }, false, false},
+		{"Dir is a file", func(o *Options) { o.Dir = file }, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions(t.TempDir())
@@ -396,7 +404,7 @@ func TestOptionsAtTheirExtremes(t *testing.T) {
 			func() {
 				defer func() {
 					if r := recover(); r != nil {
-						oerr = errors.New("PANIC in Open: " + func() string { s, _ := r.(string); return s }())
+						t.Fatalf("Open panics: %v", r)
 					}
 				}()
 				s, err := Open(o)
@@ -406,6 +414,12 @@ func TestOptionsAtTheirExtremes(t *testing.T) {
 				}
 			}()
 			t.Logf("Validate: %v; Open: %v", verr, oerr)
+			if (verr == nil) != tc.valid || (oerr == nil) != tc.opens {
+				t.Fatalf("Validate: %v; Open: %v; want valid %t, opens %t", verr, oerr, tc.valid, tc.opens)
+			}
+			if verr != nil && oerr.Error() != verr.Error() {
+				t.Errorf("Open refuses with %q, Validate with %q", oerr, verr)
+			}
 		})
 	}
 }
