@@ -3,15 +3,15 @@ package experiment
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/omega-cell/omega/bench/pool"
 )
 
 // Run is one simulation of a sweep: a cell at a seed.
@@ -140,39 +140,11 @@ func (s *Sweep) Execute(ctx context.Context, out string, parallel int, run RunFu
 		return nil
 	}
 	tick := progress(hours)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(todo))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range max(1, min(parallel, len(todo))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range next {
-				if errs[k] = s.runOne(ctx, out, todo[k], run, tick); errs[k] != nil {
-					cancel()
-				}
-			}
-		}()
-	}
-feed:
-	for k := range todo {
-		select {
-		case next <- k:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	// The first failure that is not another's cancellation.
-	for _, canceled := range []bool{false, true} {
-		for k, err := range errs {
-			if err != nil && errors.Is(err, context.Canceled) == canceled {
-				return fmt.Errorf("%s seed %d: %w", todo[k].Cell.ID, todo[k].Seed, err)
-			}
-		}
+	k, err := pool.Run(ctx, len(todo), parallel, func(ctx context.Context, k int) error {
+		return s.runOne(ctx, out, todo[k], run, tick)
+	})
+	if err != nil {
+		return fmt.Errorf("%s seed %d: %w", todo[k].Cell.ID, todo[k].Seed, err)
 	}
 	return nil
 }

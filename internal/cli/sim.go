@@ -19,6 +19,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/omega-cell/omega/bench/pool"
 	"github.com/omega-cell/omega/bench/sim"
 	"github.com/omega-cell/omega/bench/workload"
 	"github.com/omega-cell/omega/internal/finite"
@@ -396,32 +397,11 @@ func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seed
 			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
 		var barMu sync.Mutex
 		tick := func() { barMu.Lock(); bar.Add(1); barMu.Unlock() }
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		next := make(chan int)
-		var wg sync.WaitGroup
-		for range min(jobs, seeds) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for k := range next {
-					sums[k], errs[k] = runOne(ctx, stderr, configs[k], dirs[k], tick)
-					if errs[k] != nil {
-						cancel() // the others stop: the run has failed
-					}
-				}
-			}()
-		}
-	feed:
-		for k := range seeds {
-			select {
-			case next <- k:
-			case <-ctx.Done():
-				break feed
-			}
-		}
-		close(next)
-		wg.Wait()
+		// The first failure stops the others; errs holds each seed's, read below.
+		pool.Run(ctx, seeds, jobs, func(ctx context.Context, k int) error {
+			sums[k], errs[k] = runOne(ctx, stderr, configs[k], dirs[k], tick)
+			return errs[k]
+		})
 		barMu.Lock()
 		bar.Finish()
 		barMu.Unlock()
