@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/omega-cell/omega/bench/audit"
+	"github.com/omega-cell/omega/audit"
 	"github.com/omega-cell/omega/bench/replay"
 	"github.com/omega-cell/omega/bench/sim"
 )

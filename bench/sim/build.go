@@ -18,7 +18,7 @@ import (
 
 	"github.com/omega-cell/omega/agents"
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
-	auditpkg "github.com/omega-cell/omega/bench/audit"
+	auditpkg "github.com/omega-cell/omega/audit"
 	"github.com/omega-cell/omega/bench/workload"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
@@ -89,7 +89,7 @@ type Config struct {
 	// simulated time (default an hour).
 	Progress      func(time.Duration)
 	ProgressEvery time.Duration
-	// AuditHistory audits every revision the run commits (bench/audit.Stream),
+	// AuditHistory audits every revision the run commits (audit.Stream),
 	// into summary.json's violations_history: what the final state's audit
 	// cannot show, and when each kind of violation was first detectable.
 	AuditHistory bool

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
-	"github.com/omega-cell/omega/bench/audit"
+	"github.com/omega-cell/omega/audit"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/jobs"
 	"github.com/omega-cell/omega/schedulers"

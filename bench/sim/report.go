@@ -12,7 +12,7 @@ import (
 	"time"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
-	"github.com/omega-cell/omega/bench/audit"
+	"github.com/omega-cell/omega/audit"
 	"github.com/omega-cell/omega/internal/finite"
 	"github.com/omega-cell/omega/schedulers"
 )
@@ -39,10 +39,10 @@ type Summary struct {
 	// and service jobs apart, several instances of a kind together.
 	JobKinds []JobKindSummary `json:"job_kinds"`
 	// Violations counts, by kind, the invariant violations the cell's final
-	// state holds (bench/audit): what the store's policy let persist.
+	// state holds (package audit): what the store's policy let persist.
 	Violations map[string]int `json:"violations"`
 	// ViolationsHistory, with Config.AuditHistory, is the audit of every
-	// revision the run committed (bench/audit.Stream): the violations that
+	// revision the run committed (audit.Stream): the violations that
 	// began, by kind, when each kind was first detectable, and examples —
 	// what the final state may no longer show.
 	ViolationsHistory *audit.HistoryReport `json:"violations_history,omitempty"`

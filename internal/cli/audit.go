@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/omega-cell/omega/bench/audit"
+	"github.com/omega-cell/omega/audit"
 	"github.com/omega-cell/omega/bench/sim"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"

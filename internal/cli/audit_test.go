@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/omega-cell/omega/bench/audit"
+	"github.com/omega-cell/omega/audit"
 	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"

@@ -61,6 +61,9 @@ var mayImport = map[string][]string{
 	"membership": {},
 	// Hand-written object files, for the CLI.
 	"internal/objfile": {"api/omega/v1"},
+	// The independent invariant checker of a store's state and of a
+	// history (omega audit): a production tool, knowing only the objects.
+	"audit": {"api/omega/v1", "txn"},
 	// Label selectors: below everything that evaluates them.
 	"labels": {},
 	// The gRPC service's generated code, apart from the messages so that
