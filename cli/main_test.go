@@ -14,7 +14,7 @@ import (
 
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := NewRootCmd()
+	cmd := newRootCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -65,12 +65,12 @@ func TestBenchStoreJSON(t *testing.T) {
 	}
 }
 
-// A command a program adds to the tree after NewRootCmd (as one built on
+// A command a program adds to the tree after newRootCmd (as one built on
 // cli.NewRootCommand does) honours --cpuprofile and --memprofile too.
 func TestProfilesOfAnAddedCommand(t *testing.T) {
 	dir := t.TempDir()
 	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
-	root := NewRootCmd()
+	root := newRootCmd()
 	ran := 0
 	root.AddCommand(&cobra.Command{Use: "mine", RunE: func(*cobra.Command, []string) error { ran++; return nil }})
 	root.SetArgs([]string{"mine", "--cpuprofile", cpu, "--memprofile", mem})

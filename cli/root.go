@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func NewRootCmd() *cobra.Command {
+func newRootCmd() *cobra.Command {
 	var (
 		verbose    bool
 		cpuProfile string

@@ -40,7 +40,7 @@ func TestHelpTextsAreWhole(t *testing.T) {
 			walk(sub)
 		}
 	}
-	walk(NewRootCmd())
+	walk(newRootCmd())
 	if n < 20 {
 		t.Fatalf("walked %d commands: the tree is not what it seems", n)
 	}
