@@ -118,7 +118,7 @@ as it was.`,
 	fl.IntVar(&f.gpusPerMachine, "gpus-per-machine", 8, fmt.Sprintf("GPUs on each GPU machine, 1 to %d", workload.MaxGPUsPerMachine))
 	fl.Float64Var(&f.gpuJobs, "gpu-jobs", 0, "share of the batch jobs, 0 to 1, whose tasks each ask for one GPU (needs --gpu-machines)")
 	fl.StringVar(&f.storePolicy, "policy", "raw", "the store's policy: raw (Omega's: the state as the schedulers and agents write it) or mediated (the store validates every operation, as Kubernetes' API server)")
-	fl.StringVar(&f.arch, "architecture", "shared", "how scheduling is organised (the Omega paper's section 4): shared (--schedulers on shared state), single-path (one monolithic scheduler, every job at the service scheduler's decision time), multi-path (one monolithic scheduler, each job at its kind's decision time) or two-level (Mesos-style offers: each of --schedulers is a framework, offered everything unoffered in turn, in DRF order, and locked while it decides); the monolithic ones take --schedulers batch=1,service=1")
+	fl.StringVar(&f.arch, "architecture", sim.DefaultArchitecture, "how scheduling is organised (the Omega paper's section 4): "+architectureHelp())
 	fl.StringVar(&f.allocatorTime, "allocator-time", "1ms", fmt.Sprintf("with --architecture two-level: the allocator's time to make an offer, 0 to %s", fmtDuration(sim.MaxAllocatorTime)))
 	fl.StringVar(&f.offerInterval, "offer-interval", "1s", fmt.Sprintf("with --architecture two-level: how often the allocator makes an offer while a framework wants resources, above 0 to %s", fmtDuration(sim.MaxOfferInterval)))
 	fl.StringVar(&f.arrivals, "arrivals", "poisson", "time between a class's arrivals: poisson (exponential gaps with the trace's mean) or empirical (the trace's own gaps, far burstier, as the Omega paper's simulator draws them)")
@@ -330,10 +330,10 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 		p = append(p, errors.New("--out: required (or --json)"))
 	}
 	p.dir("--out", f.out)
-	if arch, err := sim.ParseArchitecture(f.arch); err != nil {
-		p.add(name("architecture"), strconv.Quote(f.arch), "want shared, single-path, multi-path or two-level")
+	if _, err := sim.LookupArchitecture(f.arch); err != nil || f.arch == "" {
+		p.add(name("architecture"), strconv.Quote(f.arch), "want %s", strings.Join(sim.ArchitectureNames(), ", "))
 	} else if len(p) == 0 {
-		if cfg, err = cfg.WithArchitecture(arch); err != nil {
+		if cfg, err = cfg.WithArchitecture(f.arch); err != nil {
 			p.add(name("architecture"), f.arch, "%v", strings.TrimPrefix(err.Error(), "sim: "))
 		}
 	}
@@ -345,6 +345,15 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 		return sim.Config{}, 0, err
 	}
 	return cfg, f.seeds, nil
+}
+
+// architectureHelp lists the registered architectures with their docs.
+func architectureHelp() string {
+	var parts []string
+	for _, a := range sim.Architectures() {
+		parts = append(parts, a.Name+" ("+a.Doc+")")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // optFloat is a float flag that knows whether it was given.
@@ -469,13 +478,13 @@ func runOne(ctx context.Context, stderr io.Writer, cfg sim.Config, dir string, t
 		return sim.Summary{}, err
 	}
 	defer s.Close()
-	if err := s.Engine.Run(ctx); err != nil {
+	if err := s.Run(ctx); err != nil {
 		return sim.Summary{}, err
 	}
 	if bar != nil {
 		bar.Finish()
 	}
-	sum := s.Engine.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
+	sum := s.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
 	wall := time.Since(start).Seconds()
 	sum.Host = sim.Host{WallSeconds: wall, EventsPerSec: ratio(float64(sum.Events), wall), WallSecondsPerSimDay: ratio(wall, cfg.Workload.Days), PeakRSSMb: peakRSSMb()}
 	for _, w := range sum.Warnings {
@@ -506,9 +515,9 @@ func writeResults(dir string, s *sim.Sim, sum sim.Summary) error {
 	}
 	return writeFiles(dir, []outFile{
 		{"summary.json", bytesFile(b)},
-		{"jobs.csv", s.Engine.WriteJobsCSV},
+		{"jobs.csv", s.WriteJobsCSV},
 		{"schedulers.csv", sum.WriteSchedulersCSV},
-		{"utilization.csv", s.Engine.WriteUtilizationCSV},
+		{"utilization.csv", s.WriteUtilizationCSV},
 	})
 }
 

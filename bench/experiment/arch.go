@@ -3,6 +3,8 @@ package experiment
 import (
 	"fmt"
 	"strings"
+
+	"github.com/omega-cell/omega/bench/sim"
 )
 
 var _ = register(&Experiment{
@@ -13,12 +15,12 @@ var _ = register(&Experiment{
 	grid: func(sz Size) ([]Param, []gridCell) {
 		common := append(base(sz), p("schedulers", "batch=1,service=1"), p("mapreduce-share", "0"))
 		var cells []gridCell
-		for _, a := range []string{"single-path", "multi-path", "shared", "two-level"} {
+		// Every registered architecture: the paper's four, in its order, and
+		// any baseline of one's own after them.
+		for _, a := range sim.Architectures() {
 			for _, tj := range pick(sz, []string{"0.01", "1", "100"}, []string{"0.01", "0.1", "0.3", "1", "3", "10", "30", "100"}) {
-				g := gridCell{axes: []Param{p("architecture", a), p("t_job_service", tj)}, flags: []Param{p("architecture", a), p("t-job", "batch=0.1s,service="+secs(tj))}}
-				if a == "two-level" {
-					g.maxDays = 1 // the paper's two-level runs simulate a day
-				}
+				g := gridCell{axes: []Param{p("architecture", a.Name), p("t_job_service", tj)}, flags: []Param{p("architecture", a.Name), p("t-job", "batch=0.1s,service="+secs(tj))}}
+				g.maxDays = a.Days // the paper's two-level runs simulate a day
 				cells = append(cells, g)
 			}
 		}
@@ -143,7 +145,7 @@ func analyzeArch(res *Results, prefix string) Analysis {
 	an.Findings = append(an.Findings, twoLevelFinding(res, shBusy))
 
 	var waits, busy, conf []series
-	for _, a := range []string{"single-path", "multi-path", "shared", "two-level"} {
+	for _, a := range sim.ArchitectureNames() {
 		for _, k := range []string{"batch", "service"} {
 			s := res.line(a+" "+k, ax, k+"_wait_mean_s", arch(a)...)
 			s.dashed = k == "service"
@@ -159,9 +161,10 @@ func analyzeArch(res *Results, prefix string) Analysis {
 	busy = append(busy, shService, tlBusy, tlService)
 	conf = append(conf, res.line("shared batch", ax, "sched_batch_conflict_fraction", arch("shared")...),
 		res.line("shared service", ax, "sched_service_conflict_fraction", arch("shared")...))
-	aband := []series{res.line("single-path", ax, "jobs_abandoned", arch("single-path")...),
-		res.line("multi-path", ax, "jobs_abandoned", arch("multi-path")...), res.line("shared", ax, "jobs_abandoned", arch("shared")...),
-		res.line("two-level", ax, "jobs_abandoned", arch("two-level")...)}
+	var aband []series
+	for _, a := range sim.ArchitectureNames() {
+		aband = append(aband, res.line(a, ax, "jobs_abandoned", arch(a)...))
+	}
 	xl := "t_job(service) [s]"
 	an.Figures = []Figure{
 		{File: prefix + "-wait.png", Caption: "Mean job wait time (submission to first attempt) by architecture and kind of job; the 30 s SLO line (paper Figures 5a, 6a, 7a).",

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/omega-cell/omega/bench/sim"
 )
 
 // The experiments on a trace replay a window of a public cluster trace
@@ -13,9 +15,9 @@ import (
 // user names the trace (--format, --trace) and may cut it (--from, --to,
 // --machines); the experiment sweeps the schedulers over the same window.
 
-// replayArchitectures are the replay experiment's architectures, in the
-// arch experiment's order.
-var replayArchitectures = []string{"single-path", "multi-path", "shared", "two-level"}
+// replayArchitectures are the replay experiment's architectures: every
+// registered one, in the arch experiment's order.
+func replayArchitectures() []string { return sim.ArchitectureNames() }
 
 var _ = register(&Experiment{
 	Name:    "replay",
@@ -30,7 +32,7 @@ var _ = register(&Experiment{
 			common = append(common, p("machines", "1000"), p("to", "30m"))
 		}
 		var cells []gridCell
-		for _, a := range replayArchitectures {
+		for _, a := range replayArchitectures() {
 			for _, tj := range pick(sz, []string{"0.1", "10"}, []string{"0.1", "1", "10", "100"}) {
 				cells = append(cells, gridCell{axes: []Param{p("architecture", a), p("t_job_service", tj)},
 					flags: []Param{p("architecture", a), p("t-job", "batch=0.1s,service="+secs(tj))}})
@@ -85,7 +87,7 @@ func analyzeReplay(res *Results) Analysis {
 	}
 	var parts []string
 	var shared *Cell
-	for _, a := range replayArchitectures {
+	for _, a := range replayArchitectures() {
 		c := res.Cell("architecture", a, ax, smallest)
 		if c == nil {
 			continue
@@ -137,7 +139,7 @@ func analyzeReplay(res *Results) Analysis {
 
 	// Figures: the waits against the trace's, and the allocation over time.
 	var waits []series
-	for _, a := range replayArchitectures {
+	for _, a := range replayArchitectures() {
 		for _, q := range []string{"p50", "p90"} {
 			s := res.line(a+" "+q, ax, "replay_wait_"+q+"_s", "architecture", a)
 			s.dashed = q == "p90"
@@ -148,7 +150,7 @@ func analyzeReplay(res *Results) Analysis {
 	if first := res.Rows[0]; len(first.TraceUtilization) > 0 {
 		util = append(util, timeSeries("the trace", first.TraceUtilization))
 	}
-	for _, a := range replayArchitectures {
+	for _, a := range replayArchitectures() {
 		c := res.Cell("architecture", a, ax, smallest)
 		if c == nil {
 			continue

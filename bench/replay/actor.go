@@ -17,6 +17,7 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/bench/sim"
 	"github.com/omega-cell/omega/bench/trace"
+	"github.com/omega-cell/omega/bench/vtime"
 	"github.com/omega-cell/omega/bench/workload"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/txn"
@@ -66,10 +67,10 @@ type jobInfo struct {
 // lookahead, so that a run's runtime is known when the cell places it.
 type actor struct {
 	cfg   *Config
-	clock *sim.Clock
+	clock *vtime.Clock
 	c     *client.Client
 	pre   *prefetcher // the trace, read ahead in a goroutine of its own
-	eng   *sim.Engine
+	run   *sim.Sim
 	book  *book
 	seed  uint64
 
@@ -193,21 +194,21 @@ const workloadAfterTrace = 1<<63 - 1
 
 // Start reads the window's opening (the machines and tasks there when it
 // opens) and asks to act at once.
-func (a *actor) Start(ctx context.Context, now time.Time) (sim.Next, error) {
+func (a *actor) Start(ctx context.Context, now time.Time) (vtime.Next, error) {
 	if err := a.fill(a.cfg.From.Microseconds() + a.cfg.Lookahead.Microseconds()); err != nil {
-		return sim.Next{}, err
+		return vtime.Next{}, err
 	}
 	if err := a.cutMachines(); err != nil {
-		return sim.Next{}, err
+		return vtime.Next{}, err
 	}
 	return a.next(), nil
 }
 
-func (a *actor) next() sim.Next {
+func (a *actor) next() vtime.Next {
 	if len(a.buf) == 0 {
-		return sim.Next{}
+		return vtime.Next{}
 	}
-	return sim.Next{At: a.simTime(a.buf[0].Time), Phase: sim.PhaseArrive}
+	return vtime.Next{At: a.simTime(a.buf[0].Time), Phase: vtime.PhaseArrive}
 }
 
 // maxOps bounds one transaction of the replay (the store refuses more than
@@ -218,9 +219,9 @@ const maxOps = 20000
 // jobs submitted, the trace's ends of runs it never placed, and the
 // trace's placements (at the window's opening, or every one in fidelity
 // mode), each in as few transactions as the size bound allows.
-func (a *actor) Step(ctx context.Context, now time.Time) (sim.Next, error) {
+func (a *actor) Step(ctx context.Context, now time.Time) (vtime.Next, error) {
 	if err := a.c.Sync(ctx); err != nil {
-		return sim.Next{}, err
+		return vtime.Next{}, err
 	}
 	a.sampleTo(now, false)
 	v := a.c.View()
@@ -267,32 +268,32 @@ func (a *actor) Step(ctx context.Context, now time.Time) (sim.Next, error) {
 	clear(a.buf[:n])
 	a.buf = a.buf[n:]
 	if err := a.commit(ctx, now, machineOps); err != nil {
-		return sim.Next{}, err
+		return vtime.Next{}, err
 	}
 	var jobOps []txn.Op
 	for i, g := range groups {
 		jobOps = append(jobOps, g.ops...)
 		if len(jobOps) >= maxOps || i == len(groups)-1 {
 			if err := a.commit(ctx, now, jobOps); err != nil {
-				return sim.Next{}, err
+				return vtime.Next{}, err
 			}
 			jobOps = jobOps[:0]
 		}
 	}
 	if err := a.commit(ctx, now, endOps); err != nil {
-		return sim.Next{}, err
+		return vtime.Next{}, err
 	}
 	if err := a.place(ctx, now, claims); err != nil {
-		return sim.Next{}, err
+		return vtime.Next{}, err
 	}
 	a.sampleTo(now, true)
 	// Read on, and end the run at the horizon when the trace is done.
 	lim := now.Sub(sim.Epoch).Microseconds() + a.cfg.From.Microseconds() + a.cfg.Lookahead.Microseconds()
 	if err := a.fill(lim); err != nil {
-		return sim.Next{}, err
+		return vtime.Next{}, err
 	}
-	if a.eof && len(a.buf) == 0 && a.eng != nil {
-		a.eng.EndAt(a.simTime(a.horizon))
+	if a.eof && len(a.buf) == 0 && a.run != nil {
+		a.run.EndAt(a.simTime(a.horizon))
 	}
 	return a.next(), nil
 }

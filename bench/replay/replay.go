@@ -25,6 +25,7 @@ import (
 	"github.com/omega-cell/omega/bench/trace/alibaba2018"
 	"github.com/omega-cell/omega/bench/trace/google2011"
 	"github.com/omega-cell/omega/bench/trace/google2019"
+	"github.com/omega-cell/omega/bench/vtime"
 	"github.com/omega-cell/omega/client"
 )
 
@@ -248,13 +249,13 @@ func Build(ctx context.Context, cfg Config) (*Replay, error) {
 	}
 	s, err := sim.BuildCell(ctx, scfg, sim.Cell{
 		Retire: r.retire,
-		Actors: func(newClient func(string) (*client.Client, error)) ([]sim.Actor, error) {
+		Actors: func(newClient func(string) (*client.Client, error)) ([]vtime.Actor, error) {
 			c, err := newClient("trace")
 			if err != nil {
 				return nil, err
 			}
 			a.c = c
-			return []sim.Actor{a}, nil
+			return []vtime.Actor{a}, nil
 		},
 		NewExecutor: func(tr *agents.Tracker) agents.Executor { return newExecutor(tr, b) },
 		// In fidelity mode no scheduler decides: the jobs name none.
@@ -264,7 +265,7 @@ func Build(ctx context.Context, cfg Config) (*Replay, error) {
 		src.Close()
 		return nil, err
 	}
-	a.eng, a.clock = s.Engine, s.Clock()
+	a.run, a.clock = s, s.Clock()
 	a.pre = newPrefetcher(src, &cfg)
 	r.Sim, r.actor = s, a
 	return r, nil
@@ -281,7 +282,7 @@ func (r *Replay) Close() error {
 }
 
 // Run replays the window.
-func (r *Replay) Run(ctx context.Context) error { return r.Sim.Engine.Run(ctx) }
+func (r *Replay) Run(ctx context.Context) error { return r.Sim.Run(ctx) }
 
 // Stats are the replay's counts (the trace's late ends included).
 func (r *Replay) Stats() Stats {

@@ -97,7 +97,7 @@ func TestReplayExcerptOpening(t *testing.T) {
 func TestReplayExcerptWindow(t *testing.T) {
 	r := runExcerpt(t, func(c *Config) { c.Overcommit = 2 })
 	st, ts := r.Stats(), r.TraceStats()
-	sum := r.Sim.Engine.Summarize(1, 0)
+	sum := r.Sim.Summarize(1, 0)
 	t.Logf("sim %.0f s, jobs %d scheduled %d pending %d, tasks placed %d, utilisation %.3f", sum.SimSeconds, sum.JobsSubmitted, sum.JobsScheduled, sum.JobsPending, sum.TasksPlaced, sum.UtilizationMean)
 	if ts.SkippedTotal() != 0 {
 		t.Errorf("genuine rows skipped: %v", ts.Skipped)
@@ -145,7 +145,7 @@ func TestReplayRetiresJobs(t *testing.T) {
 	cfg.Format, cfg.Trace, cfg.JobsCSV = "google2011", dir, &jobs
 	r := replayed(t, cfg)
 	live := 0
-	for _, run := range r.Sim.Engine.Runners() {
+	for _, run := range r.Sim.Runners() {
 		live += len(run.Records())
 	}
 	if err := r.FinishJobsCSV(); err != nil {

@@ -85,7 +85,7 @@ type Comparison struct {
 // Summarize is the run's summary.json.
 func (r *Replay) Summarize() Summary {
 	st := r.Stats()
-	sum := r.Sim.Engine.Summarize(r.cfg.Sim.Workload.Seed, int(st.MachinesAdded))
+	sum := r.Sim.Summarize(r.cfg.Sim.Workload.Seed, int(st.MachinesAdded))
 	ts := r.TraceStats()
 	c := r.cfg
 	return Summary{Summary: sum, Replay: Section{
@@ -131,7 +131,7 @@ func (r *Replay) row(run *schedulers.Runner, j schedulers.JobRecord, info *jobIn
 // their records), by submission.
 func (r *Replay) liveRows() []jobRow {
 	var rows []jobRow
-	for _, run := range r.Sim.Engine.Runners() {
+	for _, run := range r.Sim.Runners() {
 		for _, j := range run.Records() {
 			if info := r.actor.jobs[j.UID]; info != nil {
 				rows = append(rows, r.row(run, j, info))
@@ -215,7 +215,7 @@ type utilPoint struct {
 // utilization pairs each of the engine's samples with the trace's sample
 // at the same time (both every minute of simulated time from 0).
 func (r *Replay) utilization() []utilPoint {
-	ours, theirs := r.Sim.Engine.Samples(), r.actor.samples
+	ours, theirs := r.Sim.Samples(), r.actor.samples
 	var out []utilPoint
 	j := 0
 	for _, o := range ours {

@@ -33,8 +33,8 @@ func archConfig(tJobService time.Duration) Config {
 func TestMonolithicArchitectures(t *testing.T) {
 	var last float64
 	for _, tj := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second, 5 * time.Second} {
-		busy := map[Architecture]float64{}
-		for _, a := range []Architecture{SinglePath, MultiPath} {
+		busy := map[string]float64{}
+		for _, a := range []string{"single-path", "multi-path"} {
 			cfg, err := archConfig(tj).WithArchitecture(a)
 			if err != nil {
 				t.Fatal(err)
@@ -52,10 +52,10 @@ func TestMonolithicArchitectures(t *testing.T) {
 		// At least the multi-path one's once the service time is the slower
 		// (below the batch scheduler's 100 ms, multi-path's batch jobs pay
 		// more than single-path's).
-		if busy[SinglePath] < last || tj >= 100*time.Millisecond && busy[SinglePath] < busy[MultiPath] {
-			t.Fatalf("t_job(service) %v: single-path busyness %v (%v at the t_job before), multi-path %v", tj, busy[SinglePath], last, busy[MultiPath])
+		if busy["single-path"] < last || tj >= 100*time.Millisecond && busy["single-path"] < busy["multi-path"] {
+			t.Fatalf("t_job(service) %v: single-path busyness %v (%v at the t_job before), multi-path %v", tj, busy["single-path"], last, busy["multi-path"])
 		}
-		last = busy[SinglePath]
+		last = busy["single-path"]
 	}
 }
 
@@ -63,7 +63,7 @@ func TestMonolithicArchitectures(t *testing.T) {
 // the architecture, and leaves the shared one as it was.
 func TestWithArchitectureRefuses(t *testing.T) {
 	cfg := DefaultConfig()
-	if got, err := cfg.WithArchitecture(SharedState); err != nil || len(got.Schedulers) != 2 {
+	if got, err := cfg.WithArchitecture("shared"); err != nil || len(got.Schedulers) != 2 {
 		t.Fatalf("shared: %+v, %v", got.Schedulers, err)
 	}
 	two := DefaultConfig()
@@ -75,19 +75,19 @@ func TestWithArchitectureRefuses(t *testing.T) {
 	noService := DefaultConfig()
 	noService.Schedulers = noService.Schedulers[:1]
 	for name, c := range map[string]Config{"two batch": two, "routed": routed, "mapreduce": mr, "no service": noService} {
-		if _, err := c.WithArchitecture(MultiPath); err == nil || !strings.Contains(err.Error(), "multi-path") {
+		if _, err := c.WithArchitecture("multi-path"); err == nil || !strings.Contains(err.Error(), "multi-path") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := ParseArchitecture("two-level-someday"); err == nil {
-		t.Error("parsed an unknown architecture")
+	if _, err := DefaultConfig().WithArchitecture("two-level-someday"); err == nil || !strings.Contains(err.Error(), `"two-level-someday"`) || !strings.Contains(err.Error(), "single-path, multi-path, shared or two-level") {
+		t.Errorf("an unknown architecture: %v", err)
 	}
-	for _, a := range []Architecture{SharedState, SinglePath, MultiPath, TwoLevel} {
-		if back, err := ParseArchitecture(a.String()); err != nil || back != a {
-			t.Errorf("%v: %v %v", a, back, err)
-		}
+	bad := archConfig(time.Second)
+	bad.Architecture = "two-level-someday"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "sim.Config.Architecture") {
+		t.Errorf("Validate of an unknown architecture: %v", err)
 	}
-	multi, _ := DefaultConfig().WithArchitecture(MultiPath)
+	multi, _ := DefaultConfig().WithArchitecture("multi-path")
 	if bt := multi.Schedulers[0].ByKind[omegav1.JobKind_JOB_KIND_BATCH]; bt.TJob != 100*time.Millisecond {
 		t.Errorf("multi-path batch time %+v", bt)
 	}

@@ -34,7 +34,7 @@ func buildRun(t *testing.T, cfg Config) *Sim {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.Engine.Run(context.Background()); err != nil {
+	if err := s.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -50,12 +50,12 @@ func runConfig(t *testing.T, cfg Config) (Summary, []byte) {
 	if n := s.Fleet.Counters().Relists; n != 0 {
 		t.Errorf("the fleet re-listed %d times", n)
 	}
-	if n := s.Engine.o.Jobs.Counters().Relists; n != 0 {
+	if n := s.o.Jobs.Counters().Relists; n != 0 {
 		t.Errorf("the job controller re-listed %d times", n)
 	}
-	sum := s.Engine.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
+	sum := s.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
 	var b bytes.Buffer
-	if err := s.Engine.WriteJobsCSV(&b); err != nil {
+	if err := s.WriteJobsCSV(&b); err != nil {
 		t.Fatal(err)
 	}
 	return sum, b.Bytes()
@@ -95,7 +95,7 @@ func TestLostTasksPlacedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Engine.Run(context.Background()); err != nil {
+	if err := s.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	fc := s.Fleet.Counters()
@@ -103,7 +103,7 @@ func TestLostTasksPlacedAgain(t *testing.T) {
 		t.Fatalf("seed %d: no failures or losses: %+v", seed, fc)
 	}
 	lost, replaced := 0, 0
-	for _, r := range s.Engine.o.Runners {
+	for _, r := range s.o.Runners {
 		for _, j := range r.Records() {
 			lost += j.Lost
 			replaced += j.Replaced
@@ -170,7 +170,7 @@ func TestJobsFinishInTheCell(t *testing.T) {
 	cfg.Workload.Days = 0.025
 	cfg.Workload.Load = 100 // a saturated cell: some jobs cannot be placed and are abandoned
 	s := buildRun(t, cfg)
-	sum := s.Engine.Summarize(seed, cfg.Workload.Machines)
+	sum := s.Summarize(seed, cfg.Workload.Machines)
 	st := s.Store.Snapshot()
 	live := map[[16]byte]int{} // job → its tasks not terminal
 	st.RangeTasks(func(tk *txn.Task) bool {
@@ -180,7 +180,7 @@ func TestJobsFinishInTheCell(t *testing.T) {
 		return true
 	})
 	var inCellFinished, expired, abandoned, expiredAbandoned int64
-	for _, r := range s.Engine.o.Runners {
+	for _, r := range s.o.Runners {
 		for _, rec := range r.Records() {
 			j, ok := st.Job(rec.UID)
 			if !ok {

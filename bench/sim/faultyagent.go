@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/omega-cell/omega/bench/vtime"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,12 +45,12 @@ type FaultyAgentSummary struct {
 	Rejected  int64 `json:"rejected"`
 }
 
-func (a *faultyAgent) Start(_ context.Context, now time.Time) (Next, error) {
-	return Next{At: now.Add(FaultyAgentPeriod), Phase: PhaseReport}, nil
+func (a *faultyAgent) Start(_ context.Context, now time.Time) (vtime.Next, error) {
+	return vtime.Next{At: now.Add(FaultyAgentPeriod), Phase: vtime.PhaseReport}, nil
 }
 
-func (a *faultyAgent) Step(ctx context.Context, now time.Time) (Next, error) {
-	next := Next{At: now.Add(FaultyAgentPeriod), Phase: PhaseReport}
+func (a *faultyAgent) Step(ctx context.Context, now time.Time) (vtime.Next, error) {
+	next := vtime.Next{At: now.Add(FaultyAgentPeriod), Phase: vtime.PhaseReport}
 	if err := a.c.Sync(ctx); err != nil {
 		return next, err
 	}

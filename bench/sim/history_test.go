@@ -126,7 +126,7 @@ func (r *stateRoundTrip) Observe(ws *txn.WriteSet) error {
 // two-level cell's state with offers outstanding, written as a write set,
 // builds the same state.
 func TestStateWriteSetOffers(t *testing.T) {
-	cfg, err := archConfig(5 * time.Second).WithArchitecture(TwoLevel)
+	cfg, err := archConfig(5 * time.Second).WithArchitecture("two-level")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,9 +151,9 @@ type Host struct {
 	PeakRSSMb            float64 `json:"peak_rss_mb"`
 }
 
-// Summarize computes the summary of a finished engine.
-func (e *Engine) Summarize(seed uint64, machines int) Summary {
-	s := Summary{Seed: seed, SimSeconds: e.o.Duration.Seconds(), Events: e.events, Machines: machines}
+// Summarize computes the summary of a finished run.
+func (e *Sim) Summarize(seed uint64, machines int) Summary {
+	s := Summary{Seed: seed, SimSeconds: e.eng.Duration().Seconds(), Events: e.eng.Events(), Machines: machines}
 	s.Violations = audit.Check(e.o.Store.Snapshot()).Counts
 	if e.o.Audit != nil {
 		r := e.o.Audit.Report()
@@ -204,7 +204,7 @@ func (e *Engine) Summarize(seed uint64, machines int) Summary {
 		c.Attempts, c.Conflicted, c.Partial = c.Attempts-v.Attempts, c.Conflicted-v.Conflicted, c.Partial-v.Partial
 		ss.Transactions, ss.Conflicts, ss.ClaimsConflicted = c.Attempts, c.Conflicted, c.ClaimsConflicted
 		ss.ConflictFraction = c.ConflictFraction()
-		ss.BusynessMedian, ss.BusynessMAD = busyness(e.dailyBusy(i), e.o.Duration)
+		ss.BusynessMedian, ss.BusynessMAD = busyness(e.busy.days(i, e.eng.Duration()), e.eng.Duration())
 		ss.WaitMeanS, ss.WaitP50S, ss.WaitP90S, ss.WaitP99S = mean(waits), quantile(waits, 0.5), quantile(waits, 0.9), quantile(waits, 0.99)
 		ss.PlacedWaitMeanS, ss.PlacedWaitP90S = mean(placedWaits), quantile(placedWaits, 0.9)
 		ss.SpeedupMean, ss.SpeedupP90 = mean(speedups), quantile(speedups, 0.9)
@@ -368,7 +368,7 @@ func (s Summary) WriteJSON(w io.Writer) error {
 }
 
 // WriteJobsCSV writes jobs.csv: one row per job, ordered by submission.
-func (e *Engine) WriteJobsCSV(w io.Writer) error {
+func (e *Sim) WriteJobsCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"job", "scheduler", "submitted_s", "first_attempt_s", "placed_s", "attempts", "conflicted_attempts", "tasks_placed", "abandoned", "kind", "requested"})
 	secs := func(t time.Time) string {
@@ -418,7 +418,7 @@ func (s Summary) WriteSchedulersCSV(w io.Writer) error {
 
 // WriteUtilizationCSV writes utilization.csv: the samples over time. A
 // sample that is NaN or infinite is an error, and nothing is written.
-func (e *Engine) WriteUtilizationCSV(w io.Writer) error {
+func (e *Sim) WriteUtilizationCSV(w io.Writer) error {
 	if err := checkFinite("samples", e.samples); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/omega-cell/omega/bench/vtime"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -58,7 +59,7 @@ func (s *listSource) Next() (Arrival, bool) {
 }
 
 type testSim struct {
-	e  *Engine
+	e  *Sim
 	st *store.Store
 }
 
@@ -72,7 +73,7 @@ func newTestSim(t *testing.T, seed uint64, machines, jobs int, onCommit func(str
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	clock := &Clock{now: Epoch}
+	clock := vtime.NewClock()
 	tr := inproc.New(st)
 	mk := func(name string, stream uint64) *client.Client {
 		c, err := client.New(ctx, tr, client.Config{Component: name, Clock: clock, Rand: rand.New(rand.NewPCG(seed, stream))})
@@ -233,22 +234,23 @@ func TestEvictedJobPlacedAgain(t *testing.T) {
 		t.Fatalf("evict: %+v %v", r, err)
 	}
 	now := s.e.o.Clock.Now()
-	if err := s.e.observe(ctx, now); err != nil {
+	if err := s.e.afterStep(ctx, now); err != nil {
 		t.Fatal(err)
 	}
 	// The job's runner took it back and, idle, began an attempt at once:
-	// its slot holds an attempt landing after its decision time.
+	// its actor's next step is an attempt landing after its decision time.
 	owner, ok := s.e.intake.Owner(victim.Job)
 	if !ok {
 		t.Fatalf("seed %d: the victim's job %s has no owner", seed, victim.Job)
 	}
-	sl := &s.e.slots[s.e.byRunner[owner]]
-	if sl.seq == 0 || sl.next.Phase != PhaseCommit || sl.next.At.Before(now) {
-		t.Fatalf("seed %d: the owner was not woken into an attempt: next %+v queued %v", seed, sl.next, sl.seq != 0)
+	k := s.e.wakes[s.e.byRunner[owner]]
+	next, queued := s.e.eng.Queued(k)
+	if !queued || next.Phase != vtime.PhaseCommit || next.At.Before(now) {
+		t.Fatalf("seed %d: the owner was not woken into an attempt: next %+v queued %v", seed, next, queued)
 	}
 	// Step the engine until that attempt has landed.
-	for pending := sl.seq; sl.seq == pending; {
-		if _, ok, err := s.e.step(ctx, sl.next.At); err != nil || !ok {
+	for n, q := next, queued; q && n == next; n, q = s.e.eng.Queued(k) {
+		if _, ok, err := s.e.eng.Step(ctx, next.At); err != nil || !ok {
 			t.Fatalf("seed %d: step: ok %v, %v", seed, ok, err)
 		}
 	}

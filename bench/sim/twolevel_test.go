@@ -81,7 +81,7 @@ func (w *offerWatch) Observe(ws *txn.WriteSet) error {
 // offers and place their jobs, and the run is deterministic.
 func TestTwoLevelProtocol(t *testing.T) {
 	run := func() (Summary, []byte, *offerWatch) {
-		cfg, err := archConfig(5 * time.Second).WithArchitecture(TwoLevel)
+		cfg, err := archConfig(5 * time.Second).WithArchitecture("two-level")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestTwoLevelProtocol(t *testing.T) {
 // next offer: their mean wait grows with the interval.
 func TestTwoLevelOfferInterval(t *testing.T) {
 	wait := func(every time.Duration) float64 {
-		cfg, err := archConfig(100 * time.Millisecond).WithArchitecture(TwoLevel)
+		cfg, err := archConfig(100 * time.Millisecond).WithArchitecture("two-level")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestTwoLevelOfferInterval(t *testing.T) {
 // arriving faster than that, offers reach the service framework while it
 // decides, and wait; it is never busy more than all the time.
 func TestTwoLevelOneOfferAtATime(t *testing.T) {
-	cfg, err := archConfig(100 * time.Second).WithArchitecture(TwoLevel)
+	cfg, err := archConfig(100 * time.Second).WithArchitecture("two-level")
 	if err != nil {
 		t.Fatal(err)
 	}

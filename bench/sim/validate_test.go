@@ -190,15 +190,15 @@ func TestReportNeverNonFinite(t *testing.T) {
 	if err := sum.WriteJSON(&b); err == nil || !strings.Contains(err.Error(), "host.wall_seconds_per_sim_day = +Inf") {
 		t.Errorf("WriteJSON: err %v", err)
 	}
-	e := &Engine{samples: []Sample{{CPU: 0.5}, {CPU: math.Inf(-1)}}}
+	e := &Sim{samples: []Sample{{CPU: 0.5}, {CPU: math.Inf(-1)}}}
 	if err := e.WriteUtilizationCSV(&b); err == nil || !strings.Contains(err.Error(), "samples[1].CPU") || b.Len() != 0 {
 		t.Errorf("WriteUtilizationCSV: err %v, wrote %d bytes", err, b.Len())
 	}
 }
 
-// TestEngineRefusesNegativeOptions: a negative duration in Options is an
+// TestNewRefusesNegativeOptions: a negative duration in Options is an
 // error naming it, not a silent default.
-func TestEngineRefusesNegativeOptions(t *testing.T) {
+func TestNewRefusesNegativeOptions(t *testing.T) {
 	ts := newTestSim(t, 1, 2, 1, nil)
 	o := ts.e.o
 	for name, mutate := range map[string]func(*Options){

@@ -31,10 +31,10 @@ func TestPlugsIntoSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Engine.Run(context.Background()); err != nil {
+	if err := s.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sum := s.Engine.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
+	sum := s.Summarize(cfg.Workload.Seed, cfg.Workload.Machines)
 	var ll *sim.SchedulerSummary
 	for i := range sum.Schedulers {
 		if sum.Schedulers[i].Kind == "leastloaded" {

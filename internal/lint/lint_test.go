@@ -21,12 +21,13 @@ import (
 // run unchanged under the simulation's virtual clock: no wall clock, no
 // goroutines of their own (DESIGN.md "Layout"). The agents' core (the
 // tracker, executor, membership and reporter, the simulated fleet, the dead
-// machine's transaction) and the job controller are decision code too.
+// machine's transaction), the job controller and the virtual-time engine
+// (bench/vtime) are decision code too.
 // Live code — schedulers/live, the live agent and the gRPC transport with
 // the live cell — waits only through an injected client.Clock and context
 // deadlines, and where it must own goroutines it is listed in notDecision
 // with the reason. A folder that does not exist yet is skipped.
-var decisionPackages = []string{"txn", "client", "schedulers", "agents", "jobs"}
+var decisionPackages = []string{"txn", "client", "schedulers", "agents", "jobs", "bench/vtime"}
 
 // notDecision are folders below decisionPackages that are not decision
 // code, and why.

@@ -5,35 +5,67 @@ import (
 	"slices"
 	"time"
 
-	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/bench/vtime"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/txn"
 )
 
-// TwoLevelOptions makes the engine run its runners as two-level
-// frameworks under an allocator (the Omega paper's Mesos baseline).
-type TwoLevelOptions struct {
-	// Allocator is the allocator's client: it commits the offers.
-	Allocator *client.Client
-	// AllocatorTime is how long the allocator takes to make an offer (the
-	// offer reaches its framework that much after its resources were
-	// locked); the paper's 1 ms.
-	AllocatorTime time.Duration
-	// OfferInterval is how often the allocator makes an offer while a
-	// framework wants resources (the paper's simulator batches freed
-	// resources into an offer a second).
-	OfferInterval time.Duration
-}
+// Two-level: Config.Schedulers run as two-level frameworks under an
+// allocator that offers everything unoffered to one of them at a time in
+// DRF order, locked in the store while it decides (Mesos as the paper
+// modelled it). Config.AllocatorTime is how long the allocator takes to
+// make an offer (the offer reaches its framework that much after its
+// resources were locked; the paper's 1 ms), Config.OfferInterval how often
+// it makes one while a framework wants resources (the paper's simulator
+// batches freed resources into an offer a second).
+var _ = RegisterArchitecture(Architecture{
+	Name: "two-level",
+	Doc:  "Mesos-style offers: each of the schedulers is a framework, offered everything unoffered in turn, in DRF order, and locked while it decides (--allocator-time, --offer-interval)",
+	Rank: 40,
+	Days: 1, // the paper's two-level runs simulate a day
+	Validate: func(c *Config) error {
+		switch {
+		case c.AllocatorTime < 0 || c.AllocatorTime > MaxAllocatorTime:
+			return ConfigFieldError("AllocatorTime", c.AllocatorTime, "the two-level allocator's time to make an offer, from 0 to %v", MaxAllocatorTime)
+		case c.OfferInterval <= 0 || c.OfferInterval > MaxOfferInterval:
+			return ConfigFieldError("OfferInterval", c.OfferInterval, "the two-level allocator's interval between offers, above 0 and at most %v", MaxOfferInterval)
+		}
+		return nil
+	},
+	Drive: func(d Drive) (*Driving, error) {
+		// The allocator's client, made after the others: their random
+		// streams stay as they are in the other architectures.
+		ac, err := d.NewClient("allocator")
+		if err != nil {
+			return nil, err
+		}
+		t := &twoLevel{busy: d.Busy, allocatorTime: d.Config.AllocatorTime, offerInterval: d.Config.OfferInterval}
+		names := make([]string, len(d.Runners))
+		for i, r := range d.Runners {
+			names[i] = r.Name()
+			t.fws = append(t.fws, &framework{i: i, f: schedulers.NewFramework(r)})
+		}
+		t.al = schedulers.NewAllocator(ac, names)
+		// The frameworks are one actor: the intake wakes it.
+		return &Driving{Actors: []vtime.Actor{t}, Wakes: make([]int, len(d.Runners)), Observers: []Observer{allocatorObserver{t.al}}}, nil
+	},
+})
+
+// allocatorObserver keeps the allocator's shares from the cell's history.
+type allocatorObserver struct{ al *schedulers.Allocator }
+
+func (o allocatorObserver) Start(st *txn.State, _ int64) error { o.al.Relist(st); return nil }
+func (o allocatorObserver) Observe(ws *txn.WriteSet) error     { o.al.Observe(ws); return nil }
 
 // twoLevel is the allocator and every framework, as one actor (their
 // steps are one component's: each offer's delivery and each answer are
 // times of its own, and the engine holds one entry per actor). Nothing in
 // it reads a clock: the times are the engine's.
 type twoLevel struct {
-	e   *Engine
-	o   TwoLevelOptions
-	al  *schedulers.Allocator
-	fws []*framework
+	busy                         func(i int, start time.Time, d time.Duration)
+	allocatorTime, offerInterval time.Duration
+	al                           *schedulers.Allocator
+	fws                          []*framework
 	// build is when the allocator next makes an offer (zero: not until a
 	// framework wants resources).
 	build time.Time
@@ -48,7 +80,7 @@ type twoLevel struct {
 // decided every offer the moment it arrived, so a busy one decided several
 // at once and its busyness could pass 1.)
 type framework struct {
-	i   int // the runner's index in Options.Runners
+	i   int // the runner's index in Drive.Runners
 	f   *schedulers.Framework
 	in  []delivery // offers on their way, in the order made
 	out []answer   // decided offers, in the order decided
@@ -68,22 +100,11 @@ type answer struct {
 // or 100 MiB in all (the paper's simulator has such a floor).
 var minOffer = txn.Resources{CPU: 100, Memory: 100 << 20}
 
-func newTwoLevel(e *Engine, o TwoLevelOptions, runners []*schedulers.Runner) *twoLevel {
-	t := &twoLevel{e: e, o: o}
-	names := make([]string, len(runners))
-	for i, r := range runners {
-		names[i] = r.Name()
-		t.fws = append(t.fws, &framework{i: i, f: schedulers.NewFramework(r)})
-	}
-	t.al = schedulers.NewAllocator(o.Allocator, names)
-	return t
-}
-
-func (t *twoLevel) Start(context.Context, time.Time) (Next, error) { return Next{}, nil }
+func (t *twoLevel) Start(context.Context, time.Time) (vtime.Next, error) { return vtime.Next{}, nil }
 
 // Wake: a framework got work. It asks for resources: the allocator makes
 // an offer an interval from now, unless one is due already.
-func (t *twoLevel) Wake(_ context.Context, now time.Time) (Next, error) {
+func (t *twoLevel) Wake(_ context.Context, now time.Time) (vtime.Next, error) {
 	t.arm(now)
 	return t.next(), nil
 }
@@ -105,7 +126,7 @@ func (t *twoLevel) arm(now time.Time) {
 	if first.IsZero() {
 		return
 	}
-	t.build = later(now, first).Add(t.o.OfferInterval)
+	t.build = later(now, first).Add(t.offerInterval)
 }
 
 func later(a, b time.Time) time.Time {
@@ -115,7 +136,7 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-func (t *twoLevel) Step(ctx context.Context, now time.Time) (Next, error) {
+func (t *twoLevel) Step(ctx context.Context, now time.Time) (vtime.Next, error) {
 	// Answers that are due land first (each framework's in the order it
 	// decided them); then the allocator's offer, if due; then each
 	// framework decides the offers that reached it.
@@ -128,14 +149,14 @@ func (t *twoLevel) Step(ctx context.Context, now time.Time) (Next, error) {
 			dec := fw.out[k].dec
 			fw.out = slices.Delete(fw.out, k, k+1)
 			if err := t.answer(ctx, fw, dec, now); err != nil {
-				return Next{}, err
+				return vtime.Next{}, err
 			}
 		}
 	}
 	if !t.build.IsZero() && !t.build.After(now) {
 		t.build = time.Time{}
 		if err := t.offer(ctx, now); err != nil {
-			return Next{}, err
+			return vtime.Next{}, err
 		}
 		t.arm(now)
 	}
@@ -145,12 +166,12 @@ func (t *twoLevel) Step(ctx context.Context, now time.Time) (Next, error) {
 			fw.in = fw.in[1:]
 			dec, err := fw.f.Decide(ctx, d.o, now)
 			if err != nil {
-				return Next{}, err
+				return vtime.Next{}, err
 			}
-			t.e.addBusy(fw.i, now, dec.DecisionTime)
+			t.busy(fw.i, now, dec.DecisionTime)
 			if dec.DecisionTime == 0 { // declined, or decided in no time
 				if err := t.answer(ctx, fw, dec, now); err != nil {
-					return Next{}, err
+					return vtime.Next{}, err
 				}
 				continue
 			}
@@ -161,12 +182,7 @@ func (t *twoLevel) Step(ctx context.Context, now time.Time) (Next, error) {
 }
 
 func (t *twoLevel) answer(ctx context.Context, fw *framework, dec *schedulers.OfferDecision, now time.Time) error {
-	var landed func(*schedulers.Attempt, schedulers.Outcome)
-	if on := t.e.o.OnCommit; on != nil {
-		name := fw.f.Runner().Name()
-		landed = func(a *schedulers.Attempt, o schedulers.Outcome) { on(name, now, a, o) }
-	}
-	if err := fw.f.Answer(ctx, dec, now, landed); err != nil {
+	if err := fw.f.Answer(ctx, dec, now, nil); err != nil {
 		return err
 	}
 	t.arm(now)
@@ -198,13 +214,13 @@ func (t *twoLevel) offer(ctx context.Context, now time.Time) error {
 		return err
 	}
 	fw := t.fws[i]
-	fw.in = append(fw.in, delivery{o: o, at: now.Add(t.o.AllocatorTime)})
+	fw.in = append(fw.in, delivery{o: o, at: now.Add(t.allocatorTime)})
 	return nil
 }
 
 // next is the earliest of the answers due, the next offer of each idle
 // framework, and the allocator's next offer.
-func (t *twoLevel) next() Next {
+func (t *twoLevel) next() vtime.Next {
 	var at time.Time
 	earlier := func(x time.Time) {
 		if at.IsZero() || x.Before(at) {
@@ -222,5 +238,5 @@ func (t *twoLevel) next() Next {
 	if !t.build.IsZero() {
 		earlier(t.build)
 	}
-	return Next{At: at, Phase: PhaseCommit}
+	return vtime.Next{At: at, Phase: vtime.PhaseCommit}
 }
