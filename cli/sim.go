@@ -351,7 +351,7 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 func architectureHelp() string {
 	var parts []string
 	for _, a := range sim.Architectures() {
-		parts = append(parts, a.Name+" ("+a.Doc+")")
+		parts = append(parts, a.Name+": "+a.Doc)
 	}
 	return strings.Join(parts, "; ")
 }

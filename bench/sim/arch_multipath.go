@@ -7,7 +7,7 @@ package sim
 // Figure 6).
 var _ = RegisterArchitecture(Architecture{
 	Name:    "multi-path",
-	Doc:     "one monolithic scheduler, each job at its kind's decision time (takes --schedulers batch=1,service=1)",
+	Doc:     "one monolithic scheduler, each job at its kind's decision time, taking --schedulers batch=1,service=1",
 	Rank:    20,
 	Arrange: func(c Config) (Config, error) { return monolithic(c, "multi-path", true) },
 })

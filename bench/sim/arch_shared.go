@@ -4,6 +4,6 @@ package sim
 // on its own view of the cell and committing optimistically.
 var _ = RegisterArchitecture(Architecture{
 	Name: "shared",
-	Doc:  "the schedulers on shared state, each deciding on its own view and committing optimistically (Omega)",
+	Doc:  "the schedulers on shared state, each deciding on its own view and committing optimistically, as Omega",
 	Rank: 30,
 })

@@ -20,7 +20,7 @@ import (
 // batches freed resources into an offer a second).
 var _ = RegisterArchitecture(Architecture{
 	Name: "two-level",
-	Doc:  "Mesos-style offers: each of the schedulers is a framework, offered everything unoffered in turn, in DRF order, and locked while it decides (--allocator-time, --offer-interval)",
+	Doc:  "Mesos-style offers, each scheduler a framework offered everything unoffered in turn, in DRF order, locked while it decides, with --allocator-time and --offer-interval",
 	Rank: 40,
 	Days: 1, // the paper's two-level runs simulate a day
 	Validate: func(c *Config) error {

@@ -20,8 +20,8 @@ func TestArchitecturesRegistered(t *testing.T) {
 		t.Fatalf("architectures %v, want the paper's %v first", got, want)
 	}
 	for _, a := range Architectures() {
-		if a.Doc == "" || strings.HasSuffix(a.Doc, ".") {
-			t.Errorf("%s: doc %q: want one clause, no final stop (omega sim --help lists them)", a.Name, a.Doc)
+		if a.Doc == "" || strings.ContainsAny(a.Doc, ";()") || strings.HasSuffix(a.Doc, ".") {
+			t.Errorf("%s: doc %q: want one clause, no semicolon, parenthesis or final stop (omega sim --help lists them after a colon, separated by semicolons)", a.Name, a.Doc)
 		}
 		cfg, err := archConfig(100 * time.Millisecond).WithArchitecture(a.Name)
 		if err != nil {
