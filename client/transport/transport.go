@@ -1,6 +1,6 @@
 // Package transport defines how a client reaches the cell-state store: the
 // Transport interface every backend implements (in-process, package
-// client/inproc; gRPC, with the live cell) and the conformance suite they
+// client/inproc; gRPC, package client/remote) and the conformance suite they
 // all run (package transporttest). It imports only txn, so a scheduler or
 // agent that talks to a remote store does not link the store or pebble.
 package transport

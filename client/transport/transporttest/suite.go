@@ -1,6 +1,6 @@
 // Package transporttest is the conformance suite every transport runs (in
 // the manner of hashicorp/raft's bench suite: one suite, every backend): the
-// in-process transport today, the gRPC transport with the live cell. A
+// in-process transport (client/inproc) and the gRPC one (client/remote). A
 // transport that passes it is one schedulers and agents cannot tell from
 // any other: the same results, the same typed errors (errors.Is and the
 // operation's index and kind), the same watch order, the same compaction
