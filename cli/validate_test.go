@@ -78,6 +78,8 @@ func TestSimRefusesBadFlags(t *testing.T) {
 		{[]string{"--architecture", "two-level", "--offer-interval", "0s"}, "--offer-interval \"0s\""},
 		{[]string{"--architecture", "two-level", "--allocator-time", "-1ms"}, "--allocator-time \"-1ms\""},
 		{[]string{"--architecture", "two-level", "--offer-interval", "soon"}, "--offer-interval \"soon\""},
+		{[]string{"--architecture", "two-level", "--offers", "parallel"}, "--offers \"parallel\": want concurrent or serial"},
+		{[]string{"--architecture", "two-level", "--offer-min", "tiny"}, "--offer-min \"tiny\": want google or small"},
 		{[]string{"--gpu-machines", "1.5"}, "--gpu-machines 1.5"},
 		{[]string{"--gpus-per-machine", "0", "--gpu-machines", "0.1"}, "--gpus-per-machine 0"},
 		{[]string{"--gpu-jobs", "0.1"}, "--gpu-jobs 0.1"},

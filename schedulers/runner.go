@@ -47,7 +47,16 @@ type Attempt struct {
 	started  time.Time
 	claims   map[int]uuid.UUID // op index → task claimed
 	replaces int               // leading ops creating replacements for lost tasks
+	placed   int               // tasks its commit placed, once it landed
 }
+
+// Started is when the attempt began: its decision time runs from then.
+func (a *Attempt) Started() time.Time { return a.started }
+
+// TasksPlaced is how many tasks the attempt placed, once it landed (0
+// before): a decision that placed none is the time Google's simulator
+// leaves out of busyness.
+func (a *Attempt) TasksPlaced() int { return a.placed }
 
 // Outcome is what became of a job after an attempt.
 type Outcome int
@@ -601,6 +610,7 @@ func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now 
 		}
 	}
 	j.TasksPlaced += placedNow
+	a.placed = placedNow
 	if res.Conflicted() {
 		j.Conflicted++
 	}

@@ -260,6 +260,7 @@ func metrics(r Row) map[string]float64 {
 	type agg struct {
 		n                     int
 		busy, busyMax, mad    float64
+		placing               float64
 		txns, conflicts, aban float64
 	}
 	kinds := map[string]*agg{}
@@ -271,6 +272,7 @@ func metrics(r Row) map[string]float64 {
 		}
 		a.n++
 		a.busy += x.BusynessMedian
+		a.placing += x.BusynessPlacingMedian
 		a.busyMax = max(a.busyMax, x.BusynessMedian)
 		a.mad += x.BusynessMAD
 		a.txns += float64(x.Transactions)
@@ -283,6 +285,7 @@ func metrics(r Row) map[string]float64 {
 		f("busyness_median", a.busy/float64(a.n))
 		f("busyness_max", a.busyMax)
 		f("busyness_mad", a.mad/float64(a.n))
+		f("busyness_placing_median", a.placing/float64(a.n))
 		f("transactions", a.txns)
 		f("conflicts", a.conflicts)
 		cf := 0.0

@@ -100,6 +100,9 @@ func (ra *runnerActor) Step(ctx context.Context, now time.Time) (vtime.Next, err
 		if err != nil {
 			return vtime.Next{}, err
 		}
+		if a.TasksPlaced() > 0 {
+			ra.s.placing.add(ra.i, a.Started(), a.DecisionTime)
+		}
 		if on := ra.s.o.OnCommit; on != nil {
 			on(ra.r.Name(), now, a, o)
 		}

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/omega-cell/omega/bench/vtime"
@@ -12,15 +14,17 @@ import (
 
 // Two-level: Config.Schedulers run as two-level frameworks under an
 // allocator that offers everything unoffered to one of them at a time in
-// DRF order, locked in the store while it decides (Mesos as the paper
-// modelled it). Config.AllocatorTime is how long the allocator takes to
-// make an offer (the offer reaches its framework that much after its
-// resources were locked; the paper's 1 ms), Config.OfferInterval how often
-// it makes one while a framework wants resources (the paper's simulator
-// batches freed resources into an offer a second).
+// DRF order, locked in the store while it decides (Mesos as the paper's
+// simulator models it, MesosSimulation.scala). Config.AllocatorTime is how
+// long the allocator takes to make an offer (the offer reaches its
+// framework that much after its resources were locked; the paper's 1 ms),
+// Config.OfferInterval how often it makes one while a framework wants
+// resources (the paper's simulator batches freed resources into an offer
+// a second). Config.Offers and Config.OfferMin name the two ways omega's
+// model may depart from the reference's (see their docs).
 var _ = RegisterArchitecture(Architecture{
 	Name: "two-level",
-	Doc:  "Mesos-style offers, each scheduler a framework offered everything unoffered in turn, in DRF order, locked while it decides, with --allocator-time and --offer-interval",
+	Doc:  "Mesos-style offers, each scheduler a framework offered everything unoffered in turn, in DRF order, locked while it decides, with --allocator-time, --offer-interval, --offers and --offer-min",
 	Rank: 40,
 	Days: 1, // the paper's two-level runs simulate a day
 	Validate: func(c *Config) error {
@@ -29,6 +33,10 @@ var _ = RegisterArchitecture(Architecture{
 			return ConfigFieldError("AllocatorTime", c.AllocatorTime, "the two-level allocator's time to make an offer, from 0 to %v", MaxAllocatorTime)
 		case c.OfferInterval <= 0 || c.OfferInterval > MaxOfferInterval:
 			return ConfigFieldError("OfferInterval", c.OfferInterval, "the two-level allocator's interval between offers, above 0 and at most %v", MaxOfferInterval)
+		case c.Offers != "" && !slices.Contains(OffersModes(), c.Offers):
+			return ConfigFieldError("Offers", strconv.Quote(c.Offers), "how a framework takes its offers: %s", strings.Join(OffersModes(), " or "))
+		case c.OfferMin != "" && !slices.Contains(OfferMins(), c.OfferMin):
+			return ConfigFieldError("OfferMin", strconv.Quote(c.OfferMin), "the allocator's floor: %s", strings.Join(OfferMins(), " or "))
 		}
 		return nil
 	},
@@ -39,7 +47,8 @@ var _ = RegisterArchitecture(Architecture{
 		if err != nil {
 			return nil, err
 		}
-		t := &twoLevel{busy: d.Busy, allocatorTime: d.Config.AllocatorTime, offerInterval: d.Config.OfferInterval}
+		t := &twoLevel{busy: d.Busy, placing: d.Placing, allocatorTime: d.Config.AllocatorTime, offerInterval: d.Config.OfferInterval,
+			serial: d.Config.Offers == OffersSerial, floor: offerFloor(d.Config.OfferMin)}
 		names := make([]string, len(d.Runners))
 		for i, r := range d.Runners {
 			names[i] = r.Name()
@@ -50,6 +59,52 @@ var _ = RegisterArchitecture(Architecture{
 		return &Driving{Actors: []vtime.Actor{t}, Wakes: make([]int, len(d.Runners)), Observers: []Observer{allocatorObserver{t.al}}}, nil
 	},
 })
+
+// How a framework takes its offers (Config.Offers).
+const (
+	// OffersConcurrent, the default, is the paper's simulator's: a
+	// framework decides every offer the moment it arrives, each answer
+	// landing its decision time later, so a busy framework decides several
+	// offers at once and its busyness (decision time per day) can pass 1
+	// (MesosScheduler.handleNextResourceOffer marks the framework
+	// scheduling and clears it within the same call; only the answer waits).
+	OffersConcurrent = "concurrent"
+	// OffersSerial decides one offer at a time: an offer that reaches a
+	// framework while it decides waits, its resources locked, until the
+	// answer to the one before has landed. A framework then behaves as one
+	// scheduler thread would; with a slow framework the offers queue behind
+	// it holding the cell, and the other framework starves (at t_job 100 s
+	// nearly every batch job is left pending: BENCHMARKS.md).
+	OffersSerial = "serial"
+)
+
+// OffersModes are Config.Offers' values.
+func OffersModes() []string { return []string{OffersConcurrent, OffersSerial} }
+
+// The allocator's floor (Config.OfferMin): the least it offers.
+const (
+	// OfferMinGoogle, the default, is the paper's simulator's: an offer
+	// only while at least 100 cores are unoffered in the cell. Its
+	// allocator compares both of its floors (100 cpus, 100 of memory) with
+	// the free cpus, so memory never stops an offer; so does omega's.
+	OfferMinGoogle = "google"
+	// OfferMinSmall offers while a tenth of a core or 100 MiB is
+	// unoffered: offers of scraps, so a framework is offered (and tries its
+	// jobs on) nearly every second even in a full cell, which takes its
+	// jobs to the abandonment bounds sooner.
+	OfferMinSmall = "small"
+)
+
+// OfferMins are Config.OfferMin's values.
+func OfferMins() []string { return []string{OfferMinGoogle, OfferMinSmall} }
+
+// offerFloor reports whether what is unoffered is enough for an offer.
+func offerFloor(min string) func(free txn.Resources) bool {
+	if min == OfferMinSmall {
+		return func(free txn.Resources) bool { return free.CPU >= 100 || free.Memory >= 100<<20 }
+	}
+	return func(free txn.Resources) bool { return free.CPU >= 100_000 } // 100 cores, in millicores
+}
 
 // allocatorObserver keeps the allocator's shares from the cell's history.
 type allocatorObserver struct{ al *schedulers.Allocator }
@@ -62,8 +117,10 @@ func (o allocatorObserver) Observe(ws *txn.WriteSet) error     { o.al.Observe(ws
 // times of its own, and the engine holds one entry per actor). Nothing in
 // it reads a clock: the times are the engine's.
 type twoLevel struct {
-	busy                         func(i int, start time.Time, d time.Duration)
+	busy, placing                func(i int, start time.Time, d time.Duration)
 	allocatorTime, offerInterval time.Duration
+	serial                       bool                          // Config.Offers: one offer at a time
+	floor                        func(free txn.Resources) bool // Config.OfferMin
 	al                           *schedulers.Allocator
 	fws                          []*framework
 	// build is when the allocator next makes an offer (zero: not until a
@@ -72,13 +129,9 @@ type twoLevel struct {
 }
 
 // framework is one framework's offers: on their way or waiting (in), and
-// decided, its answer due (out). As in the paper's simulator (its
-// MesosScheduler handles the next queued offer only when it is not
-// scheduling), a framework decides one offer at a time: an offer that
-// reaches it while it decides waits, its resources locked, until the
-// answer to the one before has landed. (Until 2026-12-04 a framework
-// decided every offer the moment it arrived, so a busy one decided several
-// at once and its busyness could pass 1.)
+// decided, its answer due (out). With OffersConcurrent it decides each the
+// moment it arrives; with OffersSerial only once the answer before it has
+// landed.
 type framework struct {
 	i   int // the runner's index in Drive.Runners
 	f   *schedulers.Framework
@@ -95,10 +148,6 @@ type answer struct {
 	dec *schedulers.OfferDecision
 	at  time.Time // when it lands
 }
-
-// minOffer: the allocator makes no offer of less than a tenth of a core
-// or 100 MiB in all (the paper's simulator has such a floor).
-var minOffer = txn.Resources{CPU: 100, Memory: 100 << 20}
 
 func (t *twoLevel) Start(context.Context, time.Time) (vtime.Next, error) { return vtime.Next{}, nil }
 
@@ -161,7 +210,7 @@ func (t *twoLevel) Step(ctx context.Context, now time.Time) (vtime.Next, error) 
 		t.arm(now)
 	}
 	for _, fw := range t.fws {
-		for len(fw.out) == 0 && len(fw.in) > 0 && !fw.in[0].at.After(now) {
+		for (!t.serial || len(fw.out) == 0) && len(fw.in) > 0 && !fw.in[0].at.After(now) {
 			d := fw.in[0]
 			fw.in = fw.in[1:]
 			dec, err := fw.f.Decide(ctx, d.o, now)
@@ -182,7 +231,14 @@ func (t *twoLevel) Step(ctx context.Context, now time.Time) (vtime.Next, error) 
 }
 
 func (t *twoLevel) answer(ctx context.Context, fw *framework, dec *schedulers.OfferDecision, now time.Time) error {
-	if err := fw.f.Answer(ctx, dec, now, nil); err != nil {
+	// Google's busyness counts only the decisions that placed a task: each
+	// attempt that lands with a placement books its decision time there.
+	landed := func(a *schedulers.Attempt, _ schedulers.Outcome) {
+		if a.TasksPlaced() > 0 {
+			t.placing(fw.i, a.Started(), a.DecisionTime)
+		}
+	}
+	if err := fw.f.Answer(ctx, dec, now, landed); err != nil {
 		return err
 	}
 	t.arm(now)
@@ -205,7 +261,7 @@ func (t *twoLevel) offer(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if free := schedulers.Unoffered(v.State); free.CPU < minOffer.CPU && free.Memory < minOffer.Memory {
+	if !t.floor(schedulers.Unoffered(v.State)) {
 		return nil // too little to offer; tasks that end free more
 	}
 	i := t.al.Pick(wanting, v.Capacity())
@@ -231,7 +287,7 @@ func (t *twoLevel) next() vtime.Next {
 		for _, a := range fw.out {
 			earlier(a.at)
 		}
-		if len(fw.out) == 0 && len(fw.in) > 0 { // a busy framework's next offer waits for its answer
+		if len(fw.in) > 0 && (!t.serial || len(fw.out) == 0) { // serial: a busy framework's next offer waits for its answer
 			earlier(fw.in[0].at)
 		}
 	}

@@ -54,8 +54,9 @@ type Drive struct {
 	// other architectures).
 	NewClient func(name string) (*client.Client, error)
 	// Busy books runner i's decision time [start, start+d) (the summary's
-	// busyness).
-	Busy func(i int, start time.Time, d time.Duration)
+	// busyness), at the decision; Placing books it again once the decision
+	// placed a task (the busyness Google's simulator reports).
+	Busy, Placing func(i int, start time.Time, d time.Duration)
 }
 
 // Driving is the actors that drive the runners, as an architecture made

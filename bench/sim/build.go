@@ -213,10 +213,10 @@ func BuildCell(ctx context.Context, cfg Config, cell Cell) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	busy := newBusyBook(len(runners))
+	busy, placing := newBusyBook(len(runners)), newBusyBook(len(runners))
 	var drive *Driving
 	if arch.Drive != nil {
-		if drive, err = arch.Drive(Drive{Config: cfg, Runners: runners, NewClient: newClient, Busy: busy.add}); err != nil {
+		if drive, err = arch.Drive(Drive{Config: cfg, Runners: runners, NewClient: newClient, Busy: busy.add, Placing: placing.add}); err != nil {
 			return nil, fmt.Errorf("sim: the %s architecture: %w", arch.Name, err)
 		}
 	}
@@ -245,6 +245,7 @@ func BuildCell(ctx context.Context, cfg Config, cell Cell) (*Sim, error) {
 		Actors:    actors,
 		Drive:     drive,
 		busy:      busy,
+		placing:   placing,
 		liar:      liar,
 		Unrouted:  cell.UnroutedJobs,
 		Retire:    cell.Retire,

@@ -97,6 +97,12 @@ type Config struct {
 	// makes one while a framework wants resources (the paper's 1 ms and
 	// 1 s, the defaults).
 	AllocatorTime, OfferInterval time.Duration
+	// Offers and OfferMin are the two-level architecture's too: how a
+	// framework takes its offers (OffersConcurrent, the paper's
+	// simulator's, or OffersSerial) and the allocator's floor
+	// (OfferMinGoogle, the paper's simulator's, or OfferMinSmall); "" is
+	// the first.
+	Offers, OfferMin string
 }
 
 // DefaultConfig is the default run: the paper's lightweight cell,
@@ -115,6 +121,8 @@ func DefaultConfig() Config {
 		FleetTick:       time.Second,
 		AllocatorTime:   time.Millisecond,
 		OfferInterval:   time.Second,
+		Offers:          OffersConcurrent,
+		OfferMin:        OfferMinGoogle,
 	}
 }
 

@@ -86,9 +86,10 @@ type Options struct {
 	// counts and waits, and memory follows the live cell. Without it the
 	// runners keep every job's record for Records and the reports.
 	Retire func(*schedulers.Runner, schedulers.JobRecord)
-	// busy is the book the Drive's actors book decision time in (BuildCell
-	// makes it before them); nil: New makes one.
-	busy *busyBook
+	// busy and placing are the books the Drive's actors book decision time
+	// in (every decision's, and those that placed a task); BuildCell makes
+	// them before the actors; nil: New makes them.
+	busy, placing *busyBook
 	// liar is the faulty agent among Actors, if there is one, for the
 	// summary.
 	liar *faultyAgent
@@ -121,8 +122,9 @@ type Sim struct {
 	woken    []int            // runners the intake gave work during the current step
 	now      time.Time        // the current step's time
 	samples  []Sample
-	busy     *busyBook
-	retired  []tally // per runner, the jobs retired (Options.Retire)
+	busy     *busyBook // every decision's time
+	placing  *busyBook // the time of the decisions that placed a task
+	retired  []tally   // per runner, the jobs retired (Options.Retire)
 }
 
 // Sample is one utilisation sample.
@@ -164,7 +166,10 @@ func New(o Options) (*Sim, error) {
 	if o.busy == nil {
 		o.busy = newBusyBook(len(o.Runners))
 	}
-	s := &Sim{Store: o.Store, o: o, intake: schedulers.NewIntake(), busy: o.busy, byRunner: map[*schedulers.Runner]int{}}
+	if o.placing == nil {
+		o.placing = newBusyBook(len(o.Runners))
+	}
+	s := &Sim{Store: o.Store, o: o, intake: schedulers.NewIntake(), busy: o.busy, placing: o.placing, byRunner: map[*schedulers.Runner]int{}}
 	eng, err := vtime.New(vtime.Options{Clock: o.Clock, Duration: o.Duration, After: s.afterStep,
 		Progress: o.Progress, ProgressEvery: o.ProgressEvery, LockThread: o.LockThread})
 	if err != nil {
