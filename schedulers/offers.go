@@ -27,7 +27,19 @@ import (
 // Framework drives a Runner as a two-level framework.
 type Framework struct {
 	r *Runner
+	// retryOnDecision: a job left with tasks no machine of the offer took
+	// is queued again a retry delay after the decision, not after the
+	// answer lands (SetRetryOnDecision).
+	retryOnDecision bool
 }
+
+// SetRetryOnDecision makes the framework queue a job it could not place
+// whole again RunnerConfig.RetryDelay after deciding it, before its answer
+// lands, as the paper's simulator's MesosScheduler does (it re-adds the job
+// a second after handling the offer); the next attempt leaves out what the
+// one in flight claims (Runner.RequeueEarly). Off, the job is tried again
+// a retry delay after its answer lands, as a scheduler on its own loop is.
+func (f *Framework) SetRetryOnDecision(on bool) { f.retryOnDecision = on }
 
 // NewFramework makes r a framework.
 func NewFramework(r *Runner) *Framework { return &Framework{r: r} }
@@ -87,6 +99,9 @@ func (f *Framework) Decide(ctx context.Context, o *txn.Offer, now time.Time) (*O
 		ops = append(ops, a.Txn.Ops...)
 		d.Attempts = append(d.Attempts, a)
 		d.DecisionTime += a.DecisionTime
+		if f.retryOnDecision {
+			r.RequeueEarly(a, now.Add(r.cfg.RetryDelay))
+		}
 		// The private view takes the attempt's claims (the paper's offer
 		// cell state), so the next job sees what is left of the offer.
 		priv = priv.WithTaken(a.Txn.Ops)

@@ -29,6 +29,10 @@ type JobRecord struct {
 	Lost         int // tasks lost with their machines
 	Replaced     int // replacements created for them
 	Abandoned    bool
+	// AbandonedNoPlacement: abandoned at the bound of attempts without a
+	// placement (RunnerConfig.MaxAttemptsNoPlacement, the paper's 100),
+	// not at the bound of attempts in all (MaxAttempts, 1,000).
+	AbandonedNoPlacement bool
 	// Kind is the job's kind (batch, service), as the intake or an attempt
 	// saw it; unspecified for a job of which the runner only knows the uid.
 	Kind       omegav1.JobKind
@@ -108,10 +112,15 @@ type jobState struct {
 	// seen is the newest revision the intake routed something of the job
 	// from: Begin decides on a view at least as new.
 	seen uint64
-	// inFlight: an attempt for the job is between Begin and Finish; moved:
-	// Release gave the job up meanwhile; recheck: Reconcile came meanwhile,
-	// so the job is attempted again when the attempt lands.
-	inFlight, moved, recheck bool
+	// inFlight: attempts for the job between Begin and Finish (more than
+	// one only after RequeueEarly); moved: Release gave the job up
+	// meanwhile; recheck: Reconcile came meanwhile, so the job is attempted
+	// again when the attempt lands.
+	inFlight       int
+	moved, recheck bool
+	// claiming are the tasks that attempts in flight claim, left out of
+	// the job's next attempt (RequeueEarly).
+	claiming map[uuid.UUID]int
 	// shadow: a job the intake routed to another runner, which this one's
 	// Shadower scheduler takes too (a fault): not the runner's to report.
 	shadow bool
@@ -205,14 +214,14 @@ func (r *Runner) Adopt(job uuid.UUID, placed []uuid.UUID, lost []*txn.Task, queu
 	for _, t := range placed {
 		j.place(t)
 	}
-	if !j.inFlight { // an attempt in flight may be replacing j.lost: its Finish trims them
+	if j.inFlight == 0 { // an attempt in flight may be replacing j.lost: its Finish trims them
 		j.lost = slices.Clone(lost)
 	}
 	if !queue {
 		r.markPlaced(j, now)
 		return
 	}
-	if !j.queued && !j.inFlight {
+	if !j.queued && j.inFlight == 0 {
 		j.done = false
 		r.push(j, now)
 	}
@@ -233,7 +242,7 @@ func (r *Runner) Reconcile(job uuid.UUID, lost []*txn.Task, pending bool, now ti
 	if !ok || j.moved || j.Abandoned {
 		return false
 	}
-	if j.inFlight {
+	if j.inFlight > 0 {
 		j.recheck = true
 		return false
 	}
@@ -286,7 +295,7 @@ func (r *Runner) Release(job uuid.UUID) {
 		heap.Remove(&r.queue, j.queueIndex)
 		j.queued = false
 	}
-	if j.inFlight {
+	if j.inFlight > 0 {
 		j.moved = true
 		return
 	}
@@ -326,7 +335,7 @@ func (r *Runner) Gone(job uuid.UUID) {
 	if !ok {
 		return
 	}
-	if j.inFlight {
+	if j.inFlight > 0 {
 		j.gone = true
 		return
 	}
@@ -432,6 +441,32 @@ func (r *Runner) NextReady() (time.Time, bool) {
 // Queued is the number of queued jobs.
 func (r *Runner) Queued() int { return len(r.queue) }
 
+// RequeueEarly queues a's job again at at while a is still in flight, as
+// the paper's simulator's two-level framework re-adds a job it could not
+// place whole a second after deciding it, before its answer lands: the
+// job's next attempt leaves out the tasks a claims. It reports whether it
+// queued the job: not when a claims every task it was given, when the job
+// is queued already, gone, moved or given up, has lost tasks waiting for a
+// replacement, or its scheduler grows jobs (Grower).
+func (r *Runner) RequeueEarly(a *Attempt, at time.Time) bool {
+	j, ok := r.jobs[a.Job]
+	if !ok || j.queued || j.moved || j.gone || j.Abandoned || len(j.lost) > 0 || a.replaces > 0 || a.Decision.Unplaceable == 0 {
+		return false
+	}
+	if _, grows := r.sched.(Grower); grows {
+		return false
+	}
+	if j.claiming == nil {
+		j.claiming = map[uuid.UUID]int{}
+	}
+	for _, task := range a.claims {
+		j.claiming[task]++
+	}
+	j.done = false
+	r.push(j, at)
+	return true
+}
+
 // Begin takes the next job ready at now, brings the view up to date, and
 // asks the scheduler. It returns the attempt to Finish after its decision
 // time, or ok=false when no job is ready (or the ready job turned out to
@@ -449,6 +484,9 @@ func (r *Runner) BeginOn(ctx context.Context, now time.Time, view func(client.Vi
 	for len(r.queue) > 0 && !r.queue[0].readyAt.After(now) {
 		j := heap.Pop(&r.queue).(*jobState)
 		j.queued = false
+		if j.Abandoned || j.moved {
+			continue // given up (or moved) while an attempt of RequeueEarly's was in flight
+		}
 		if err := r.c.Sync(ctx); err != nil {
 			return nil, false, err
 		}
@@ -471,7 +509,12 @@ func (r *Runner) BeginOn(ctx context.Context, now time.Time, view func(client.Vi
 		}
 		j.Requested, j.Kind = int(job.Replicas()), job.Kind()
 		req := Request{Job: job, Attempt: j.Attempts}
-		v.RangePendingTasks(j.UID, func(t *txn.Task) bool { req.Pending = append(req.Pending, t); return true })
+		v.RangePendingTasks(j.UID, func(t *txn.Task) bool {
+			if j.claiming[t.UID] == 0 { // not claimed by an attempt in flight
+				req.Pending = append(req.Pending, t)
+			}
+			return true
+		})
 		wantNew := false
 		if g, ok := r.sched.(Grower); ok {
 			wantNew = g.WantsMore(job, len(j.placed))
@@ -485,7 +528,9 @@ func (r *Runner) BeginOn(ctx context.Context, now time.Time, view func(client.Vi
 			req.Pending = append(req.Pending, nt.task)
 		}
 		if len(req.Pending) == 0 && !wantNew {
-			r.markPlaced(j, now)
+			if j.inFlight == 0 { // else the attempts in flight claim the rest: the last to land says
+				r.markPlaced(j, now)
+			}
 			continue
 		}
 		slices.SortFunc(req.Pending, func(a, b *txn.Task) int { return bytes.Compare(a.UID[:], b.UID[:]) })
@@ -535,7 +580,7 @@ func (r *Runner) BeginOn(ctx context.Context, now time.Time, view func(client.Vi
 		if j.FirstAttempt.IsZero() {
 			j.FirstAttempt = now
 		}
-		j.inFlight = true
+		j.inFlight++
 		return a, true, nil
 	}
 	return nil, false, nil
@@ -561,9 +606,23 @@ func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now 
 	if !ok {
 		return OutcomeMoved, fmt.Errorf("%s: an attempt for job %s, which the runner does not hold", r.c.Component(), a.Job)
 	}
-	j.inFlight = false
-	if j.gone {
+	j.inFlight--
+	if len(j.claiming) > 0 {
+		for _, task := range a.claims {
+			if n, ok := j.claiming[task]; ok {
+				if n <= 1 {
+					delete(j.claiming, task)
+				} else {
+					j.claiming[task] = n - 1
+				}
+			}
+		}
+	}
+	if j.gone && j.inFlight == 0 {
 		defer r.left(j) // after the attempt's outcome is recorded
+	}
+	if j.moved && j.inFlight > 0 {
+		return OutcomeMoved, nil // the last attempt in flight drops the job
 	}
 	if j.moved {
 		// The job moved to another instance while the attempt was in
@@ -648,6 +707,10 @@ func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now 
 		}
 	}
 	switch {
+	case d.Done && j.inFlight > 0:
+		// Another attempt (RequeueEarly's) is in flight with the rest of
+		// the job's claims: the job is placed when it lands.
+		return OutcomeRetry, nil
 	case d.Done:
 		r.markPlaced(j, now)
 		return OutcomePlaced, nil
@@ -672,7 +735,8 @@ func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now 
 // (DESIGN.md "Jobs finish"); a verdict ends that.
 func (r *Runner) abandon(ctx context.Context, j *jobState, now time.Time) error {
 	reason := fmt.Sprintf("%s gave up after %d attempts without a placement", r.c.Component(), r.cfg.MaxAttemptsNoPlacement)
-	if j.Attempts >= r.cfg.MaxAttempts {
+	j.AbandonedNoPlacement = j.Attempts < r.cfg.MaxAttempts
+	if !j.AbandonedNoPlacement {
 		reason = fmt.Sprintf("%s gave up after %d attempts", r.c.Component(), j.Attempts)
 	}
 	before := r.c.Counters()

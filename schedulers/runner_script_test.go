@@ -544,7 +544,7 @@ func (h *runnerScript) held(c *script.Command) string {
 	for _, f := range []struct {
 		name string
 		on   bool
-	}{{"queued", j.queued}, {"in flight", j.inFlight}, {"gone", j.gone}, {"done", j.done}} {
+	}{{"queued", j.queued}, {"in flight", j.inFlight > 0}, {"gone", j.gone}, {"done", j.done}} {
 		if f.on {
 			s += ", " + f.name
 		}

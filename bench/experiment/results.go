@@ -251,6 +251,7 @@ func metrics(r Row) map[string]float64 {
 		f("jobs_submitted", float64(k.JobsSubmitted))
 		f("jobs_scheduled", float64(k.JobsScheduled))
 		f("jobs_abandoned", float64(k.JobsAbandoned))
+		f("jobs_abandoned_no_placement", float64(k.JobsAbandonedNoPlacement))
 		f("jobs_pending", float64(k.JobsPending))
 		f("wait_mean_s", k.WaitMeanS)
 		f("wait_p90_s", k.WaitP90S)

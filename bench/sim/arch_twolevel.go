@@ -20,11 +20,12 @@ import (
 // framework that much after its resources were locked; the paper's 1 ms),
 // Config.OfferInterval how often it makes one while a framework wants
 // resources (the paper's simulator batches freed resources into an offer
-// a second). Config.Offers and Config.OfferMin name the two ways omega's
-// model may depart from the reference's (see their docs).
+// a second). Config.Offers, Config.OfferMin and Config.OfferRetry name the
+// ways omega's model may depart from the reference's (see their docs); the
+// defaults are the reference's.
 var _ = RegisterArchitecture(Architecture{
 	Name: "two-level",
-	Doc:  "Mesos-style offers, each scheduler a framework offered everything unoffered in turn, in DRF order, locked while it decides, with --allocator-time, --offer-interval, --offers and --offer-min",
+	Doc:  "Mesos-style offers, each scheduler a framework offered everything unoffered in turn, in DRF order, locked while it decides, with --allocator-time, --offer-interval, --offers, --offer-min and --offer-retry",
 	Rank: 40,
 	Days: 1, // the paper's two-level runs simulate a day
 	Validate: func(c *Config) error {
@@ -37,6 +38,8 @@ var _ = RegisterArchitecture(Architecture{
 			return ConfigFieldError("Offers", strconv.Quote(c.Offers), "how a framework takes its offers: %s", strings.Join(OffersModes(), " or "))
 		case c.OfferMin != "" && !slices.Contains(OfferMins(), c.OfferMin):
 			return ConfigFieldError("OfferMin", strconv.Quote(c.OfferMin), "the allocator's floor: %s", strings.Join(OfferMins(), " or "))
+		case c.OfferRetry != "" && !slices.Contains(OfferRetries(), c.OfferRetry):
+			return ConfigFieldError("OfferRetry", strconv.Quote(c.OfferRetry), "when a job an offer did not place whole is tried again: %s", strings.Join(OfferRetries(), " or "))
 		}
 		return nil
 	},
@@ -48,11 +51,13 @@ var _ = RegisterArchitecture(Architecture{
 			return nil, err
 		}
 		t := &twoLevel{busy: d.Busy, placing: d.Placing, allocatorTime: d.Config.AllocatorTime, offerInterval: d.Config.OfferInterval,
-			serial: d.Config.Offers == OffersSerial, floor: offerFloor(d.Config.OfferMin)}
+			serial: d.Config.Offers == OffersSerial, floor: offerFloor(d.Config.OfferMin), retryOnDecision: d.Config.OfferRetry != OfferRetryAnswer}
 		names := make([]string, len(d.Runners))
 		for i, r := range d.Runners {
 			names[i] = r.Name()
-			t.fws = append(t.fws, &framework{i: i, f: schedulers.NewFramework(r)})
+			f := schedulers.NewFramework(r)
+			f.SetRetryOnDecision(t.retryOnDecision)
+			t.fws = append(t.fws, &framework{i: i, f: f})
 		}
 		t.al = schedulers.NewAllocator(ac, names)
 		// The frameworks are one actor: the intake wakes it.
@@ -95,6 +100,24 @@ const (
 	OfferMinSmall = "small"
 )
 
+// When a job an offer did not place whole is tried again (Config.OfferRetry).
+const (
+	// OfferRetryDecision, the default, is the paper's simulator's: a retry
+	// delay (1 s) after the framework decided it, before its answer lands
+	// (MesosScheduler re-adds the job a second after handling the offer),
+	// its next attempt leaving out what the one in flight claims. At slow
+	// decision times a job is tried on many offers while one answer waits,
+	// and reaches the 100-attempts-without-placement bound sooner.
+	OfferRetryDecision = "decision"
+	// OfferRetryAnswer tries it again a retry delay after its answer lands,
+	// as a scheduler on its own loop is: one attempt of a job in flight at
+	// a time.
+	OfferRetryAnswer = "answer"
+)
+
+// OfferRetries are Config.OfferRetry's values.
+func OfferRetries() []string { return []string{OfferRetryDecision, OfferRetryAnswer} }
+
 // OfferMins are Config.OfferMin's values.
 func OfferMins() []string { return []string{OfferMinGoogle, OfferMinSmall} }
 
@@ -120,6 +143,7 @@ type twoLevel struct {
 	busy, placing                func(i int, start time.Time, d time.Duration)
 	allocatorTime, offerInterval time.Duration
 	serial                       bool                          // Config.Offers: one offer at a time
+	retryOnDecision              bool                          // Config.OfferRetry
 	floor                        func(free txn.Resources) bool // Config.OfferMin
 	al                           *schedulers.Allocator
 	fws                          []*framework
@@ -226,6 +250,9 @@ func (t *twoLevel) Step(ctx context.Context, now time.Time) (vtime.Next, error) 
 			}
 			fw.out = append(fw.out, answer{dec, now.Add(dec.DecisionTime)})
 		}
+	}
+	if t.retryOnDecision {
+		t.arm(now) // the jobs queued again at the decisions ask for offers
 	}
 	return t.next(), nil
 }

@@ -97,12 +97,13 @@ type Config struct {
 	// makes one while a framework wants resources (the paper's 1 ms and
 	// 1 s, the defaults).
 	AllocatorTime, OfferInterval time.Duration
-	// Offers and OfferMin are the two-level architecture's too: how a
-	// framework takes its offers (OffersConcurrent, the paper's
-	// simulator's, or OffersSerial) and the allocator's floor
-	// (OfferMinGoogle, the paper's simulator's, or OfferMinSmall); "" is
-	// the first.
-	Offers, OfferMin string
+	// Offers, OfferMin and OfferRetry are the two-level architecture's
+	// too: how a framework takes its offers (OffersConcurrent, the paper's
+	// simulator's, or OffersSerial), the allocator's floor (OfferMinGoogle,
+	// the paper's simulator's, or OfferMinSmall), and when a job an offer
+	// did not place whole is tried again (OfferRetryDecision, the paper's
+	// simulator's, or OfferRetryAnswer); "" is the first.
+	Offers, OfferMin, OfferRetry string
 }
 
 // DefaultConfig is the default run: the paper's lightweight cell,
@@ -123,6 +124,7 @@ func DefaultConfig() Config {
 		OfferInterval:   time.Second,
 		Offers:          OffersConcurrent,
 		OfferMin:        OfferMinGoogle,
+		OfferRetry:      OfferRetryDecision,
 	}
 }
 
