@@ -170,7 +170,7 @@ func styleSeries(ss []series) []seriesStyle {
 	out := make([]seriesStyle, len(ss))
 	for i, s := range ss {
 		st := seriesStyle{label: s.label, shape: shape(i % int(nShapes)), color: lineColors[i%len(lineColors)],
-			radius: vg.Points(max(2.4, 4.6-0.3*float64(i)))}
+			radius: vg.Points(max(2.2, 5.5-0.5*float64(i)))}
 		round := i / int(nShapes)
 		if kinds {
 			st.dash = 2 * round
@@ -202,7 +202,7 @@ func (g glyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
 	}
 	c.SetColor(sty.Color)
 	c.Fill(path)
-	c.SetLineStyle(draw.LineStyle{Color: color.White, Width: vg.Points(0.4)})
+	c.SetLineStyle(draw.LineStyle{Color: color.White, Width: vg.Points(0.6)})
 	c.Stroke(path)
 }
 
@@ -224,20 +224,20 @@ func shapePath(s shape, r vg.Length, pt vg.Point) vg.Path {
 	}
 	switch s {
 	case square:
-		poly(4, r*1.15, math.Pi/4)
+		poly(4, r*1.1, math.Pi/4)
 	case triangleUp:
-		poly(3, r*1.3, math.Pi/2)
+		poly(3, r*1.2, math.Pi/2)
 	case diamond:
-		poly(4, r*1.3, 0)
+		poly(4, r*1.2, 0)
 	case triangleDown:
-		poly(3, r*1.3, -math.Pi/2)
+		poly(3, r*1.2, -math.Pi/2)
 	case pentagon:
 		poly(5, r*1.1, math.Pi/2)
 	case hexagon:
 		poly(6, r*1.05, 0)
 	case star:
 		for k := 0; k < 10; k++ {
-			rr := r * 1.4
+			rr := r * 1.3
 			if k%2 == 1 {
 				rr = r * 0.6
 			}
