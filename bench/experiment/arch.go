@@ -173,7 +173,7 @@ func analyzeArch(res *Results, prefix string) Analysis {
 	}
 	xl := "t_job(service) [s]"
 	an.Figures = []Figure{
-		{File: prefix + "-wait.png", Caption: "Mean job wait time (submission to first attempt) by architecture and kind of job; the 30 s SLO line (paper Figures 5a, 6a, 7a).",
+		{File: prefix + "-wait.png", Caption: "Mean job wait time (submission to first attempt) by architecture and kind of job (batch solid, service dashed; a zero wait hollow, at the axis floor); the 30 s SLO dotted (paper Figures 5a, 6a, 7a).",
 			make: lineChart{title: "Job wait time", xlabel: xl, ylabel: "mean wait [s]", logX: true, logY: true, series: waits, hlines: []hline{{sloWait, "30 s SLO"}}}.plot},
 		{File: prefix + "-busyness.png", Caption: "Scheduler busyness, the median of daily values, every decision counted (a two-level framework deciding offers concurrently can pass 1); bars the range over seeds (paper Figures 5c, 6c, 7c).",
 			make: lineChart{title: "Scheduler busyness", xlabel: xl, ylabel: "busyness (median day)", logX: true, series: busy}.plot},

@@ -64,7 +64,7 @@ var _ = register(&Experiment{
 			f.Why = strings.TrimSpace(f.Why + " (--quick: a tenth of the cell gets a tenth of the jobs, so the scheduler is far from saturating)")
 		}
 		an.Findings = append(an.Findings, f)
-		an.Figures = []Figure{{File: "batch-load-busyness.png", Caption: "Batch scheduler busyness against the batch load (paper Figure 8); the dashed line is where it no longer keeps up.",
+		an.Figures = []Figure{{File: "batch-load-busyness.png", Caption: "Batch scheduler busyness against the batch load (paper Figure 8); the dotted line is where it no longer keeps up.",
 			make: lineChart{title: "Batch scheduler busyness", xlabel: "batch load (x the trace's)", ylabel: "busyness (median day)", series: []series{busy},
 				hlines: []hline{{saturatedBusy, "saturated"}}}.plot}}
 		return an

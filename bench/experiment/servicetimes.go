@@ -73,7 +73,7 @@ var _ = register(&Experiment{
 			f.Why = "busyness falls somewhere along an axis"
 		}
 		an.Findings = append(an.Findings, f)
-		an.Figures = []Figure{{File: "service-times-busyness.png", Caption: "Service scheduler busyness (median day) over t_job(service) and t_task(service); crosses mark cells that left work unscheduled (paper Figure 10).",
+		an.Figures = []Figure{{File: "service-times-busyness.png", Caption: "Service scheduler busyness (median day) over t_job(service) and t_task(service), pale (idle) to red (busy), each cell's value printed in it; crosses mark cells that left work unscheduled (paper Figure 10).",
 			make: h.plot}}
 		return an
 	},
