@@ -211,3 +211,85 @@ func observeSince(c *testCell, al *Allocator, rev uint64) {
 		}
 	}
 }
+
+// TestFrameworkRetryOnDecision: with SetRetryOnDecision a job an offer did
+// not place whole is queued again a retry delay after the decision, before
+// its answer lands; its next attempt, on a second offer, takes only the
+// tasks the first does not claim; the two answers commit without a
+// conflict, whichever lands first, and the job counts as placed only when
+// the last lands. Without it, the job waits for its answer.
+func TestFrameworkRetryOnDecision(t *testing.T) {
+	forSeeds(t, 4, func(t *testing.T, seed uint64) {
+		ctx := context.Background()
+		c, ms := newTwoLevelCell(t, seed, uniform(4, 4000, 4000, 0))
+		// 1000 free on each machine: room for 4 tasks of 1000.
+		_, fillers := c.addJob("filler", jobSpec{kind: batchKind, scheduler: "other", tasks: 4, cpu: 3000, mem: 3000})
+		var ops []txn.Op
+		for i, m := range ms {
+			ops = append(ops, txn.Claim(fillers[i], m, txn.Resources{CPU: 3000, Memory: 3000}, c.task(fillers[i]).Version))
+		}
+		c.commit(ops...)
+		c.fw.SetRetryOnDecision(true)
+		r := c.fw.Runner()
+		job, _ := c.submit("big", 6, 1000, 1000)
+		o1, err := c.al.Offer(ctx, 0, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d1, err := c.fw.Decide(ctx, o1, t0)
+		if err != nil || len(d1.Attempts) != 1 || d1.Attempts[0].Decision.Unplaceable != 2 {
+			t.Fatalf("first decision: %+v %v; want one attempt leaving 2 tasks", d1, err)
+		}
+		at, ok := r.NextReady()
+		if !ok || !at.Equal(t0.Add(DefaultRunnerConfig().RetryDelay)) {
+			t.Fatalf("the job is ready again at %v (queued %v); want a retry delay after the decision", at, ok)
+		}
+		// Two machines' fillers end; a second offer brings what they free.
+		c.commit(txn.SetStatus(fillers[0], omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, ""), txn.SetStatus(fillers[1], omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, ""))
+		t1 := at
+		o2, err := c.al.Offer(ctx, 0, t1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d2, err := c.fw.Decide(ctx, o2, t1)
+		if err != nil || len(d2.Attempts) != 1 {
+			t.Fatalf("second decision: %+v %v", d2, err)
+		}
+		claimed := map[uuid.UUID]bool{}
+		for _, d := range []*OfferDecision{d1, d2} {
+			for _, op := range d.Txn.Ops {
+				if op.Kind == txn.OpClaim {
+					if claimed[op.Task] {
+						t.Fatalf("seed %d: task %s claimed by both attempts", seed, op.Task)
+					}
+					claimed[op.Task] = true
+				}
+			}
+		}
+		if len(claimed) != 6 {
+			t.Fatalf("seed %d: %d tasks claimed in all, want the job's 6", seed, len(claimed))
+		}
+		// The second answer lands first: the job is not placed until the first does.
+		var outs []Outcome
+		landed := func(_ *Attempt, o Outcome) { outs = append(outs, o) }
+		if err := c.fw.Answer(ctx, d2, t1.Add(time.Second), landed); err != nil {
+			t.Fatal(err)
+		}
+		if rec := record(t, r, job); !rec.Placed.IsZero() || outs[0] != OutcomeRetry {
+			t.Fatalf("seed %d: placed at %v (outcome %v) with the first attempt still in flight", seed, rec.Placed, outs[0])
+		}
+		if err := c.fw.Answer(ctx, d1, t1.Add(2*time.Second), landed); err != nil {
+			t.Fatal(err)
+		}
+		if rec := record(t, r, job); rec.Placed.IsZero() || rec.TasksPlaced != 6 || outs[1] != OutcomePlaced {
+			t.Fatalf("seed %d: record %+v, outcomes %v; want the job placed whole when the last answer lands", seed, rec, outs)
+		}
+		if _, ok := r.NextReady(); ok {
+			t.Fatalf("seed %d: the placed job is still queued", seed)
+		}
+		if n := r.Client().Counters().Conflicted; n != 0 {
+			t.Fatalf("seed %d: %d answers conflicted", seed, n)
+		}
+		c.checkInvariants()
+	})
+}

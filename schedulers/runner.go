@@ -52,6 +52,7 @@ type Attempt struct {
 	claims   map[int]uuid.UUID // op index → task claimed
 	replaces int               // leading ops creating replacements for lost tasks
 	placed   int               // tasks its commit placed, once it landed
+	early    bool              // its job was queued again before it landed (RequeueEarly)
 }
 
 // Started is when the attempt began: its decision time runs from then.
@@ -462,6 +463,7 @@ func (r *Runner) RequeueEarly(a *Attempt, at time.Time) bool {
 	for _, task := range a.claims {
 		j.claiming[task]++
 	}
+	a.early = true
 	j.done = false
 	r.push(j, at)
 	return true
@@ -697,6 +699,23 @@ func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now 
 			}
 		}
 	}
+	if a.early && left > 0 && !res.Conflicted() {
+		// The tasks this attempt left were handed to a later attempt
+		// (RequeueEarly): what is left is what the cell still has pending
+		// of the job that no attempt in flight claims.
+		if res.Revision != 0 {
+			if err := r.c.SyncTo(ctx, res.Revision); err != nil {
+				return OutcomeRetry, err
+			}
+		}
+		left = 0
+		r.c.View().RangePendingTasks(j.UID, func(t *txn.Task) bool {
+			if j.claiming[t.UID] == 0 {
+				left++
+			}
+			return true
+		})
+	}
 	if len(a.Txn.Ops) == 0 && left == 0 {
 		left = 1 // the scheduler asked for nothing: try again later
 	}
@@ -712,6 +731,10 @@ func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now 
 		// the job's claims: the job is placed when it lands.
 		return OutcomeRetry, nil
 	case d.Done:
+		if a.early && j.queued { // queued again by RequeueEarly: nothing is left to place
+			heap.Remove(&r.queue, j.queueIndex)
+			j.queued = false
+		}
 		r.markPlaced(j, now)
 		return OutcomePlaced, nil
 	case d.GiveUp:
