@@ -25,6 +25,9 @@ const (
 
 // Finding sets a measured result beside the published one.
 type Finding struct {
+	// ID names the finding for good: "EXPERIMENT/what" (arch/two-level),
+	// the key of its expected results (bench/experiment/expected).
+	ID string `json:"id"`
 	// Published is what the paper (or the lesson) says.
 	Published string `json:"published"`
 	// Measured is what this sweep measured.
