@@ -114,6 +114,9 @@ func TestBenchAllQuick(t *testing.T) {
 		if err != nil || !strings.Contains(string(rep), "## Findings") || !strings.Contains(string(rep), "--arrivals empirical") {
 			t.Errorf("%s/report.md: %v, findings and arrivals said: %v", e.Name, err, strings.Contains(string(rep), "## Findings"))
 		}
+		if !strings.Contains(string(rep), "| reference | expected | measured | verdict | in band |") || !strings.Contains(string(rep), "## Expected results") {
+			t.Errorf("%s/report.md: no reference, expected and in-band columns, or no expected results", e.Name)
+		}
 		var sum experiment.Report
 		if b, err := os.ReadFile(filepath.Join(dir, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil || len(sum.Findings) == 0 || !sum.Quick {
 			t.Errorf("%s/summary.json: %v, %d findings", e.Name, err, len(sum.Findings))
