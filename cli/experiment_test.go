@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,10 +85,15 @@ func nonDecreasing(xs []float64) bool {
 	return true
 }
 
+var updateExpected = flag.Bool("update-expected", false, "TestBenchAllQuick: rewrite the quick bands of bench/experiment/expected to what the run measured")
+
 // TestBenchAllQuick runs every experiment at --quick, as `omega bench all
 // --quick` does, and checks each output's shape: the files, results.csv's
 // columns (every flag of the grid and the metrics the analysis reads, a
-// row per run) and the trends the engine guarantees.
+// row per run) and the trends the engine guarantees; and holds every
+// finding to its expected quick band (bench/experiment/expected: the
+// verdict and key metrics of the quick run when the band was written;
+// -update-expected rewrites the bands to this run's).
 func TestBenchAllQuick(t *testing.T) {
 	out := t.TempDir()
 	if msg, err := run(t, "bench", "all", "--quick", "--store-cost=false", "--out", out); err != nil {
@@ -97,6 +103,8 @@ func TestBenchAllQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var reps []experiment.Report
+	defer func() { checkExpected(t, reps) }()
 	for _, e := range experiment.Synthetic() {
 		dir := filepath.Join(out, e.Name)
 		if !strings.Contains(string(index), "]("+e.Name+"/report.md)") {
@@ -106,10 +114,14 @@ func TestBenchAllQuick(t *testing.T) {
 		if err != nil || !strings.Contains(string(rep), "## Findings") || !strings.Contains(string(rep), "--arrivals empirical") {
 			t.Errorf("%s/report.md: %v, findings and arrivals said: %v", e.Name, err, strings.Contains(string(rep), "## Findings"))
 		}
+		if !strings.Contains(string(rep), "| reference | expected | measured | verdict | in band |") || !strings.Contains(string(rep), "## Expected results") {
+			t.Errorf("%s/report.md: no reference, expected and in-band columns, or no expected results", e.Name)
+		}
 		var sum experiment.Report
 		if b, err := os.ReadFile(filepath.Join(dir, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil || len(sum.Findings) == 0 || !sum.Quick {
 			t.Errorf("%s/summary.json: %v, %d findings", e.Name, err, len(sum.Findings))
 		}
+		reps = append(reps, sum)
 		pngs, _ := filepath.Glob(filepath.Join(dir, "*.png"))
 		if len(pngs) == 0 {
 			t.Errorf("%s: no figures", e.Name)
@@ -186,6 +198,35 @@ func TestBenchAllQuick(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkExpected holds the quick run's findings to their expected bands,
+// or, with -update-expected, rewrites the bands to them.
+func checkExpected(t *testing.T, reps []experiment.Report) {
+	t.Helper()
+	if *updateExpected {
+		if err := experiment.UpdateQuickBands(filepath.Join("..", experiment.ExpectedDir), reps); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rewrote the quick bands in %s: review the diff", experiment.ExpectedDir)
+		return
+	}
+	bad := 0
+	for _, rep := range reps {
+		checks, err := experiment.CheckExpected(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range checks {
+			if !c.OK() {
+				bad++
+				t.Errorf("%s", c.Problem())
+			}
+		}
+	}
+	if bad > 0 {
+		t.Logf("%d findings out of their expected quick band. If the move is meant (a change of the engine, the workload or an analysis), rewrite the bands to this run's and review the diff:\n\tgo test ./cli -run TestBenchAllQuick -update-expected\nand say in the commit why the quick run moved; a full-size band (full:) is edited by hand, after a full run", bad)
 	}
 }
 

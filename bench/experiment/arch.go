@@ -98,7 +98,7 @@ func analyzeArch(res *Results, prefix string) Analysis {
 	case !ok:
 		v = NotReproduced
 	}
-	f := Finding{Published: "Single-path: the scheduler's busyness grows with t_job(service) until it saturates",
+	f := Finding{ID: prefix + "/single-path-busyness", Published: "Single-path: the scheduler's busyness grows with t_job(service) until it saturates",
 		Measured: "busyness by t_job(service) in s: " + sp.points("", 1), Verdict: v}
 	if v == Partly {
 		f.Why = fmt.Sprintf("it grows but stays under %s at the largest t_job: the cell's job rate is too low to saturate it in this grid", pct(saturatedBusy))
@@ -110,7 +110,7 @@ func analyzeArch(res *Results, prefix string) Analysis {
 	shWait := res.line("shared", ax, "batch_wait_mean_s", arch("shared")...)
 	cut := len(mpWait.y) > 0 && mpWait.last() < spWait.last()
 	hol := mpWait.last() > 2*max(mpWait.first(), 1e-3)
-	f = Finding{Published: "Multi-path cuts the batch jobs' wait time, but keeps head-of-line blocking (batch waits behind slow service decisions)",
+	f = Finding{ID: prefix + "/multi-path-batch-wait", Published: "Multi-path cuts the batch jobs' wait time, but keeps head-of-line blocking (batch waits behind slow service decisions)",
 		Measured: fmt.Sprintf("batch wait mean at the largest t_job(service): single-path %ss, multi-path %ss (%ss at the smallest)",
 			fmtNum(spWait.last()), fmtNum(mpWait.last()), fmtNum(mpWait.first())), Verdict: verdict(cut && hol)}
 	if cut && !hol {
@@ -131,7 +131,7 @@ func analyzeArch(res *Results, prefix string) Analysis {
 		}
 	}
 	indep := shBusy.spreadRatio(0.01) <= 1.25 && shWait.spreadRatio(0.05) <= 2
-	f = Finding{Published: "Shared state (Omega) schedules every batch job and keeps the batch scheduler independent of the service scheduler's t_job",
+	f = Finding{ID: prefix + "/shared-independent", Published: "Shared state (Omega) schedules every batch job and keeps the batch scheduler independent of the service scheduler's t_job",
 		Measured: fmt.Sprintf("batch busyness %s; batch wait %s; at most %s of batch jobs unscheduled at the end",
 			shBusy.points("", 1), shWait.points("s", 1), pct(unsched)), Verdict: verdict(indep && unsched < unscheduledShare)}
 	an.Findings = append(an.Findings, f)
@@ -144,11 +144,13 @@ func analyzeArch(res *Results, prefix string) Analysis {
 		}
 		return "never in the grid"
 	}
-	f = Finding{Published: "The 30 s job wait SLO: the monolithic schedulers' batch jobs pass it as t_job(service) grows; shared state's do not",
+	f = Finding{ID: prefix + "/wait-slo", Published: "The 30 s job wait SLO: the monolithic schedulers' batch jobs pass it as t_job(service) grows; shared state's do not",
 		Measured: fmt.Sprintf("batch wait passes 30 s at t_job(service) = single-path %s, multi-path %s, shared %s", cross(spWait), cross(mpWait), cross(shWait)),
 		Verdict:  verdict(cross(shWait) == "never in the grid" && cross(spWait) != "never in the grid")}
 	an.Findings = append(an.Findings, f)
-	an.Findings = append(an.Findings, twoLevelFinding(res, shBusy))
+	tl := twoLevelFinding(res, shBusy)
+	tl.ID = prefix + "/two-level-batch-busyness"
+	an.Findings = append(an.Findings, tl)
 
 	var waits, busy, conf []series
 	for _, a := range sim.ArchitectureNames() {

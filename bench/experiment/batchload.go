@@ -40,7 +40,7 @@ var _ = register(&Experiment{
 				fails = l
 			}
 		}
-		f := Finding{Published: "The batch scheduler keeps up until about 9.5x the batch load for cluster C (6x for B, 2.5x for A)"}
+		f := Finding{ID: "batch-load/keeps-up", Published: "The batch scheduler keeps up until about 9.5x the batch load for cluster C (6x for B, 2.5x for A)"}
 		switch {
 		case fails == 0:
 			f.Measured = fmt.Sprintf("it keeps up through %sx (busyness %s there)", fmtNum(keeps), fmtNum(busy.last()))

@@ -51,14 +51,14 @@ func analyzeConflictModes(res *Results) Analysis {
 	baseC, baseB := line(conflictModes[0], conflicts), line(conflictModes[0], busyness)
 	for _, c := range []struct {
 		mode               [2]string
-		published          string
+		id, published      string
 		cLo, cHi, bLo, bHi float64
 	}{
-		{[2]string{"coarse", "incremental"}, "Coarse conflict detection: 2–3x the conflicts and 2–3x the busyness of fine detection (cluster C)", 1.5, 4, 1.5, 4},
-		{[2]string{"fine", "all-or-nothing"}, "All-or-nothing commits: about 2x the conflicts, with only a minor rise in busyness", 1.3, 3, 0.9, 1.3},
+		{[2]string{"coarse", "incremental"}, "conflict-modes/coarse", "Coarse conflict detection: 2–3x the conflicts and 2–3x the busyness of fine detection (cluster C)", 1.5, 4, 1.5, 4},
+		{[2]string{"fine", "all-or-nothing"}, "conflict-modes/all-or-nothing", "All-or-nothing commits: about 2x the conflicts, with only a minor rise in busyness", 1.3, 3, 0.9, 1.3},
 	} {
 		modeC, modeB := line(c.mode, conflicts), line(c.mode, busyness)
-		f := Finding{Published: c.published}
+		f := Finding{ID: c.id, Published: c.published}
 		r := conflictRatios(baseC, baseB, modeC, modeB)
 		switch {
 		case len(r.at) == 0 && len(r.onlyMode) == 0:

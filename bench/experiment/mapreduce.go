@@ -27,7 +27,7 @@ var _ = register(&Experiment{
 		if mp != nil {
 			share, p80 = res.Median(mp.ID, "mapreduce_benefit_share"), res.Median(mp.ID, "mapreduce_speedup_p80")
 		}
-		f := Finding{Published: "50–70% of MapReduce jobs benefit from extra resources", Measured: fmt.Sprintf("%s benefit under max-parallelism", pct(share))}
+		f := Finding{ID: "mapreduce/benefit-share", Published: "50–70% of MapReduce jobs benefit from extra resources", Measured: fmt.Sprintf("%s benefit under max-parallelism", pct(share))}
 		switch {
 		case share >= 0.5 && share <= 0.7:
 			f.Verdict = Reproduced
@@ -37,7 +37,7 @@ var _ = register(&Experiment{
 			f.Verdict, f.Why = NotReproduced, "how many jobs can grow depends on how much of the cell is idle when they start, which the fitted workload's utilisation sets"
 		}
 		an.Findings = append(an.Findings, f)
-		f = Finding{Published: "Max-parallelism speeds jobs up 3–4x at the 80th percentile", Measured: fmt.Sprintf("%sx at the 80th percentile", fmtNum(p80))}
+		f = Finding{ID: "mapreduce/speedup-p80", Published: "Max-parallelism speeds jobs up 3–4x at the 80th percentile", Measured: fmt.Sprintf("%sx at the 80th percentile", fmtNum(p80))}
 		switch {
 		case p80 >= 3 && p80 <= 4:
 			f.Verdict = Reproduced
@@ -50,7 +50,7 @@ var _ = register(&Experiment{
 		none := res.Cell("mapreduce_policy", "none")
 		if none != nil {
 			x := res.Median(none.ID, "mapreduce_speedup_p80")
-			an.Findings = append(an.Findings, Finding{Published: "Without an elastic policy MapReduce jobs get what they ask for (the baseline)",
+			an.Findings = append(an.Findings, Finding{ID: "mapreduce/baseline", Published: "Without an elastic policy MapReduce jobs get what they ask for (the baseline)",
 				Measured: fmt.Sprintf("%sx at the 80th percentile under --mapreduce-policy none", fmtNum(x)), Verdict: verdict(x == 1)})
 		}
 		var cdfs, util []series

@@ -28,10 +28,12 @@ var _ = register(&Experiment{
 		cf := res.line("load "+top+"x", "batch_schedulers", "sched_batch_conflict_fraction", "batch_load", top)
 		busy := res.line("load "+top+"x", "batch_schedulers", "sched_batch_busyness_median", "batch_load", top)
 		an.Findings = append(an.Findings, Finding{
+			ID:        "n-batch/conflicts-rise",
 			Published: "Conflicts rise with the number of batch schedulers",
 			Measured:  fmt.Sprintf("conflict fraction at %sx by schedulers: %s", top, cf.points("", 1)),
 			Verdict:   verdict(cf.last() > cf.first() && cf.nonDecreasing(0.25)),
 		}, Finding{
+			ID:        "n-batch/busyness-compensates",
 			Published: "Each scheduler's busyness falls enough to compensate for the conflicts, up to at least 32 schedulers",
 			Measured:  fmt.Sprintf("per-scheduler busyness at %sx by schedulers: %s", top, busy.points("", 1)),
 			Verdict:   verdict(busy.last() < busy.first() && busy.last() < saturatedBusy),

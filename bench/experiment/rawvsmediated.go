@@ -87,7 +87,7 @@ func analyzeRawVsMediated(res *Results) Analysis {
 				first = fmtNum(st.Median) + " simulated s"
 			}
 		}
-		fd := Finding{Measured: fmt.Sprintf("raw: %s committed (first detectable after %s; the final state still holds %s); mediated: %s committed, %s operations rejected (%s not owner, %s resources mismatch, %s illegal transition), %s jobs abandoned",
+		fd := Finding{ID: "raw-vs-mediated/" + f.name, Measured: fmt.Sprintf("raw: %s committed (first detectable after %s; the final state still holds %s); mediated: %s committed, %s operations rejected (%s not owner, %s resources mismatch, %s illegal transition), %s jobs abandoned",
 			kinds("raw", f.name), first, fmtNum(get("raw", f.name, "violations")), kinds("mediated", f.name),
 			fmtNum(get("mediated", f.name, "rejected")), fmtNum(get("mediated", f.name, "rejected_not_owner")),
 			fmtNum(get("mediated", f.name, "rejected_resources_mismatch")), fmtNum(get("mediated", f.name, "rejected_illegal_transition")),
@@ -112,7 +112,7 @@ func analyzeRawVsMediated(res *Results) Analysis {
 		}
 		an.Findings = append(an.Findings, fd)
 	}
-	cost := Finding{Published: "Mediation costs under 25% of the store's claims/s (omega bench store's defaults, both policies in one run)"}
+	cost := Finding{ID: "raw-vs-mediated/store-cost", Published: "Mediation costs under 25% of the store's claims/s (omega bench store's defaults, both policies in one run)"}
 	if c := res.StoreCost; c == nil {
 		cost.Measured, cost.Verdict = "not in this directory (store-cost.json: a direct run measures it; --collect does not)", NotMeasured
 	} else {

@@ -98,7 +98,7 @@ func analyzeReplay(res *Results) Analysis {
 		parts = append(parts, fmt.Sprintf("%s p50 %ss p90 %ss (%s not placed)", a, fmtNum(res.Median(c.ID, "replay_wait_p50_s")),
 			fmtNum(res.Median(c.ID, "replay_wait_p90_s")), fmtNum(res.Median(c.ID, "replay_unplaced"))))
 	}
-	f := Finding{Published: fmt.Sprintf("The production cluster (the trace, %s jobs placed whole in the window): wait from submission to every task placed p50 %ss, p90 %ss",
+	f := Finding{ID: "replay/production-wait", Published: fmt.Sprintf("The production cluster (the trace, %s jobs placed whole in the window): wait from submission to every task placed p50 %ss, p90 %ss",
 		fmtNum(ref.Metrics["replay_jobs_compared"]), fmtNum(tp50), fmtNum(tp90)),
 		Measured: fmt.Sprintf("at t_job(service) = %ss: %s", smallest, strings.Join(parts, "; "))}
 	if shared == nil {
@@ -124,7 +124,7 @@ func analyzeReplay(res *Results) Analysis {
 
 	if shared != nil {
 		ours, theirs := res.Median(shared.ID, "replay_cpu_utilization_mean"), ref.Metrics["trace_cpu_utilization_mean"]
-		u := Finding{Published: fmt.Sprintf("The production cluster's allocation: mean CPU requested by its running tasks %s of the machines' capacity", pct(theirs)),
+		u := Finding{ID: "replay/production-allocation", Published: fmt.Sprintf("The production cluster's allocation: mean CPU requested by its running tasks %s of the machines' capacity", pct(theirs)),
 			Measured: fmt.Sprintf("shared state at t_job(service) = %ss: %s", smallest, pct(ours)),
 			Verdict:  verdict(ours >= theirs-utilPoints && ours <= theirs+utilPoints)}
 		switch {

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -25,6 +26,9 @@ const (
 
 // Finding sets a measured result beside the published one.
 type Finding struct {
+	// ID names the finding for good: "EXPERIMENT/what" (arch/two-level),
+	// the key of its expected results (bench/experiment/expected).
+	ID string `json:"id"`
 	// Published is what the paper (or the lesson) says.
 	Published string `json:"published"`
 	// Measured is what this sweep measured.
@@ -172,9 +176,12 @@ func (res *Results) writeMarkdown(w io.Writer, an Analysis) {
 	fmt.Fprintf(w, "with, per cell, the grid below (axes: %s). Arrivals: %s. Figures are medians over the seeds,\n", strings.Join(e.Axes, ", "), arrivals)
 	fmt.Fprintf(w, "with their range where it differs. `results.csv` has every run, `host.csv` the wall time of each.\n\n")
 
-	fmt.Fprintf(w, "## Findings\n\n| published | measured | verdict |\n|---|---|---|\n")
-	for _, f := range an.Findings {
-		fmt.Fprintf(w, "| %s | %s | **%s** |\n", cellText(f.Published), cellText(f.Measured), f.Verdict)
+	x, xerr := ExpectedFor(e.Name)
+	checks, _ := CheckExpected(res.report(an))
+	fmt.Fprintf(w, "## Findings\n\n| finding | published | reference | expected | measured | verdict | in band |\n|---|---|---|---|---|---|---|\n")
+	for i, f := range an.Findings {
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | **%s** | %s |\n", f.ID, cellText(f.Published), cellText(x.referenceCell(f.ID)),
+			cellText(expectedCell(checks[i])), cellText(f.Measured), f.Verdict, inBandCell(checks[i]))
 	}
 	fmt.Fprintln(w)
 	for _, f := range an.Findings {
@@ -186,6 +193,7 @@ func (res *Results) writeMarkdown(w io.Writer, an Analysis) {
 		fmt.Fprintf(w, "- %s\n", n)
 	}
 	fmt.Fprintln(w)
+	writeExpected(w, res, x, xerr, checks)
 	if len(an.Figures) > 0 {
 		fmt.Fprintf(w, "## Figures\n\n")
 		for _, f := range an.Figures {
@@ -300,4 +308,139 @@ func arrivalsUsed(cells []Cell) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// referenceCell is the findings table's reference column: the reference
+// simulator's points that bear on the finding (their values in the
+// Reference section), or its text.
+func (x *Expected) referenceCell(id string) string {
+	ef := x.Finding(id)
+	switch {
+	case ef == nil:
+		return "–"
+	case len(ef.Reference.Points) > 0:
+		return "Reference below: " + strings.Join(ef.Reference.Points, "; ")
+	}
+	return ef.Reference.Text
+}
+
+// expectedCell is the findings table's expected column: the band's
+// verdicts (its metrics and reason under Expected results).
+func expectedCell(c BandCheck) string {
+	if !c.Checked() {
+		return "no band"
+	}
+	return strings.Join(c.Band.Verdicts, " or ")
+}
+
+func inBandCell(c BandCheck) string {
+	switch {
+	case !c.Checked():
+		return "–"
+	case c.OK():
+		return "yes"
+	}
+	return "**no**"
+}
+
+// writeExpected writes report.md's expected results: each finding's band
+// (the quick one for a --quick run), its metrics measured against it, and
+// the reference simulator's values beside this run's.
+func writeExpected(w io.Writer, res *Results, x *Expected, xerr error, checks []BandCheck) {
+	size, other := "full-size", "--quick"
+	if res.Sweep.Size.Quick {
+		size, other = "--quick", "full-size"
+	}
+	fmt.Fprintf(w, "## Expected results\n\n")
+	if xerr != nil || x == nil {
+		fmt.Fprintf(w, "No expected results (%s/%s.yaml): %v\n\n", ExpectedDir, res.Sweep.Experiment.Name, xerr)
+		return
+	}
+	out := 0
+	for _, c := range checks {
+		if c.Checked() && !c.OK() {
+			out++
+		}
+	}
+	fmt.Fprintf(w, "The %s bands of `%s/%s.yaml` (its %s bands are for the other size): a finding is in its band when its verdict is one the band expects and every metric it names, the median over the seeds in that cell, is in its range. ",
+		size, ExpectedDir, res.Sweep.Experiment.Name, other)
+	if out == 0 {
+		fmt.Fprintf(w, "Every finding with a band is in it.\n\n")
+	} else {
+		fmt.Fprintf(w, "**%d out of their band.**\n\n", out)
+	}
+	for _, c := range checks {
+		if c.Band == nil {
+			fmt.Fprintf(w, "- `%s`: no expected results\n", c.ID)
+			continue
+		}
+		state := "in its band"
+		switch {
+		case !c.Checked():
+			state = "no " + size + " band"
+		case c.Missing:
+			state = "**expected, but not in this run**"
+		case !c.OK():
+			state = "**out of its band**"
+		}
+		fmt.Fprintf(w, "- `%s`: %s", c.ID, state)
+		if c.Checked() {
+			fmt.Fprintf(w, "; expected %s, measured %s", strings.Join(c.Band.Verdicts, " or "), cmp.Or(c.Verdict, "–"))
+		}
+		if c.Band.Why != "" {
+			fmt.Fprintf(w, " — %s", c.Band.Why)
+		}
+		fmt.Fprintln(w)
+		for _, m := range c.Metrics {
+			v, mark := "not in this run", "✗"
+			if m.Found {
+				v = fmtNum(m.Value)
+				if m.OK() {
+					mark = "✓"
+				}
+			}
+			fmt.Fprintf(w, "  - %s `%s` in `%s`: %s, expected %s\n", mark, m.Metric, m.Cell, v, m.rangeText())
+		}
+	}
+	fmt.Fprintln(w)
+	if len(x.ReferenceTable) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Reference\n\n%s\n\n", x.ReferenceSource)
+	if res.Sweep.Size.Quick {
+		fmt.Fprintf(w, "A --quick run's cells are not the reference's (a tenth of the machines, a quarter of the day): this run's values are shown where the cell is in the grid, not held to the reference.\n\n")
+	} else {
+		fmt.Fprintf(w, "Within: this run's value (the median over its seeds) is within the reference's values at its seeds, widened to their spread or 10%%, whichever is larger.\n\n")
+	}
+	fmt.Fprintf(w, "| point | measure | seed 1 | seed 2 | omega (metric) | within |\n|---|---|---|---|---|---|\n")
+	for _, r := range x.ReferenceTable {
+		for _, v := range r.Values {
+			var seeds [2]string
+			for i := range seeds {
+				seeds[i] = "–"
+				if i < len(v.Seeds) {
+					seeds[i] = fmtNum(v.Seeds[i])
+				}
+			}
+			measure := v.Measure
+			if v.Note != "" {
+				measure += " (" + v.Note + ")"
+			}
+			ours, within := "–", "–"
+			if st, ok := res.Stat(r.Cell, v.Metric); ok && v.Metric != "" {
+				ours = fmtSpread(st, true)
+				if !res.Sweep.Size.Quick {
+					within = "**no**"
+					if referenceWithin(st.Median, v.Seeds) {
+						within = "yes"
+					}
+				}
+			}
+			if v.Metric != "" {
+				ours += " (`" + v.Metric + "`)"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Point, cellText(measure), seeds[0], seeds[1], ours, within)
+		}
+	}
+	fmt.Fprintln(w)
 }

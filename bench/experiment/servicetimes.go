@@ -59,7 +59,7 @@ var _ = register(&Experiment{
 			}
 			h.z, h.marked = append(h.z, zs), append(h.marked, ms)
 		}
-		f := Finding{Published: "Service busyness grows with both t_job(service) and t_task(service); where both are large the scheduler saturates and work goes unscheduled",
+		f := Finding{ID: "service-times/busyness-grows", Published: "Service busyness grows with both t_job(service) and t_task(service); where both are large the scheduler saturates and work goes unscheduled",
 			Measured: fmt.Sprintf("busyness from %s (smallest times) to %s (largest); %d of %d cells left work unscheduled",
 				fmtNum(h.z[0][0]), fmtNum(h.z[len(h.z)-1][len(h.ys)-1]), marked, len(tjs)*len(tts))}
 		switch {
