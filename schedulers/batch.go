@@ -13,7 +13,12 @@ type Batch struct {
 	// Tries bounds the machines examined per task before the task is left
 	// pending for a later attempt. Default 64.
 	Tries int
-	idx   MachineIndex
+	// Placement: PlacementBestFit (the zero value too) is the bounded
+	// randomized first fit above; PlacementRandomFirstFit the paper's
+	// simulator's, unbounded (FirstFit).
+	Placement Placement
+	idx       MachineIndex
+	ff        FirstFit
 }
 
 // NewBatch returns a batch scheduler with the defaults.
@@ -25,6 +30,10 @@ func (b *Batch) Decide(v client.View, req Request, env Env) Decision {
 	b.idx.Refresh(v)
 	p := NewPlacer(v, req.Placed)
 	d := Decision{AllOrNothing: req.Job.Gang(), Considered: len(req.Pending), Ops: make([]txn.Op, 0, len(req.Pending))}
+	if b.Placement == PlacementRandomFirstFit {
+		b.ff.placeAll(&b.idx, v, p, env, req.Pending, &d)
+		return gangWhole(d)
+	}
 	for _, t := range req.Pending {
 		placed := false
 		Sample(&b.idx, v, p, env, t.Request(), t.Constraints(), 1, b.Tries, func(m *txn.Machine) bool {

@@ -74,7 +74,12 @@ type MapReduce struct {
 	RelativeFactor int
 	// Tries bounds the machines examined per worker. Default 64.
 	Tries int
-	idx   MachineIndex
+	// Placement: PlacementBestFit (the zero value too) is the bounded
+	// randomized first fit above; PlacementRandomFirstFit the paper's
+	// simulator's, unbounded, over the job's workers (FirstFit).
+	Placement Placement
+	idx       MachineIndex
+	ff        FirstFit
 }
 
 // NewMapReduce returns a mapreduce scheduler with policy and the paper's
@@ -149,7 +154,19 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 	workers := s.Workers(requested, max(useful(job), requested), want, free, v.Capacity())
 	d := Decision{Considered: len(req.Pending) + max(workers-have, 0)}
 
+	if s.Placement == PlacementRandomFirstFit {
+		s.ff.Start(&s.idx) // the workers are identical: one run of first fit
+	}
 	claim := func(t *txn.Task, version uint64) bool {
+		if s.Placement == PlacementRandomFirstFit {
+			m := s.ff.Next(&s.idx, v, p, env, t.Request(), t.Constraints())
+			if m == nil {
+				return false
+			}
+			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request(), version))
+			p.Take(m, t.Request())
+			return true
+		}
 		ok := false
 		Sample(&s.idx, v, p, env, t.Request(), t.Constraints(), 1, s.Tries, func(m *txn.Machine) bool {
 			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request(), version))

@@ -22,6 +22,10 @@ type Monolithic struct {
 // policies' defaults.
 func NewMonolithic() *Monolithic { return &Monolithic{batch: NewBatch(), service: NewService()} }
 
+// SetPlacement places every job by pl: each kind's own policy
+// (PlacementBestFit), or the paper's simulator's randomized first fit.
+func (m *Monolithic) SetPlacement(pl Placement) { m.batch.Placement, m.service.Placement = pl, pl }
+
 // Kind is "monolithic".
 func (m *Monolithic) Kind() string { return "monolithic" }
 

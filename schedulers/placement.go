@@ -2,6 +2,7 @@ package schedulers
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"weak"
@@ -334,4 +335,104 @@ func gangWhole(d Decision) Decision {
 		d.Ops = nil
 	}
 	return d
+}
+
+// Placement is how a scheduler picks a task's machine, a parameter of every
+// built-in kind (Params "placement").
+type Placement string
+
+const (
+	// PlacementBestFit is each kind's own policy, what a real cell wants:
+	// the service scheduler's tightest of 16 feasible machines with
+	// spreading across failure domains (Borg's best fit), the batch and
+	// mapreduce schedulers' randomized first fit bounded at 64 machines
+	// examined per task (Sample), the monolithic scheduler each job by its
+	// kind's.
+	PlacementBestFit Placement = "best-fit"
+	// PlacementRandomFirstFit is the Omega paper's simulator's, for every
+	// kind (CoreClusterSimulation.scala, scheduleJob): draw a machine at
+	// random among the candidates left; if the task fits, claim it there
+	// and keep the machine a candidate, else drop the machine; until the
+	// job's tasks are placed or no candidate is left. No spreading, no
+	// bound on the machines examined (FirstFit).
+	PlacementRandomFirstFit Placement = "random-first-fit"
+)
+
+// Placements are the placements' names.
+func Placements() []string {
+	return []string{string(PlacementBestFit), string(PlacementRandomFirstFit)}
+}
+
+// ParsePlacement reads a placement's name.
+func ParsePlacement(s string) (Placement, error) {
+	switch p := Placement(s); p {
+	case PlacementBestFit, PlacementRandomFirstFit:
+		return p, nil
+	}
+	return "", fmt.Errorf("placement %q: want %s", s, strings.Join(Placements(), " or "))
+}
+
+// placementParam reads Params' "placement" (absent: best fit).
+func placementParam(p Params) (Placement, error) {
+	v, ok := p["placement"]
+	if !ok {
+		return PlacementBestFit, nil
+	}
+	return ParsePlacement(v)
+}
+
+// FirstFit is randomized first fit as the paper's simulator does it, over
+// the machines of a MachineIndex: Start begins a run of identical tasks
+// (one job's, or one class of them) with every machine a candidate; Next
+// draws candidates at random, dropping each that cannot take the task,
+// and returns the first that can (which stays a candidate for the next
+// task), or nil once no candidate is left. The candidates' order carries
+// over from run to run, as the reference's cached pool does.
+type FirstFit struct {
+	pool      []int32
+	remaining int
+}
+
+// Start makes every machine of x a candidate.
+func (f *FirstFit) Start(x *MachineIndex) {
+	n := x.Len()
+	if len(f.pool) != n {
+		f.pool = make([]int32, n)
+		for i := range f.pool {
+			f.pool[i] = int32(i)
+		}
+	}
+	f.remaining = n
+}
+
+// Next returns a machine among the candidates that takes req under
+// constraints, drawn at random, or nil when no candidate is left.
+func (f *FirstFit) Next(x *MachineIndex, v client.View, p *Placer, env Env, req txn.Resources, constraints []*omegav1.Constraint) *txn.Machine {
+	for f.remaining > 0 {
+		i := env.Rand.IntN(f.remaining)
+		if m, ok := v.Machine(x.At(int(f.pool[i]))); ok && p.Feasible(m, req, constraints) {
+			return m
+		}
+		last := f.remaining - 1
+		f.pool[i], f.pool[last] = f.pool[last], f.pool[i]
+		f.remaining = last
+	}
+	return nil
+}
+
+// placeAll places tasks by randomized first fit, one run per class of
+// identical tasks, appending the claims to d.
+func (f *FirstFit) placeAll(x *MachineIndex, v client.View, p *Placer, env Env, tasks []*txn.Task, d *Decision) {
+	for _, class := range Classes(tasks) {
+		f.Start(x)
+		for _, t := range class.Tasks {
+			m := f.Next(x, v, p, env, class.Request, class.Constraints)
+			if m == nil {
+				d.Unplaceable++
+				continue
+			}
+			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, class.Request, t.Version))
+			p.Take(m, class.Request)
+		}
+	}
 }

@@ -29,26 +29,50 @@ type Factory func(p Params) (Scheduler, error)
 var (
 	regMu    sync.Mutex
 	registry = map[string]Factory{
-		"batch": func(p Params) (Scheduler, error) { return NewBatch(), p.Only("batch") },
-		"service": func(p Params) (Scheduler, error) {
-			return NewService(), p.Only("service")
+		"batch": func(p Params) (Scheduler, error) {
+			pl, err := builtin(p, "batch")
+			b := NewBatch()
+			b.Placement = pl
+			return b, err
 		},
-		"monolithic": func(p Params) (Scheduler, error) { return NewMonolithic(), p.Only("monolithic") },
+		"service": func(p Params) (Scheduler, error) {
+			pl, err := builtin(p, "service")
+			s := NewService()
+			s.Placement = pl
+			return s, err
+		},
+		"monolithic": func(p Params) (Scheduler, error) {
+			pl, err := builtin(p, "monolithic")
+			m := NewMonolithic()
+			m.SetPlacement(pl)
+			return m, err
+		},
 		"mapreduce": func(p Params) (Scheduler, error) {
-			if err := p.Only("mapreduce", "policy"); err != nil {
+			pl, err := builtin(p, "mapreduce", "policy")
+			if err != nil {
 				return nil, err
 			}
 			policy := MaxParallelism
 			if v, ok := p["policy"]; ok {
-				var err error
 				if policy, err = ParseMapReducePolicy(v); err != nil {
 					return nil, err
 				}
 			}
-			return NewMapReduce(policy), nil
+			m := NewMapReduce(policy)
+			m.Placement = pl
+			return m, nil
 		},
 	}
 )
+
+// builtin checks a built-in kind's parameters (its own, and "placement",
+// which every built-in kind takes) and returns its placement.
+func builtin(p Params, kind string, known ...string) (Placement, error) {
+	if err := p.Only(kind, append(known, "placement")...); err != nil {
+		return "", err
+	}
+	return placementParam(p)
+}
 
 // Register makes a scheduler kind available to `omega sim` and to
 // simulations built from a Config: the way a custom scheduler plugs in

@@ -26,6 +26,11 @@ type Service struct {
 	// of 1 prefers an empty domain over any fit. Default 1.
 	SpreadWeight float64
 	idx          MachineIndex
+	// Placement: PlacementBestFit (the zero value too) is the scored
+	// sample above; PlacementRandomFirstFit the paper's simulator's, with
+	// no spreading (FirstFit).
+	Placement Placement
+	ff        FirstFit
 }
 
 // NewService returns a service scheduler with the defaults.
@@ -37,6 +42,10 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 	s.idx.Refresh(v)
 	p := NewPlacer(v, req.Placed)
 	d := Decision{AllOrNothing: req.Job.Gang(), Considered: len(req.Pending)}
+	if s.Placement == PlacementRandomFirstFit {
+		s.ff.placeAll(&s.idx, v, p, env, req.Pending, &d)
+		return gangWhole(d)
+	}
 	for _, class := range Classes(req.Pending) {
 		given := false // a task of the class found no machine
 		for _, t := range class.Tasks {

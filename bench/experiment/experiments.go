@@ -13,9 +13,9 @@ import "slices"
 // paper's simulator samples; --quick shrinks the cell and the horizon.
 func base(sz Size) []Param {
 	if sz.Quick {
-		return []Param{p("machines", "1000"), p("days", "0.25"), p("arrivals", "empirical")}
+		return []Param{p("machines", "1000"), p("days", "0.25"), p("arrivals", "empirical"), p("placement", "random-first-fit")}
 	}
-	return []Param{p("machines", "10000"), p("days", "7"), p("arrivals", "empirical")}
+	return []Param{p("machines", "10000"), p("days", "7"), p("arrivals", "empirical"), p("placement", "random-first-fit")}
 }
 
 func pick(sz Size, quick, full []string) []string {

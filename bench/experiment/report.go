@@ -173,7 +173,7 @@ func (res *Results) writeMarkdown(w io.Writer, an Analysis) {
 	if e.NeedsTrace() {
 		arrivals = "the trace's own submissions, at their times"
 	}
-	fmt.Fprintf(w, "with, per cell, the grid below (axes: %s). Arrivals: %s. Figures are medians over the seeds,\n", strings.Join(e.Axes, ", "), arrivals)
+	fmt.Fprintf(w, "with, per cell, the grid below (axes: %s). Arrivals: %s. Placement: %s. Figures are medians over the seeds,\n", strings.Join(e.Axes, ", "), arrivals, placementUsed(s.Cells))
 	fmt.Fprintf(w, "with their range where it differs. `results.csv` has every run, `host.csv` the wall time of each.\n\n")
 
 	x, xerr := ExpectedFor(e.Name)
@@ -285,6 +285,31 @@ func commonFlags(cells []Cell) []string {
 		}
 	}
 	return out
+}
+
+// placementUsed says how the cells' built-in schedulers picked machines
+// (omega sim --placement).
+func placementUsed(cells []Cell) string {
+	var seen []string
+	for _, c := range cells {
+		pl := c.Flag("placement")
+		if pl == "" {
+			pl = "best-fit"
+		}
+		if !slices.Contains(seen, pl) {
+			seen = append(seen, pl)
+		}
+	}
+	var out []string
+	for _, pl := range seen {
+		switch pl {
+		case "random-first-fit":
+			out = append(out, "randomized first fit for every scheduler, as the paper's simulator places tasks (`--placement random-first-fit`)")
+		default:
+			out = append(out, "each scheduler's own policy, the service scheduler's best fit with spreading (`--placement best-fit`)")
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func arrivalsUsed(cells []Cell) string {

@@ -50,6 +50,13 @@ type Config struct {
 	// A faulty scheduler takes part of the batch load beside a correct one
 	// this way.
 	RouteShare map[string]float64
+	// Placement is how the built-in schedulers (batch, service, mapreduce,
+	// monolithic) pick machines: shorthand for Params{"placement": ...} on
+	// each of their specs that does not set it. "" or
+	// schedulers.PlacementBestFit is each kind's own policy;
+	// schedulers.PlacementRandomFirstFit the paper's simulator's, which
+	// the experiments that reproduce its figures use.
+	Placement schedulers.Placement
 	// MapReducePolicy is the mapreduce schedulers' policy: shorthand for
 	// Params{"policy": ...} on each mapreduce spec that does not set it.
 	MapReducePolicy schedulers.MapReducePolicy
@@ -205,6 +212,11 @@ func (c *Config) Validate() error {
 		}
 		return &configError{msg: fmt.Sprintf("%v: sim.Config.Workload: %v", ErrConfig, err), err: err}
 	}
+	if c.Placement != "" {
+		if _, err := schedulers.ParsePlacement(string(c.Placement)); err != nil {
+			return bad("Placement", strconv.Quote(string(c.Placement)), "%s", strings.Join(schedulers.Placements(), " or "))
+		}
+	}
 	if len(c.Schedulers) == 0 {
 		return bad("Schedulers", "[]", "at least one scheduler")
 	}
@@ -329,18 +341,29 @@ func kindList(ss []SchedulerSpec) string {
 	return "[" + strings.Join(ks, " ") + "]"
 }
 
-// params is what spec's factory gets: its own, and for mapreduce the
-// config's policy unless it names one.
+// params is what spec's factory gets: its own; for mapreduce the config's
+// policy unless it names one; for a built-in kind the config's placement
+// unless it names one.
 func (c *Config) params(spec SchedulerSpec) schedulers.Params {
-	if spec.Kind != "mapreduce" {
-		return spec.Params
+	p := spec.Params
+	with := func(k, v string) {
+		if _, ok := p[k]; ok {
+			return
+		}
+		q := schedulers.Params{k: v}
+		for k, v := range p {
+			q[k] = v
+		}
+		p = q
 	}
-	if _, ok := spec.Params["policy"]; ok {
-		return spec.Params
+	if spec.Kind == "mapreduce" {
+		with("policy", c.MapReducePolicy.String())
 	}
-	p := schedulers.Params{"policy": c.MapReducePolicy.String()}
-	for k, v := range spec.Params {
-		p[k] = v
+	if c.Placement != "" && c.Placement != schedulers.PlacementBestFit && slices.Contains(BuiltinKinds(), spec.Kind) {
+		with("placement", string(c.Placement))
 	}
 	return p
 }
+
+// BuiltinKinds are the scheduler kinds that take Config.Placement.
+func BuiltinKinds() []string { return []string{"batch", "service", "mapreduce", "monolithic"} }

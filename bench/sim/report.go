@@ -20,14 +20,17 @@ import (
 // Summary is summary.json (DESIGN.md, "summary.json": a contract). Every
 // field outside Host is identical for the same seed and inputs.
 type Summary struct {
-	Seed          uint64  `json:"seed"`
-	SimSeconds    float64 `json:"sim_seconds"`
-	Events        int64   `json:"events"` // the steps the engine took from its queue
-	Machines      int     `json:"machines"`
-	JobsSubmitted int     `json:"jobs_submitted"`
-	JobsScheduled int     `json:"jobs_scheduled"`
-	JobsAbandoned int     `json:"jobs_abandoned"`
-	JobsPending   int     `json:"jobs_pending"`
+	Seed       uint64  `json:"seed"`
+	SimSeconds float64 `json:"sim_seconds"`
+	Events     int64   `json:"events"` // the steps the engine took from its queue
+	Machines   int     `json:"machines"`
+	// Placement is how the built-in schedulers picked machines
+	// (Config.Placement: best-fit or random-first-fit).
+	Placement     string `json:"placement"`
+	JobsSubmitted int    `json:"jobs_submitted"`
+	JobsScheduled int    `json:"jobs_scheduled"`
+	JobsAbandoned int    `json:"jobs_abandoned"`
+	JobsPending   int    `json:"jobs_pending"`
 	// JobsFinished counts the jobs the job controller wrote SUCCEEDED or
 	// FAILED: all their tasks ended.
 	JobsFinished    int64              `json:"jobs_finished"`
@@ -166,7 +169,10 @@ type Host struct {
 
 // Summarize computes the summary of a finished run.
 func (e *Sim) Summarize(seed uint64, machines int) Summary {
-	s := Summary{Seed: seed, SimSeconds: e.eng.Duration().Seconds(), Events: e.eng.Events(), Machines: machines}
+	s := Summary{Seed: seed, SimSeconds: e.eng.Duration().Seconds(), Events: e.eng.Events(), Machines: machines, Placement: string(schedulers.PlacementBestFit)}
+	if e.cfg.Placement != "" {
+		s.Placement = string(e.cfg.Placement)
+	}
 	s.Violations = audit.Check(e.o.Store.Snapshot()).Counts
 	if e.o.Audit != nil {
 		r := e.o.Audit.Report()
