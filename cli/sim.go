@@ -36,7 +36,7 @@ type simFlags struct {
 	placement                                                                                                                   string
 	machines, seeds, jobs                                                                                                       int
 	days, failures, loadFactor, batchLoad, gpuMachines, gpuJobs                                                                 float64
-	gpusPerMachine                                                                                                              int
+	gpusPerMachine, mapTasksPerWorker                                                                                           int
 	mrShare                                                                                                                     optFloat
 	seed                                                                                                                        uint64
 	asJSON                                                                                                                      bool
@@ -117,6 +117,7 @@ as it was.`,
 	fl.StringVar(&f.commit, "commit", "incremental", "commit mode: incremental or all-or-nothing")
 	fl.StringVar(&f.policy, "mapreduce-policy", "max-parallelism", "max-parallelism, global-cap, relative-size or none (the workers requested, no more)")
 	fl.Float64Var(&f.gpuMachines, "gpu-machines", 0, "share of the machines, 0 to 1, that carry GPUs (the extended resource \"gpu\"), spread evenly")
+	fl.IntVar(&f.mapTasksPerWorker, "map-tasks-per-worker", 16, fmt.Sprintf("a MapReduce job's map tasks per worker it requests, 1 to %d: the most workers it can use, so the most an elastic policy can speed it up; omega's assumption (the trace has no such figure), not a fitted value (docs/WORKLOADS.md)", workload.MaxMapTasksPerWorker))
 	fl.IntVar(&f.gpusPerMachine, "gpus-per-machine", 8, fmt.Sprintf("GPUs on each GPU machine, 1 to %d", workload.MaxGPUsPerMachine))
 	fl.Float64Var(&f.gpuJobs, "gpu-jobs", 0, "share of the batch jobs, 0 to 1, whose tasks each ask for one GPU (needs --gpu-machines)")
 	fl.StringVar(&f.storePolicy, "policy", "raw", "the store's policy: raw (Omega's: the state as the schedulers and agents write it) or mediated (the store validates every operation, as Kubernetes' API server)")
@@ -257,6 +258,9 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	}
 	if p.float(name("gpu-machines"), f.gpuMachines, 0, 1, "the share of the machines with GPUs") {
 		cfg.Workload.GPUMachineShare = f.gpuMachines
+	}
+	if p.count(name("map-tasks-per-worker"), f.mapTasksPerWorker, 1, workload.MaxMapTasksPerWorker, "map tasks per requested worker") {
+		cfg.Workload.MapTasksPerWorker = f.mapTasksPerWorker
 	}
 	if p.count(name("gpus-per-machine"), f.gpusPerMachine, 1, workload.MaxGPUsPerMachine, "GPUs on a GPU machine") {
 		cfg.Workload.GPUsPerMachine = f.gpusPerMachine

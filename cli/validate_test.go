@@ -81,6 +81,8 @@ func TestSimRefusesBadFlags(t *testing.T) {
 		{[]string{"--architecture", "two-level", "--offers", "parallel"}, "--offers \"parallel\": want concurrent or serial"},
 		{[]string{"--architecture", "two-level", "--offer-min", "tiny"}, "--offer-min \"tiny\": want google or small"},
 		{[]string{"--gpu-machines", "1.5"}, "--gpu-machines 1.5"},
+		{[]string{"--map-tasks-per-worker", "0"}, "--map-tasks-per-worker 0: want map tasks per requested worker: a whole number from 1 to 1000"},
+		{[]string{"--map-tasks-per-worker", "1001"}, "--map-tasks-per-worker 1001"},
 		{[]string{"--gpus-per-machine", "0", "--gpu-machines", "0.1"}, "--gpus-per-machine 0"},
 		{[]string{"--gpu-jobs", "0.1"}, "--gpu-jobs 0.1"},
 		{[]string{"--policy", "strict"}, "--policy \"strict\""},

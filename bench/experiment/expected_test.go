@@ -83,7 +83,7 @@ func TestExpectedFiles(t *testing.T) {
 func TestCheckExpected(t *testing.T) {
 	rep := Report{Experiment: "mapreduce", Quick: true,
 		Findings: []Finding{{ID: "mapreduce/baseline", Verdict: NotReproduced}, {ID: "mapreduce/new", Verdict: Reproduced}},
-		Cells:    []CellReport{{ID: "mapreduce_policy=none", Metrics: map[string]Spread{"mapreduce_speedup_p80": {Median: 2}}}}}
+		Cells:    []CellReport{{ID: "mapreduce_policy=none_map_tasks_per_worker=16", Metrics: map[string]Spread{"mapreduce_speedup_p80": {Median: 2}}}}}
 	checks, err := CheckExpected(rep)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestCheckExpected(t *testing.T) {
 		byID[c.ID] = c
 	}
 	base := byID["mapreduce/baseline"]
-	if base.OK() || !strings.Contains(base.Problem(), `verdict "does not reproduce", expected "reproduces"`) || !strings.Contains(base.Problem(), "mapreduce_speedup_p80 in mapreduce_policy=none = 2, expected 0.9–1.1") {
+	if base.OK() || !strings.Contains(base.Problem(), `verdict "does not reproduce", expected "reproduces"`) || !strings.Contains(base.Problem(), "mapreduce_speedup_p80 in mapreduce_policy=none_map_tasks_per_worker=16 = 2, expected 0.9–1.1") {
 		t.Errorf("baseline: %s", base.Problem())
 	}
 	if c := byID["mapreduce/new"]; c.OK() || !strings.Contains(c.Problem(), "no expected results") {

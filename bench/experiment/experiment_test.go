@@ -93,10 +93,10 @@ func TestPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 8 {
+	if len(lines) != 10 { // 4 policies and one more map-tasks value, 2 seeds each
 		t.Fatalf("%d lines:\n%s", len(lines), b.String())
 	}
-	want := "omega sim --machines=1000 --days=0.25 --arrivals=empirical --placement=random-first-fit --mapreduce-share=0.2 '--load=1 2' --schedulers=batch=1,mapreduce=1,service=1 --mapreduce-policy=none --seed=7 '--out=/out dir/runs/mapreduce_policy=none/seed-7'"
+	want := "omega sim --machines=1000 --days=0.25 --arrivals=empirical --placement=random-first-fit --mapreduce-share=0.2 '--load=1 2' --schedulers=batch=1,mapreduce=1,service=1 --mapreduce-policy=none --map-tasks-per-worker=16 --seed=7 '--out=/out dir/runs/mapreduce_policy=none_map_tasks_per_worker=16/seed-7'"
 	if lines[0] != want {
 		t.Errorf("first line\n %s\nwant\n %s", lines[0], want)
 	}

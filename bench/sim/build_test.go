@@ -221,3 +221,27 @@ func TestJobsFinishInTheCell(t *testing.T) {
 		t.Fatalf("seed %d: %d abandoned in the cell and %d expired, the summary says %d", seed, abandoned, expiredAbandoned, sum.JobsAbandoned)
 	}
 }
+
+// Workload.MapTasksPerWorker (omega sim --map-tasks-per-worker) bounds how
+// far max-parallelism grows a MapReduce job: at 2 no job gets more than
+// twice the workers it asked for, at 16 some get more.
+func TestMapTasksPerWorkerBoundsSpeedup(t *testing.T) {
+	run := func(mt int) SchedulerSummary {
+		cfg := DefaultConfig()
+		cfg.Workload.Machines, cfg.Workload.Days, cfg.Workload.Seed = 200, 0.1, 3
+		cfg.Workload.MapTasksPerWorker = mt
+		cfg.Schedulers = append(cfg.Schedulers, SchedulerSpec{Kind: "mapreduce", Count: 1, TJob: 100 * time.Millisecond, TTask: 5 * time.Millisecond})
+		sum, _ := runConfig(t, cfg)
+		for _, s := range sum.Schedulers {
+			if s.Kind == "mapreduce" {
+				return s
+			}
+		}
+		t.Fatal("no mapreduce scheduler")
+		return SchedulerSummary{}
+	}
+	two, sixteen := run(2), run(16)
+	if two.SpeedupP90 > 2 || two.SpeedupMean == 0 || sixteen.SpeedupP90 <= 2 {
+		t.Fatalf("speedup p90 %v at 2 map tasks per worker, %v at 16", two.SpeedupP90, sixteen.SpeedupP90)
+	}
+}
