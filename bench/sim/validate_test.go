@@ -52,6 +52,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"Conflict = 5", func(c *Config) { c.Conflict = 5 }},
 		{"Commit = -1", func(c *Config) { c.Commit = -1 }},
 		{"MapReducePolicy = policy(9)", func(c *Config) { c.MapReducePolicy = 9 }},
+		{`Placement = "worst-fit"`, func(c *Config) { c.Placement = "worst-fit" }},
 		{"Runner.MaxAttempts = 0", func(c *Config) { c.Runner.MaxAttempts = 0 }},
 		{"Runner.MaxAttempts = 1000001", func(c *Config) { c.Runner.MaxAttempts = MaxAttempts + 1 }},
 		{"Runner.MaxAttemptsNoPlacement = -1", func(c *Config) { c.Runner.MaxAttemptsNoPlacement = -1 }},
