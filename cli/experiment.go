@@ -341,13 +341,14 @@ type indexEntry struct {
 func writeIndex(out string, index []indexEntry) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# omega bench all\n\nEach experiment's report is in its directory; their findings:\n\n")
-	fmt.Fprintf(&b, "| experiment | published | measured | verdict |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| experiment | published | measured | verdict | in its expected band |\n|---|---|---|---|---|\n")
 	runs := 0
 	for _, x := range index {
 		runs += len(x.res.Rows)
-		for _, f := range x.res.Findings() {
-			fmt.Fprintf(&b, "| [%s](%s/report.md) | %s | %s | **%s** |\n", x.e.Name, x.e.Name,
-				strings.ReplaceAll(f.Published, "|", "\\|"), strings.ReplaceAll(f.Measured, "|", "\\|"), f.Verdict)
+		inBand := x.res.InBand()
+		for i, f := range x.res.Findings() {
+			fmt.Fprintf(&b, "| [%s](%s/report.md) | %s | %s | **%s** | %s |\n", x.e.Name, x.e.Name,
+				strings.ReplaceAll(f.Published, "|", "\\|"), strings.ReplaceAll(f.Measured, "|", "\\|"), f.Verdict, inBand[i])
 		}
 	}
 	fmt.Fprintf(&b, "\n%d simulations in all; the wall time of each is in its experiment's host.csv.\n", runs)

@@ -103,6 +103,11 @@ func TestBenchAllQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The index says, finding by finding, whether each is in its expected
+	// band (the quick run's own bands: every finding with one is).
+	if !strings.Contains(string(index), "| verdict | in its expected band |") || strings.Contains(string(index), "| **no** |") || !strings.Contains(string(index), "| yes |") {
+		t.Errorf("the index report's in-band column:\n%s", index)
+	}
 	var reps []experiment.Report
 	defer func() { checkExpected(t, reps) }()
 	for _, e := range experiment.Synthetic() {

@@ -358,6 +358,22 @@ func expectedCell(c BandCheck) string {
 	return strings.Join(c.Band.Verdicts, " or ")
 }
 
+// InBand says, for each of the analysis' findings in order, whether it is
+// in its expected band: "yes", "**no**", or "–" where it has none (the
+// column of report.md and of omega bench all's index).
+func (res *Results) InBand() []string {
+	an := res.Sweep.Experiment.analyze(res)
+	checks, _ := CheckExpected(res.report(an))
+	out := make([]string, len(an.Findings))
+	for i := range out {
+		out[i] = "–"
+		if i < len(checks) {
+			out[i] = inBandCell(checks[i])
+		}
+	}
+	return out
+}
+
 func inBandCell(c BandCheck) string {
 	switch {
 	case !c.Checked():
