@@ -27,7 +27,7 @@ import (
 // policy and the architecture. The workload's flags (machines, days, load,
 // arrivals) do not apply: the trace is the workload.
 var replaySimFlags = []string{"schedulers", "t-job", "t-task", "route", "conflict", "commit", "policy", "architecture",
-	"allocator-time", "offer-interval", "offers", "offer-min", "offer-retry", "placement", "fleet-tick", "decision-time", "seed"}
+	"allocator-time", "offer-interval", "offers", "offer-min", "offer-retry", "offer-shares", "placement", "fleet-tick", "decision-time", "seed"}
 
 type replayFlags struct {
 	format, trace, out, from, to, evictions, coalesce, lookahead, machineMemory string

@@ -32,7 +32,7 @@ type simFlags struct {
 	auditHistory, faultyAgent                                                                                                   bool
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch, storePolicy string
 	allocatorTime, offerInterval                                                                                                string
-	offers, offerMin, offerRetry                                                                                                string
+	offers, offerMin, offerRetry, offerShares                                                                                   string
 	placement                                                                                                                   string
 	machines, seeds, jobs                                                                                                       int
 	days, failures, loadFactor, batchLoad, gpuMachines, gpuJobs                                                                 float64
@@ -126,6 +126,7 @@ as it was.`,
 	fl.StringVar(&f.offerInterval, "offer-interval", "1s", fmt.Sprintf("with --architecture two-level: how often the allocator makes an offer while a framework wants resources, above 0 to %s", fmtDuration(sim.MaxOfferInterval)))
 	fl.StringVar(&f.offers, "offers", sim.OffersConcurrent, "with --architecture two-level: how a framework takes its offers: concurrent (the paper's simulator's: each decided the moment it arrives, several at once when the framework is slow, so its busyness can pass 1) or serial (one at a time, the next waiting with its resources locked until the answer before it lands: the other framework starves behind a slow one)")
 	fl.StringVar(&f.placement, "placement", string(schedulers.PlacementBestFit), "how the built-in schedulers (batch, service, mapreduce, monolithic) pick a task's machine: best-fit (each kind's own: the service scheduler's tightest of 16 feasible machines, spread across failure domains; the batch and mapreduce schedulers' randomized first fit, 64 machines examined per task at most) or random-first-fit (the paper's simulator's, for every kind: random machines until one fits, no spreading, no bound; the experiments that reproduce the paper use it)")
+	fl.StringVar(&f.offerShares, "offer-shares", sim.OfferSharesFrameworks, "with --architecture two-level: what counts toward a framework's DRF share: frameworks (the paper's simulator's: the tasks it placed itself) or with-prefill (also the pre-fill's long-running services, for the service framework, as a real cell's would own them)")
 	fl.StringVar(&f.offerRetry, "offer-retry", sim.OfferRetryDecision, "with --architecture two-level: when a job an offer did not place whole is tried again: decision (the paper's simulator's: a second after the framework decided it, before its answer lands, so at slow decisions a job is tried on many offers while one answer waits) or answer (a second after its answer lands, one attempt of a job at a time)")
 	fl.StringVar(&f.offerMin, "offer-min", sim.OfferMinGoogle, "with --architecture two-level: the allocator's floor: google (the paper's simulator's: an offer only while at least 100 cores are unoffered) or small (while a tenth of a core or 100 MiB is: offers of scraps, which take jobs to the abandonment bounds sooner)")
 	fl.StringVar(&f.arrivals, "arrivals", "poisson", "time between a class's arrivals: poisson (exponential gaps with the trace's mean) or empirical (the trace's own gaps, far burstier, as the Omega paper's simulator draws them)")
@@ -354,7 +355,10 @@ func (f *simFlags) validate(cmd *cobra.Command) (sim.Config, int, error) {
 	if !slices.Contains(sim.OfferRetries(), f.offerRetry) {
 		p.add(name("offer-retry"), strconv.Quote(f.offerRetry), "want %s", strings.Join(sim.OfferRetries(), " or "))
 	}
-	cfg.Offers, cfg.OfferMin, cfg.OfferRetry = f.offers, f.offerMin, f.offerRetry
+	if !slices.Contains(sim.OfferSharesModes(), f.offerShares) {
+		p.add(name("offer-shares"), strconv.Quote(f.offerShares), "want %s", strings.Join(sim.OfferSharesModes(), " or "))
+	}
+	cfg.Offers, cfg.OfferMin, cfg.OfferRetry, cfg.OfferShares = f.offers, f.offerMin, f.offerRetry, f.offerShares
 	if _, err := sim.LookupArchitecture(f.arch); err != nil || f.arch == "" {
 		p.add(name("architecture"), strconv.Quote(f.arch), "want %s", strings.Join(sim.ArchitectureNames(), ", "))
 	} else if len(p) == 0 {

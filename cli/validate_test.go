@@ -79,6 +79,7 @@ func TestSimRefusesBadFlags(t *testing.T) {
 		{[]string{"--architecture", "two-level", "--allocator-time", "-1ms"}, "--allocator-time \"-1ms\""},
 		{[]string{"--architecture", "two-level", "--offer-interval", "soon"}, "--offer-interval \"soon\""},
 		{[]string{"--placement", "worst-fit"}, "--placement \"worst-fit\": want best-fit or random-first-fit"},
+		{[]string{"--architecture", "two-level", "--offer-shares", "all"}, "--offer-shares \"all\": want frameworks or with-prefill"},
 		{[]string{"--architecture", "two-level", "--offer-retry", "never"}, "--offer-retry \"never\": want decision or answer"},
 		{[]string{"--architecture", "two-level", "--offers", "parallel"}, "--offers \"parallel\": want concurrent or serial"},
 		{[]string{"--architecture", "two-level", "--offer-min", "tiny"}, "--offer-min \"tiny\": want google or small"},

@@ -164,7 +164,7 @@ func partOf(res txn.Result, ops []txn.Op, span [2]int) txn.Result {
 type Allocator struct {
 	c          *client.Client
 	frameworks []string
-	index      map[string]int
+	index      map[string]int  // a framework's, or another component's CountAs, index
 	used       []txn.Resources // by framework: what its placed tasks claim
 	tasks      map[uuid.UUID]claimBy
 }
@@ -182,6 +182,16 @@ func NewAllocator(c *client.Client, frameworks []string) *Allocator {
 		al.index[f] = i
 	}
 	return al
+}
+
+// CountAs counts the tasks component placed toward framework i's share
+// (by index) — the simulation's pre-fill, whose long-running services a
+// real cell's service framework would own. Call it before the first
+// Relist. The paper's simulator counts a framework's own tasks only.
+func (al *Allocator) CountAs(component string, i int) {
+	if _, own := al.index[component]; !own && i >= 0 && i < len(al.frameworks) {
+		al.index[component] = i
+	}
 }
 
 // Relist recounts every framework's share from a state (the first view,

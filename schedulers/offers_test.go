@@ -293,3 +293,28 @@ func TestFrameworkRetryOnDecision(t *testing.T) {
 		c.checkInvariants()
 	})
 }
+
+// CountAs: the tasks another component placed (the simulation's pre-fill)
+// count toward a framework's share only when the allocator is told so.
+func TestAllocatorCountAs(t *testing.T) {
+	c := newCell(t, 1)
+	ms := c.addMachines(uniform(2, 10000, 10000, 0)...)
+	_, ts := c.addJob("prefill", jobSpec{kind: serviceKind, scheduler: "service", tasks: 1, cpu: 4000, mem: 4000})
+	if res, err := c.st.Commit(context.Background(), &txn.Txn{ViewRevision: c.state().Revision(), Component: "submitter",
+		Ops: []txn.Op{txn.Claim(ts[0], ms[0], txn.Resources{CPU: 4000, Memory: 4000}, c.task(ts[0]).Version)}}); err != nil || res.Committed != 1 {
+		t.Fatalf("place: %+v %v", res, err)
+	}
+	capacity := c.state().Capacity()
+	plain := NewAllocator(c.client("allocator", 1, testkit.NewClock(t0), nil), []string{"batch-0", "service-0"})
+	plain.Relist(c.state())
+	counted := NewAllocator(c.client("allocator-2", 2, testkit.NewClock(t0), nil), []string{"batch-0", "service-0"})
+	counted.CountAs("submitter", 1)
+	counted.CountAs("batch-0", 1) // a framework's own tasks stay its own
+	counted.Relist(c.state())
+	if plain.Share(1, capacity) != 0 || counted.Share(1, capacity) != 0.2 || counted.Share(0, capacity) != 0 {
+		t.Fatalf("service share %v plain, %v counting the pre-fill (want 0 and 0.2)", plain.Share(1, capacity), counted.Share(1, capacity))
+	}
+	if got := counted.Pick([]bool{true, true}, capacity); got != 0 {
+		t.Fatalf("counting the pre-fill, DRF picked %d, want batch", got)
+	}
+}

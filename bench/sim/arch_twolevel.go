@@ -25,7 +25,7 @@ import (
 // defaults are the reference's.
 var _ = RegisterArchitecture(Architecture{
 	Name: "two-level",
-	Doc:  "Mesos-style offers, each scheduler a framework offered everything unoffered in turn, in DRF order, locked while it decides, with --allocator-time, --offer-interval, --offers, --offer-min and --offer-retry",
+	Doc:  "Mesos-style offers, each scheduler a framework offered everything unoffered in turn, in DRF order, locked while it decides, with --allocator-time, --offer-interval, --offers, --offer-min, --offer-shares and --offer-retry",
 	Rank: 40,
 	Days: 1, // the paper's two-level runs simulate a day
 	Validate: func(c *Config) error {
@@ -38,6 +38,8 @@ var _ = RegisterArchitecture(Architecture{
 			return ConfigFieldError("Offers", strconv.Quote(c.Offers), "how a framework takes its offers: %s", strings.Join(OffersModes(), " or "))
 		case c.OfferMin != "" && !slices.Contains(OfferMins(), c.OfferMin):
 			return ConfigFieldError("OfferMin", strconv.Quote(c.OfferMin), "the allocator's floor: %s", strings.Join(OfferMins(), " or "))
+		case c.OfferShares != "" && !slices.Contains(OfferSharesModes(), c.OfferShares):
+			return ConfigFieldError("OfferShares", strconv.Quote(c.OfferShares), "what counts toward a framework's DRF share: %s", strings.Join(OfferSharesModes(), " or "))
 		case c.OfferRetry != "" && !slices.Contains(OfferRetries(), c.OfferRetry):
 			return ConfigFieldError("OfferRetry", strconv.Quote(c.OfferRetry), "when a job an offer did not place whole is tried again: %s", strings.Join(OfferRetries(), " or "))
 		}
@@ -60,6 +62,14 @@ var _ = RegisterArchitecture(Architecture{
 			t.fws = append(t.fws, &framework{i: i, f: f})
 		}
 		t.al = schedulers.NewAllocator(ac, names)
+		if d.Config.OfferShares == OfferSharesWithPrefill {
+			for i, r := range d.Runners {
+				if r.Scheduler().Kind() == "service" {
+					t.al.CountAs("submitter", i) // the pre-fill's placements are the submitter's
+					break
+				}
+			}
+		}
 		// The frameworks are one actor: the intake wakes it.
 		return &Driving{Actors: []vtime.Actor{t}, Wakes: make([]int, len(d.Runners)), Observers: []Observer{allocatorObserver{t.al}}}, nil
 	},
@@ -114,6 +124,24 @@ const (
 	// a time.
 	OfferRetryAnswer = "answer"
 )
+
+// What counts toward a framework's DRF share (Config.OfferShares).
+const (
+	// OfferSharesFrameworks, the default, is the paper's simulator's: the
+	// tasks each framework placed itself. With the fitted workload's small
+	// service jobs the service framework's share stays near 0, so it gets
+	// every offer while it has a job queued, and at slow service decisions
+	// one long answer can hold most of the cell while the batch framework
+	// starves (BENCHMARKS.md, issue 28).
+	OfferSharesFrameworks = "frameworks"
+	// OfferSharesWithPrefill also counts the pre-fill's long-running
+	// services toward the service framework's share, as a real cell's
+	// service framework would own them.
+	OfferSharesWithPrefill = "with-prefill"
+)
+
+// OfferSharesModes are Config.OfferShares' values.
+func OfferSharesModes() []string { return []string{OfferSharesFrameworks, OfferSharesWithPrefill} }
 
 // OfferRetries are Config.OfferRetry's values.
 func OfferRetries() []string { return []string{OfferRetryDecision, OfferRetryAnswer} }

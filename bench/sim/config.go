@@ -111,6 +111,10 @@ type Config struct {
 	// did not place whole is tried again (OfferRetryDecision, the paper's
 	// simulator's, or OfferRetryAnswer); "" is the first.
 	Offers, OfferMin, OfferRetry string
+	// OfferShares is what counts toward a two-level framework's DRF share
+	// (OfferSharesFrameworks, the paper's simulator's, or
+	// OfferSharesWithPrefill); "" is the first.
+	OfferShares string
 }
 
 // DefaultConfig is the default run: the paper's lightweight cell,
@@ -132,6 +136,7 @@ func DefaultConfig() Config {
 		Offers:          OffersConcurrent,
 		OfferMin:        OfferMinGoogle,
 		OfferRetry:      OfferRetryDecision,
+		OfferShares:     OfferSharesFrameworks,
 	}
 }
 
