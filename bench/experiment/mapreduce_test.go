@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -109,5 +110,20 @@ func TestMapreduceGridSweepsMapTasks(t *testing.T) {
 		if want := "--map-tasks-per-worker=" + r.Cell.Axis("map_tasks_per_worker"); !strings.Contains(strings.Join(r.Args(), " "), want) {
 			t.Errorf("run %s: args %q lack %s", r.Cell.ID, r.Args(), want)
 		}
+	}
+}
+
+// The sensitivity's figures draw each line in order of map tasks per
+// worker, not in grid order (which lists the default, 16, first): a line
+// from 16 back to 1 would cross the figure.
+func TestMapTasksLinesInOrder(t *testing.T) {
+	share, p80 := mapTasksLines(mapreduceResults(t, map[string][2]float64{"1": {0, 1}, "2": {1, 2}, "4": {1, 4}, "8": {1, 8}, "16": {0.9, 16}}))
+	for _, s := range []series{share, p80} {
+		if fmt.Sprint(s.x) != "[1 2 4 8 16]" {
+			t.Errorf("%s: x %v", s.label, s.x)
+		}
+	}
+	if fmt.Sprint(share.y, p80.y, p80.lo, p80.hi) != "[0 1 1 1 0.9] [1 2 4 8 16] [1 2 4 8 16] [1 2 4 8 16]" {
+		t.Errorf("share %v, p80 %v (%v–%v)", share.y, p80.y, p80.lo, p80.hi)
 	}
 }
