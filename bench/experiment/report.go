@@ -290,46 +290,30 @@ func commonFlags(cells []Cell) []string {
 // placementUsed says how the cells' built-in schedulers picked machines
 // (omega sim --placement).
 func placementUsed(cells []Cell) string {
-	var seen []string
-	for _, c := range cells {
-		pl := c.Flag("placement")
-		if pl == "" {
-			pl = "best-fit"
-		}
-		if !slices.Contains(seen, pl) {
-			seen = append(seen, pl)
-		}
-	}
-	var out []string
-	for _, pl := range seen {
-		switch pl {
-		case "random-first-fit":
-			out = append(out, "randomized first fit for every scheduler, as the paper's simulator places tasks (`--placement random-first-fit`)")
-		default:
-			out = append(out, "each scheduler's own policy, the service scheduler's best fit with spreading (`--placement best-fit`)")
-		}
-	}
-	return strings.Join(out, "; ")
+	return flagUsed(cells, "placement", "best-fit", map[string]string{
+		"random-first-fit": "randomized first fit for every scheduler, as the paper's simulator places tasks (`--placement random-first-fit`)",
+		"best-fit":         "each scheduler's own policy, the service scheduler's best fit with spreading (`--placement best-fit`)",
+	})
 }
 
 func arrivalsUsed(cells []Cell) string {
-	var seen []string
-	for _, c := range cells {
-		a := c.Flag("arrivals")
-		if a == "" {
-			a = "poisson"
-		}
-		if !slices.Contains(seen, a) {
-			seen = append(seen, a)
-		}
-	}
+	return flagUsed(cells, "arrivals", "poisson", map[string]string{
+		"empirical": "the trace's own gaps (`--arrivals empirical`, as the paper's simulator draws them)",
+		"poisson":   "exponential gaps with the trace's mean (`--arrivals poisson`)",
+	})
+}
+
+// flagUsed says, in the words of say, the values the cells give flag (dflt
+// where a cell does not set it), in the order first seen.
+func flagUsed(cells []Cell, flag, dflt string, say map[string]string) string {
 	var out []string
-	for _, a := range seen {
-		switch a {
-		case "empirical":
-			out = append(out, "the trace's own gaps (`--arrivals empirical`, as the paper's simulator draws them)")
-		default:
-			out = append(out, "exponential gaps with the trace's mean (`--arrivals poisson`)")
+	for _, c := range cells {
+		v := c.Flag(flag)
+		if v == "" {
+			v = dflt
+		}
+		if w := cmp.Or(say[v], say[dflt]); !slices.Contains(out, w) {
+			out = append(out, w)
 		}
 	}
 	return strings.Join(out, "; ")
