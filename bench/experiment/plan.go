@@ -108,7 +108,7 @@ func (o PlanOptions) Validate() error {
 		if err := CheckSlurmTime(o.time()); err != nil {
 			errs = append(errs, fmt.Errorf("time %q: %w", o.time(), err))
 		}
-		if err := checkSlurmPath(o.Out); err != nil {
+		if err := CheckSlurmOut(o.Out); err != nil {
 			errs = append(errs, fmt.Errorf("out %q: %w", o.Out, err))
 		}
 	case PlanK8s:
@@ -154,9 +154,10 @@ func CheckSlurmTime(s string) error {
 	return errors.New("want a Slurm time limit: MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, DAYS-HOURS, DAYS-HOURS:MINUTES or DAYS-HOURS:MINUTES:SECONDS")
 }
 
-// checkSlurmPath refuses what an #SBATCH line cannot hold: a newline, and
-// a backslash (which would also turn off Slurm's %A and %a in --output).
-func checkSlurmPath(p string) error {
+// CheckSlurmOut checks the sweep's directory for a Slurm plan: its logs'
+// path in an #SBATCH line cannot hold a newline, nor a backslash (which
+// would also turn off Slurm's %A and %a in --output).
+func CheckSlurmOut(p string) error {
 	if strings.ContainsAny(p, "\n\r\\") {
 		return errors.New("a Slurm --output path cannot hold a newline or a backslash")
 	}
