@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -64,15 +66,18 @@ var replayOverridable = []struct{ name, usage string }{
 }
 
 type benchExpFlags struct {
-	overridable    []struct{ name, usage string }
-	quick          bool
-	seeds          int
-	seed           uint64
-	parallel       int
-	out, collect   string
-	plan, cost     bool
-	binary         string
-	overrideValues map[string]*string
+	overridable  []struct{ name, usage string }
+	quick        bool
+	seeds        int
+	seed         uint64
+	parallel     int
+	out, collect string
+	plan, cost   bool
+	binary       string
+	// The plan's form and its batch system's settings (--plan-format,
+	// --plan-time for slurm, --plan-image and --plan-claim for k8s).
+	planFormat, planTime, planImage, planClaim string
+	overrideValues                             map[string]*string
 }
 
 func newBenchExperimentCmds() []*cobra.Command {
@@ -106,9 +111,9 @@ metric), host.csv (wall time and memory per run, which vary between runs),
 PNG figures, summary.json and report.md (each result beside the published one).
 A run already finished in --out is kept, so an interrupted sweep resumes.
 
---plan prints each run as an independent omega sim command line (for a batch
-system); run them, then --collect DIR assembles the same results.csv, figures
-and report from their outputs.`,
+--plan prints each run as an independent omega sim command line; run them
+anywhere, then --collect DIR assembles the same results.csv, figures and report
+from their outputs. ` + planFormatsHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.run(cmd, name)
@@ -121,9 +126,13 @@ and report from their outputs.`,
 	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "simulations at once (default: one per core)")
 	fl.StringVar(&f.out, "out", "", "directory for the sweep (required; with --collect, default the collected directory)")
 	fl.StringVar(&f.collect, "collect", "", "assemble the results of a plan's runs from this directory instead of running them")
-	fl.BoolVar(&f.plan, "plan", false, "print every run as an omega sim command line (writing under --out) and run nothing")
+	fl.BoolVar(&f.plan, "plan", false, "print every run as an omega sim command line (writing under --out), in --plan-format's form, and run nothing")
 	fl.BoolVar(&f.cost, "store-cost", true, "raw-vs-mediated: also measure the policies on the commit path (omega bench store under each, interleaved) into store-cost.json")
 	fl.StringVar(&f.binary, "plan-binary", "omega", "with --plan: the omega binary the command lines name")
+	fl.StringVar(&f.planFormat, "plan-format", string(experiment.PlanLines), "with --plan: the plan's form: "+planFormatNames+" (see above)")
+	fl.StringVar(&f.planTime, "plan-time", experiment.DefaultPlanTime, "with --plan-format slurm: each run's time limit, as sbatch --time (2 hours: four times the longest run measured or projected on 2 cores, docs/BENCHMARKS.md)")
+	fl.StringVar(&f.planImage, "plan-image", experiment.DefaultPlanImage, "with --plan-format k8s: the container's image, with the --plan-binary on its PATH and a POSIX shell")
+	fl.StringVar(&f.planClaim, "plan-claim", experiment.DefaultPlanClaim, "with --plan-format k8s: the PersistentVolumeClaim mounted at --out (ReadWriteMany when the runs land on several nodes)")
 	f.overridable = overridable
 	if e != nil && e.NeedsTrace() {
 		f.overridable = replayOverridable
@@ -139,12 +148,94 @@ production cluster's outcome and the Omega paper's claims beside the measured
 values). A run already finished in --out is kept, so an interrupted sweep
 resumes. --plan prints the runs as omega replay command lines; --collect
 assembles their outputs. omega bench all leaves this experiment out: it needs
-a trace.`
+a trace. ` + planFormatsHelp
 	}
 	for _, o := range f.overridable {
 		f.overrideValues[o.name] = fl.String(o.name, "", o.usage)
 	}
 	return cmd
+}
+
+// planFormatNames lists the plan's formats for help and errors.
+var planFormatNames = func() string {
+	var n []string
+	for _, f := range experiment.PlanFormats {
+		n = append(n, string(f))
+	}
+	return strings.Join(n, ", ")
+}()
+
+const planFormatsHelp = `--plan-format says the plan's form:
+  lines     a shell command line a run (the default)
+  parallel  a GNU parallel job file, a run a line, each run through the shell:
+            parallel -j N --joblog plan.log < plan.txt
+            (--joblog records each run's exit; --resume-failed reruns the failed)
+  slurm     a bash script of a Slurm job array, a run an array task
+            (--plan-time its limit, --parallel its throttle, logs in
+            OUT/slurm/, which Slurm does not create):
+            mkdir -p OUT/slurm && sbatch plan.sh
+  k8s       a Kubernetes ConfigMap of the runs and an Indexed Job, a run a
+            completion (--plan-image, --plan-claim mounted at --out, an
+            absolute path; --parallel its parallelism, default every run):
+            kubectl apply -f plan.yaml
+Each run writes its own directory under --out; when they are done, the same
+command with --collect OUT (instead of --plan) gathers them.`
+
+// planOptions checks the plan's flags, adding what is wrong to p, and
+// returns the plan's options. A plan flag without --plan, or one of another
+// format's, is refused: it would do nothing.
+func (f *benchExpFlags) planOptions(cmd *cobra.Command, name string, p *problems) experiment.PlanOptions {
+	changed := cmd.Flags().Changed
+	format, err := experiment.ParsePlanFormat(f.planFormat)
+	if err != nil {
+		p.add("--plan-format", quoteClip(f.planFormat), "%v", err)
+	} else if changed("plan-format") && !f.plan {
+		p.add("--plan-format", quoteClip(f.planFormat), "only with --plan: it is the form the plan prints the runs in")
+	}
+	for _, fl := range []struct {
+		name, value string
+		format      experiment.PlanFormat
+	}{{"plan-time", f.planTime, experiment.PlanSlurm}, {"plan-image", f.planImage, experiment.PlanK8s}, {"plan-claim", f.planClaim, experiment.PlanK8s}} {
+		if changed(fl.name) && (!f.plan || format != fl.format) {
+			p.add("--"+fl.name, quoteClip(fl.value), "only with --plan --plan-format %s", fl.format)
+		}
+	}
+	o := experiment.PlanOptions{Format: format, Experiment: name, Out: f.out, Time: f.planTime, Image: f.planImage, Claim: f.planClaim}
+	if changed("parallel") {
+		o.Parallel = f.parallel
+	}
+	if !f.plan {
+		return o
+	}
+	check := func(flag, value string, err error) {
+		if err != nil {
+			p.add(flag, quoteClip(value), "%v", err)
+		}
+	}
+	switch format {
+	case experiment.PlanSlurm:
+		check("--plan-time", f.planTime, experiment.CheckSlurmTime(f.planTime))
+		check("--out", f.out, experiment.CheckSlurmOut(f.out))
+	case experiment.PlanK8s:
+		check("--out", f.out, experiment.CheckK8sOut(f.out))
+		check("--plan-image", f.planImage, experiment.CheckImage(f.planImage))
+		check("--plan-claim", f.planClaim, experiment.CheckK8sName(f.planClaim))
+	}
+	return o
+}
+
+// quoteClip is s quoted for an error message, at most its first 64 bytes
+// (cut at a character's start, "..." after).
+func quoteClip(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return strconv.Quote(s)
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
 }
 
 // overrides are the sim flags the user set, in a fixed order.
@@ -179,6 +270,7 @@ func (f *benchExpFlags) run(cmd *cobra.Command, name string) error {
 	if f.plan && f.collect != "" {
 		p.add("--plan", "true", "--plan prints the runs and --collect gathers them: give one")
 	}
+	plan := f.planOptions(cmd, name, &p)
 	exps := experiment.Synthetic()
 	if name != "all" {
 		e, _ := experiment.Lookup(name)
@@ -229,10 +321,12 @@ func (f *benchExpFlags) run(cmd *cobra.Command, name string) error {
 		return root
 	}
 	if f.plan {
+		var runs [][]string
 		for _, s := range sweeps {
-			if err := s.Plan(cmd.OutOrStdout(), f.binary, dirOf(s, f.out)); err != nil {
-				return err
-			}
+			runs = append(runs, s.Commands(f.binary, dirOf(s, f.out))...)
+		}
+		if err := experiment.WritePlan(cmd.OutOrStdout(), runs, plan); err != nil {
+			return fmt.Errorf("--plan-format %s: %w", plan.Format, err)
 		}
 		return nil
 	}

@@ -64,21 +64,12 @@ func NewSweep(e *Experiment, size Size, overrides []Param, seed uint64, seeds in
 }
 
 // Plan writes one independent `omega sim` (or `omega replay`) command
-// line per run, each
-// writing into its directory under out: run them anywhere (a batch
-// system's array, GNU parallel, an omega cell), then collect out.
+// line per run, each writing into its directory under out: run them
+// anywhere (a batch system's array, GNU parallel, an omega cell), then
+// collect out. It is WritePlan's lines format; WritePlan also writes a
+// GNU parallel job file, a Slurm job array and a Kubernetes Indexed Job.
 func (s *Sweep) Plan(w io.Writer, binary, out string) error {
-	for _, r := range s.Runs {
-		args := append([]string{binary, s.Experiment.Cmd()}, r.Args()...)
-		args = append(args, "--out="+filepath.Join(out, r.Dir))
-		for i, a := range args {
-			args[i] = shellQuote(a)
-		}
-		if _, err := fmt.Fprintln(w, strings.Join(args, " ")); err != nil {
-			return err
-		}
-	}
-	return nil
+	return WritePlan(w, s.Commands(binary, out), PlanOptions{Out: out})
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
