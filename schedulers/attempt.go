@@ -163,6 +163,9 @@ func (r *Runner) BeginOn(ctx context.Context, now time.Time, view func(client.Vi
 		}
 		req.PlacedTotal = len(j.placed)
 		env := Env{Now: now, Rand: r.rng, NewUID: r.c.NewUID, Component: r.c.Component()}
+		if view == nil {
+			env.Machines = r.cfg.Machines // a private view (an offer's) keeps to the scheduler's own
+		}
 		var t0 time.Duration
 		if r.cfg.Measure != nil {
 			t0 = r.cfg.Measure()

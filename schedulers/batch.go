@@ -27,16 +27,17 @@ func NewBatch() *Batch { return &Batch{Tries: 64} }
 func (b *Batch) Kind() string { return "batch" }
 
 func (b *Batch) Decide(v client.View, req Request, env Env) Decision {
-	b.idx.Refresh(v)
+	x := env.index(&b.idx)
+	x.Refresh(v)
 	p := NewPlacer(v, req.Placed)
 	d := Decision{AllOrNothing: req.Job.Gang(), Considered: len(req.Pending), Ops: make([]txn.Op, 0, len(req.Pending))}
 	if b.Placement == PlacementRandomFirstFit {
-		b.ff.placeAll(&b.idx, v, p, env, req.Pending, &d)
+		b.ff.placeAll(x, v, p, env, req.Pending, &d)
 		return gangWhole(d)
 	}
 	for _, t := range req.Pending {
 		placed := false
-		Sample(&b.idx, v, p, env, t.Request(), t.Constraints(), 1, b.Tries, func(m *txn.Machine) bool {
+		Sample(x, v, p, env, t.Request(), t.Constraints(), 1, b.Tries, func(m *txn.Machine) bool {
 			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request(), t.Version))
 			p.Take(m, t.Request())
 			placed = true

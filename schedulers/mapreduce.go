@@ -141,7 +141,8 @@ func useful(job *txn.Job) int {
 }
 
 func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
-	s.idx.Refresh(v)
+	x := env.index(&s.idx)
+	x.Refresh(v)
 	p := NewPlacer(v, req.Placed)
 	job := req.Job
 	tmpl := job.Template()
@@ -155,11 +156,11 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 	d := Decision{Considered: len(req.Pending) + max(workers-have, 0)}
 
 	if s.Placement == PlacementRandomFirstFit {
-		s.ff.Start(&s.idx) // the workers are identical: one run of first fit
+		s.ff.Start(x) // the workers are identical: one run of first fit
 	}
 	claim := func(t *txn.Task, version uint64) bool {
 		if s.Placement == PlacementRandomFirstFit {
-			m := s.ff.Next(&s.idx, v, p, env, t.Request(), t.Constraints())
+			m := s.ff.Next(x, v, p, env, t.Request(), t.Constraints())
 			if m == nil {
 				return false
 			}
@@ -168,7 +169,7 @@ func (s *MapReduce) Decide(v client.View, req Request, env Env) Decision {
 			return true
 		}
 		ok := false
-		Sample(&s.idx, v, p, env, t.Request(), t.Constraints(), 1, s.Tries, func(m *txn.Machine) bool {
+		Sample(x, v, p, env, t.Request(), t.Constraints(), 1, s.Tries, func(m *txn.Machine) bool {
 			d.Ops = append(d.Ops, txn.Claim(t.UID, m.UID, t.Request(), version))
 			p.Take(m, t.Request())
 			ok = true

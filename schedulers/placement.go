@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"weak"
 
 	"github.com/google/uuid"
 
@@ -15,53 +14,77 @@ import (
 )
 
 // MachineIndex is an indexable, sorted list of a cell's machine uids, so a
-// scheduler can examine machines in random order. It is rebuilt only when
-// the set of machines changes (txn.State.MachineSetRevision), not on every
-// view.
+// scheduler can examine machines in random order, and each machine as the
+// view it was last brought to shows it (Refresh): the machine and what it
+// has free. Bringing it to a later view costs what the two views' tables
+// of machines do not share (txn.Machines.ChangedSince: the machines written
+// between them), not a lookup per machine examined; a new set of machines
+// rebuilds it.
 type MachineIndex struct {
 	uids    []uuid.UUID
 	domains int // distinct failure domains
-	rev     uint64
 	ok      bool
-	// room caches, by index, what each machine examined in view has free
-	// there: a saturated cell's decision examines the same machines for
-	// task after task, and its next decision often has the same view
-	// (nothing committed meanwhile), so the cache answers most
-	// examinations without the view's lookup. Entries of another
-	// generation than gen are stale. view is weak: the cache keeps no
-	// state alive, and a new state never compares equal to a collected one.
-	room []room
-	gen  uint64
-	view weak.Pointer[txn.State]
+	// at is the table of machines cur holds, exactly: each machine at
+	// index i as at has it, with what it has free. A saturated cell's
+	// decision examines the same machines for task after task, and
+	// decision after decision, and what a machine has free rules most of
+	// them out without looking it up. at keeps that table, not its state.
+	at  txn.Machines
+	cur []slot
+	// byUID is scratch for a rebuild.
+	byUID []*txn.Machine
 }
 
-// room is a machine's free cpu and memory in a view (capacity less
-// allocation, before a decision's own claims), and whether it is UP: a task
-// that does not fit it cannot fit the machine in a decision on that view.
-type room struct {
-	gen      uint64 // the generation of the view it was read in
+// slot is a machine of the index as its table has it: its free cpu and
+// memory (capacity less allocation, before a decision's own claims), and
+// whether it is UP; a task that does not fit them cannot fit the machine in
+// a decision on that table.
+type slot struct {
+	m        *txn.Machine
 	cpu, mem int64
 	up       bool
 }
 
-// Refresh brings the index up to v.
+func slotOf(m *txn.Machine) slot {
+	return slot{m: m, cpu: m.Capacity.CPU - m.Allocated.CPU, mem: m.Capacity.Memory - m.Allocated.Memory,
+		up: m.State == omegav1.MachineState_MACHINE_STATE_UP}
+}
+
+// Refresh brings the index to v.
 func (x *MachineIndex) Refresh(v client.View) {
-	if x.ok && x.rev == v.MachineSetRevision() {
+	t := v.Machines()
+	if x.ok && (x.at.Same(t) || t.ChangedSince(x.at, x.note)) {
+		x.at = t
 		return
 	}
-	x.uids = x.uids[:0]
+	x.byUID = x.byUID[:0]
 	domains := map[string]struct{}{}
 	v.RangeMachines(func(m *txn.Machine) bool {
-		x.uids = append(x.uids, m.UID)
+		x.byUID = append(x.byUID, m)
 		domains[m.FailureDomain()] = struct{}{}
 		return true
 	})
 	x.domains = len(domains)
-	slices.SortFunc(x.uids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	x.rev, x.ok = v.MachineSetRevision(), true
-	x.room = slices.Grow(x.room[:0], len(x.uids))[:len(x.uids)]
-	clear(x.room)
-	x.view = weak.Pointer[txn.State]{} // the positions moved: start afresh
+	slices.SortFunc(x.byUID, func(a, b *txn.Machine) int { return bytes.Compare(a.UID[:], b.UID[:]) })
+	x.uids = slices.Grow(x.uids[:0], len(x.byUID))[:len(x.byUID)]
+	x.cur = slices.Grow(x.cur[:0], len(x.byUID))[:len(x.byUID)]
+	for i, m := range x.byUID {
+		x.uids[i], x.cur[i] = m.UID, slotOf(m)
+	}
+	clear(x.byUID)
+	x.at, x.ok = t, true
+}
+
+// note takes in a new version of a machine of the index.
+func (x *MachineIndex) note(m *txn.Machine) {
+	if i, ok := slices.BinarySearchFunc(x.uids, m.UID, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }); ok {
+		x.cur[i] = slotOf(m)
+	}
+}
+
+// current reports whether the index holds v's machines.
+func (x *MachineIndex) current(v client.View) bool {
+	return x.ok && v.State != nil && x.at.Same(v.Machines())
 }
 
 // Len is the number of machines.
@@ -79,10 +102,9 @@ func (x *MachineIndex) Domains() int { return x.domains }
 type Placer struct {
 	v     client.View
 	extra map[uuid.UUID]txn.Resources
-	// view is v's state, weakly, made when Sample first uses a
-	// MachineIndex's room cache; uncached after a claim of a negative
-	// amount (which would leave a machine more room than its view shows).
-	view     weak.Pointer[txn.State]
+	// uncached after a claim of a negative amount (which would leave a
+	// machine more room than its view shows): what the MachineIndex says
+	// a machine has free no longer rules it out.
 	uncached bool
 	// onMachine counts the job's tasks per machine (placed before this
 	// decision and chosen in it), for DIFFERENT_MACHINES and spreading;
@@ -247,28 +269,27 @@ func Sample(x *MachineIndex, v client.View, p *Placer, env Env, req txn.Resource
 	if n > 1 {
 		stride = coprimeStride(n, env.Rand.IntN(n-1)+1)
 	}
-	cached := p.cacheOn(x, v)
+	cur, cached := x.current(v), !p.uncached
 	found := 0
 	for i := 0; i < limit; i++ {
 		j := (start + i*stride) % n
-		var r *room
-		if cached {
-			// Examined before in this view: its room there rules most
-			// machines out without a lookup (a decision's claims only
-			// take room; Feasible has the last word).
-			if r = &x.room[j]; r.gen == x.gen && (!r.up || req.CPU > r.cpu || req.Memory > r.mem) {
+		var m *txn.Machine
+		if cur {
+			// What the machine has free in the view rules most machines
+			// out without a lookup (a decision's claims only take room;
+			// Feasible has the last word).
+			s := &x.cur[j]
+			if cached && (!s.up || req.CPU > s.cpu || req.Memory > s.mem) {
+				continue
+			}
+			m = s.m
+		} else {
+			var ok bool
+			if m, ok = v.Machine(x.uids[j]); !ok {
 				continue
 			}
 		}
-		m, ok := v.Machine(x.uids[j])
-		if r != nil && r.gen != x.gen {
-			*r = room{gen: x.gen}
-			if ok {
-				r.cpu, r.mem = m.Capacity.CPU-m.Allocated.CPU, m.Capacity.Memory-m.Allocated.Memory
-				r.up = m.State == omegav1.MachineState_MACHINE_STATE_UP
-			}
-		}
-		if !ok || !p.Feasible(m, req, constraints) {
+		if !p.Feasible(m, req, constraints) {
 			continue
 		}
 		found++
@@ -292,22 +313,6 @@ func SkipSample(x *MachineIndex, env Env) {
 	if n > 1 {
 		env.Rand.IntN(n - 1)
 	}
-}
-
-// cacheOn reports whether Sample may use x's room cache for this decision,
-// starting a generation of it when the cache holds another view's.
-func (p *Placer) cacheOn(x *MachineIndex, v client.View) bool {
-	if p.uncached || v.State == nil || v.State != p.v.State || len(x.room) != len(x.uids) {
-		return false
-	}
-	if p.view == (weak.Pointer[txn.State]{}) {
-		p.view = weak.Make(v.State)
-	}
-	if x.view != p.view {
-		x.view = p.view
-		x.gen++
-	}
-	return true
 }
 
 func coprimeStride(n, s int) int {
@@ -408,9 +413,21 @@ func (f *FirstFit) Start(x *MachineIndex) {
 // Next returns a machine among the candidates that takes req under
 // constraints, drawn at random, or nil when no candidate is left.
 func (f *FirstFit) Next(x *MachineIndex, v client.View, p *Placer, env Env, req txn.Resources, constraints []*omegav1.Constraint) *txn.Machine {
+	cur, cached := x.current(v), !p.uncached
 	for f.remaining > 0 {
 		i := env.Rand.IntN(f.remaining)
-		if m, ok := v.Machine(x.At(int(f.pool[i]))); ok && p.Feasible(m, req, constraints) {
+		k := int(f.pool[i])
+		var m *txn.Machine
+		if cur {
+			// As in Sample: what the machine has free rules it out
+			// without a lookup, or it is the view's machine.
+			if s := &x.cur[k]; !cached || (s.up && req.CPU <= s.cpu && req.Memory <= s.mem) {
+				m = s.m
+			}
+		} else if vm, ok := v.Machine(x.At(k)); ok {
+			m = vm
+		}
+		if m != nil && p.Feasible(m, req, constraints) {
 			return m
 		}
 		last := f.remaining - 1

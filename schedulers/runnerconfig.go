@@ -32,6 +32,10 @@ type RunnerConfig struct {
 	// passes the thread's CPU time). The Runner itself reads no clock.
 	// Results then depend on the machine, so they are not reproducible.
 	Measure func() time.Duration
+	// Machines, if set, is a MachineIndex the runners of one process share
+	// (Env.Machines): only for runners driven one at a time on one line of
+	// views, as the simulation's are. nil: each scheduler keeps its own.
+	Machines *MachineIndex
 }
 
 // DecisionTime is a decision-time model: TJob + TTask × tasks considered.

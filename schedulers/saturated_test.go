@@ -280,3 +280,101 @@ func TestRunnerGivesBatchPlacedTasksOnlyForDifferentMachines(t *testing.T) {
 		}
 	})
 }
+
+// A scheduler's MachineIndex follows the cell from view to view through what
+// the views' tables of machines do not share: over a run of commits (its
+// own decisions, fillers claimed, fillers finished, a machine added, a
+// machine added), each kind and placement decides on every view what a
+// twin whose index is rebuilt from each view decides there with the same
+// random source, and the index holds each machine as the view does.
+func TestMachineIndexFollowsTheCell(t *testing.T) {
+	kinds := []struct {
+		name  string
+		fresh func() Scheduler
+	}{
+		{"batch best-fit", func() Scheduler { return NewBatch() }},
+		{"batch random-first-fit", func() Scheduler { b := NewBatch(); b.Placement = PlacementRandomFirstFit; return b }},
+		{"service best-fit", func() Scheduler { return NewService() }},
+		{"service random-first-fit", func() Scheduler { s := NewService(); s.Placement = PlacementRandomFirstFit; return s }},
+	}
+	forSeeds(t, 6, func(t *testing.T, seed uint64) {
+		for _, k := range kinds {
+			c := newCell(t, seed)
+			ms := c.addMachines(uniform(30, 4000, 16*gib, 3)...)
+			// warm's index follows the cell; twin's is rebuilt before every
+			// decision (randomized first fit keeps its candidates' order
+			// from decision to decision, so the twin has lived as long).
+			warm, twin := k.fresh(), k.fresh()
+			var fillers []uuid.UUID
+			for step := range 24 {
+				switch step % 6 {
+				case 0, 3:
+					// Fillers take most of a third of the machines.
+					var on []uuid.UUID
+					for i := int(seed+uint64(step)) % 3; i < len(ms); i += 3 {
+						if m := c.machine(ms[i]); m.Capacity.CPU-m.Allocated.CPU >= 3000 && m.Capacity.Memory-m.Allocated.Memory >= 12*gib {
+							on = append(on, ms[i])
+						}
+					}
+					if len(on) > 0 {
+						c.fill(3000, 12*gib, on...)
+					}
+					v := c.view()
+					v.RangeTasks(func(tk *txn.Task) bool {
+						if tk.Placed() && !slices.Contains(fillers, tk.UID) {
+							fillers = append(fillers, tk.UID)
+						}
+						return true
+					})
+				case 1, 4:
+					// Half the fillers so far finish.
+					var ops []txn.Op
+					for i := step % 2; i < len(fillers); i += 2 {
+						if tk := c.task(fillers[i]); tk.Placed() {
+							ops = append(ops, txn.SetStatus(fillers[i], omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, "done"))
+						}
+					}
+					if len(ops) > 0 {
+						c.commit(ops...)
+					}
+				case 2:
+					ms = append(ms, c.addMachines(uniform(1, 4000, 16*gib, 3)...)...)
+				}
+				job, _ := c.addJob("j", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1 + step%7, cpu: 1500, mem: 2 * gib})
+				v := c.view()
+				req := request(t, v, job)
+				a := warm.Decide(v, req, env(seed*100+uint64(step)))
+				index(twin).ok = false // rebuilt from the view
+				b := twin.Decide(v, req, env(seed*100+uint64(step)))
+				if opsString(a.Ops) != opsString(b.Ops) || a.Unplaceable != b.Unplaceable {
+					t.Fatalf("%s, step %d: the scheduler whose index followed the cell decided %s (%d unplaceable), its twin rebuilding it %s (%d)",
+						k.name, step, opsString(a.Ops), a.Unplaceable, opsString(b.Ops), b.Unplaceable)
+				}
+				checkClaimsFit(t, v, a)
+				x := index(warm)
+				if !x.current(v) || x.Len() != v.NumMachines() {
+					t.Fatalf("%s, step %d: index current %t with %d machines, the view has %d", k.name, step, x.current(v), x.Len(), v.NumMachines())
+				}
+				for i, u := range x.uids {
+					if m, ok := v.Machine(u); !ok || x.cur[i] != slotOf(m) {
+						t.Fatalf("%s, step %d: index holds machine %s as %+v, the view as %+v", k.name, step, u, x.cur[i], m)
+					}
+				}
+				if len(a.Ops) > 0 && step%2 == 0 {
+					c.commitDecision(v, a)
+				}
+			}
+		}
+	})
+}
+
+// index is a built-in scheduler's MachineIndex.
+func index(s Scheduler) *MachineIndex {
+	switch s := s.(type) {
+	case *Batch:
+		return &s.idx
+	case *Service:
+		return &s.idx
+	}
+	panic(fmt.Sprintf("no index in %T", s))
+}

@@ -110,6 +110,22 @@ type Env struct {
 	Rand      *rand.Rand       // the scheduler's seeded source
 	NewUID    func() uuid.UUID // ids for objects the decision creates
 	Component string           // the scheduler instance's name (e.g. "batch-0")
+	// Machines, if set, is a MachineIndex shared by the schedulers of one
+	// process that decide one at a time on one line of views (the
+	// simulation's runners on loops of their own): each change to the
+	// cell's machines is then taken in once, not once per scheduler. A
+	// built-in scheduler uses it instead of its own; the decisions are the
+	// same (the index holds each view's machines exactly). nil: its own.
+	Machines *MachineIndex
+}
+
+// index is the MachineIndex a scheduler decides with: env's shared one, or
+// its own.
+func (env Env) index(own *MachineIndex) *MachineIndex {
+	if env.Machines != nil {
+		return env.Machines
+	}
+	return own
 }
 
 // Decision is what a scheduler asks for.

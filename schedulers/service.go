@@ -39,11 +39,12 @@ func NewService() *Service { return &Service{Candidates: 16, Limit: 2000, Spread
 func (s *Service) Kind() string { return "service" }
 
 func (s *Service) Decide(v client.View, req Request, env Env) Decision {
-	s.idx.Refresh(v)
+	x := env.index(&s.idx)
+	x.Refresh(v)
 	p := NewPlacer(v, req.Placed)
 	d := Decision{AllOrNothing: req.Job.Gang(), Considered: len(req.Pending)}
 	if s.Placement == PlacementRandomFirstFit {
-		s.ff.placeAll(&s.idx, v, p, env, req.Pending, &d)
+		s.ff.placeAll(x, v, p, env, req.Pending, &d)
 		return gangWhole(d)
 	}
 	for _, class := range Classes(req.Pending) {
@@ -58,14 +59,14 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 				// it scores one task per equivalence class. The scan's
 				// random draws are made all the same, so a cell within
 				// Limit decides exactly as if every task were scanned.
-				SkipSample(&s.idx, env)
+				SkipSample(x, env)
 				d.Unplaceable++
 				continue
 			}
 			var best *txn.Machine
 			var bestScore float64
 			found := 0
-			Sample(&s.idx, v, p, env, class.Request, class.Constraints, s.Limit, s.Limit, func(m *txn.Machine) bool {
+			Sample(x, v, p, env, class.Request, class.Constraints, s.Limit, s.Limit, func(m *txn.Machine) bool {
 				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m.FailureDomain()))
 				if best == nil || score < bestScore || (score == bestScore && bytes.Compare(m.UID[:], best.UID[:]) < 0) {
 					best, bestScore = m, score
@@ -75,7 +76,7 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 				// that already holds a task of the job while some domain
 				// holds none: then look on (within Limit) for that domain,
 				// or a sample of 16 misses the last empty domains often.
-				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best.FailureDomain()) > 0 && p.DomainsUsed() < s.idx.Domains())
+				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best.FailureDomain()) > 0 && p.DomainsUsed() < x.Domains())
 			})
 			if best == nil {
 				d.Unplaceable++

@@ -127,6 +127,11 @@ func BuildCell(ctx context.Context, cfg Config, cell Cell) (*Sim, error) {
 		}
 	}
 	var runners []*schedulers.Runner
+	// The runners decide one at a time on the store's line of views: one
+	// MachineIndex takes in each change to the machines once for all of
+	// them (schedulers.Env.Machines; a framework's offer views keep to
+	// its own).
+	machines := new(schedulers.MachineIndex)
 	for _, spec := range cfg.Schedulers {
 		for i := range spec.Count {
 			s, err := NewScheduler(spec.Kind, cfg.params(spec))
@@ -139,6 +144,7 @@ func BuildCell(ctx context.Context, cfg Config, cell Cell) (*Sim, error) {
 			}
 			rc := cfg.Runner
 			rc.TJob, rc.TTask, rc.ByKind = spec.TJob, spec.TTask, spec.ByKind
+			rc.Machines = machines
 			if cfg.CPUTime {
 				rc.Measure = threadCPUTime
 			}

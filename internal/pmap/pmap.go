@@ -608,3 +608,45 @@ func removeAt[T any](s []T, i int, inPlace bool) []T {
 	copy(c[i:], s[i+1:])
 	return c
 }
+
+// Changed calls f for each key of m whose value is not same as its value in
+// old, when m and old hold the same set of keys, and reports true; it
+// reports false, having called f for some keys or none, when their sets of
+// keys differ. Its time is in proportion to the nodes the two maps do not
+// share: a map made from old by a few edits is compared in the time of
+// those edits' paths, not of its size. A reader that keeps something per
+// key brings it from old to m this way (schedulers.MachineIndex).
+func (m *Map[V]) Changed(old *Map[V], same func(a, b V) bool, f func(k uuid.UUID, v V)) bool {
+	if m == old {
+		return true
+	}
+	if m.size != old.size {
+		return false
+	}
+	return m.root.changed(&old.root, same, f)
+}
+
+// changed compares n with o, a node at the same place in a map with the
+// same keys (the trie is canonical: the same keys give the same shape).
+func (n *node[V]) changed(o *node[V], same func(a, b V) bool, f func(uuid.UUID, V)) bool {
+	if n.datamap != o.datamap || n.nodemap != o.nodemap || len(n.entries) != len(o.entries) || len(n.children) != len(o.children) {
+		return false
+	}
+	if len(n.entries) > 0 && &n.entries[0] != &o.entries[0] {
+		for i := range n.entries {
+			e, p := &n.entries[i], &o.entries[i]
+			if e.key != p.key {
+				return false
+			}
+			if !same(e.val, p.val) {
+				f(e.key, e.val)
+			}
+		}
+	}
+	for i, c := range n.children {
+		if d := o.children[i]; c != d && !c.changed(d, same, f) {
+			return false
+		}
+	}
+	return true
+}

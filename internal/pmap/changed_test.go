@@ -1,0 +1,112 @@
+package pmap
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"pgregory.net/rapid"
+)
+
+// TestChangedModel holds Changed to a model: two maps, the second made
+// from the first by edits (sets, replacements, deletes, some through a
+// Builder), are compared; with the same keys, Changed reports true and
+// exactly the keys whose value differs from the first map's (a value set
+// again to itself is not a change: the values are compared, not the
+// nodes); with other keys, it reports false.
+func TestChangedModel(t *testing.T) {
+	pool := keyPool(11, 40)
+	rapid.Check(t, func(t *rapid.T) {
+		keys := keyGen(pool)
+		old := New[int]()
+		for _, k := range rapid.SliceOfN(keys, 0, 60).Draw(t, "start") {
+			old = old.Set(k, rapid.IntRange(0, 3).Draw(t, "v"))
+		}
+		cur := old
+		var b *Builder[int]
+		for range rapid.IntRange(0, 20).Draw(t, "edits") {
+			k := keys.Draw(t, "k")
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0:
+				cur = cur.Set(k, rapid.IntRange(0, 3).Draw(t, "v"))
+			case 1:
+				cur = cur.Delete(k)
+			case 2:
+				if b == nil {
+					b = cur.Transient()
+				}
+				b.Set(k, rapid.IntRange(0, 3).Draw(t, "v"))
+				cur = b.Persistent()
+				b = nil
+			default:
+				// A replacement of a key old holds, so most runs keep the keys.
+				var held []uuid.UUID
+				old.Range(func(k uuid.UUID, _ int) bool { held = append(held, k); return true })
+				if len(held) > 0 {
+					cur = cur.Set(rapid.SampledFrom(held).Draw(t, "held"), rapid.IntRange(0, 3).Draw(t, "v"))
+				}
+			}
+		}
+		sameKeys := cur.Len() == old.Len()
+		want := map[uuid.UUID]int{}
+		cur.Range(func(k uuid.UUID, v int) bool {
+			w, ok := old.Get(k)
+			if !ok {
+				sameKeys = false
+			} else if w != v {
+				want[k] = v
+			}
+			return true
+		})
+		got := map[uuid.UUID]int{}
+		ok := cur.Changed(old, func(a, b int) bool { return a == b }, func(k uuid.UUID, v int) {
+			if _, dup := got[k]; dup {
+				t.Fatalf("key %s reported twice", k)
+			}
+			got[k] = v
+		})
+		if ok != sameKeys {
+			t.Fatalf("Changed = %v, want %v (same keys)", ok, sameKeys)
+		}
+		if !ok {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Changed reported %d keys %v, want %d %v", len(got), got, len(want), want)
+		}
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				t.Fatalf("key %s: reported %v (%v), want %d", k, g, ok, v)
+			}
+		}
+	})
+}
+
+// TestChangedVisitsOnlyWhatDiffers: a map of 10,000 keys and one made from
+// it by one edit are compared in a handful of node visits, not 10,000
+// value comparisons.
+func TestChangedVisitsOnlyWhatDiffers(t *testing.T) {
+	m := New[int]()
+	b := m.Transient()
+	var keys []uuid.UUID
+	for i := range 10000 {
+		k := uuid.UUID{byte(i), byte(i >> 8), 1, 2, 3, 4, 5, 6, 7, 8, 9, byte(i >> 16)}
+		keys = append(keys, k)
+		b.Set(k, i)
+	}
+	m = b.Persistent()
+	n := m.Set(keys[1234], -1)
+	compared := 0
+	var reported []uuid.UUID
+	if !n.Changed(m, func(a, b int) bool { compared++; return a == b }, func(k uuid.UUID, _ int) { reported = append(reported, k) }) {
+		t.Fatal("Changed = false for maps with the same keys")
+	}
+	if len(reported) != 1 || reported[0] != keys[1234] {
+		t.Fatalf("reported %v, want [%s]", reported, keys[1234])
+	}
+	if compared > 3*32 {
+		t.Fatalf("compared %d values for one edit, want at most the entries of the edit's path (%d)", compared, 3*32)
+	}
+	if !m.Changed(m, nil, nil) {
+		t.Fatal("a map against itself: false")
+	}
+}
