@@ -23,6 +23,7 @@ import (
 type MachineIndex struct {
 	uids    []uuid.UUID
 	domains int // distinct failure domains
+	rev     uint64
 	ok      bool
 	// at is the table of machines cur holds, exactly: each machine at
 	// index i as at has it, with what it has free. A saturated cell's
@@ -53,7 +54,10 @@ func slotOf(m *txn.Machine) slot {
 // Refresh brings the index to v.
 func (x *MachineIndex) Refresh(v client.View) {
 	t := v.Machines()
-	if x.ok && (x.at.Same(t) || t.ChangedSince(x.at, x.note)) {
+	// The same set of machines (its revision, as before) is followed by
+	// what changed; another set (an offer's private view is made afresh)
+	// is rebuilt.
+	if x.ok && x.rev == v.MachineSetRevision() && (x.at.Same(t) || t.ChangedSince(x.at, x.note)) {
 		x.at = t
 		return
 	}
@@ -72,7 +76,7 @@ func (x *MachineIndex) Refresh(v client.View) {
 		x.uids[i], x.cur[i] = m.UID, slotOf(m)
 	}
 	clear(x.byUID)
-	x.at, x.ok = t, true
+	x.at, x.rev, x.ok = t, v.MachineSetRevision(), true
 }
 
 // note takes in a new version of a machine of the index.

@@ -47,14 +47,20 @@ func evict() {
 // BenchmarkSaturated decides a job that fits nowhere in the saturated cell:
 // on a new view each time, its machines out of the caches (cold), or on the
 // same view again (the runner's next attempt when nothing committed
-// meanwhile).
+// meanwhile); by each kind's best fit (Sample, bounded) and by randomized
+// first fit (which examines every machine).
 func BenchmarkSaturated(b *testing.B) {
 	s := newSaturated(b)
 	for _, sc := range []struct {
 		name  string
 		sched Scheduler
 		job   uuid.UUID
-	}{{"service", NewService(), s.service}, {"batch", NewBatch(), s.batc}} {
+	}{
+		{"service", NewService(), s.service},
+		{"batch", NewBatch(), s.batc},
+		{"service-random-first-fit", func() Scheduler { x := NewService(); x.Placement = PlacementRandomFirstFit; return x }(), s.service},
+		{"batch-random-first-fit", func() Scheduler { x := NewBatch(); x.Placement = PlacementRandomFirstFit; return x }(), s.batc},
+	} {
 		reqs := [2]Request{request(b, s.views[0], sc.job), request(b, s.views[1], sc.job)}
 		for _, cold := range []bool{true, false} {
 			name := sc.name + "/same-view"

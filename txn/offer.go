@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/google/uuid"
 
@@ -193,10 +192,14 @@ func (s *State) OfferView(o *Offer) *State {
 		if !ok || m.State != omegav1.MachineState_MACHINE_STATE_UP {
 			return true
 		}
-		nm := *m
-		nm.Allocated = m.Capacity.Sub(lock)
-		b.Set(uid, &nm)
-		capacity, alloc = capacity.add(nm.Capacity), alloc.add(nm.Allocated)
+		used := m.Capacity.Sub(lock)
+		if !used.Equal(m.Allocated) {
+			nm := *m
+			nm.Allocated = used
+			m = &nm
+		} // else the offer locks all the machine has free: the view's machine is the cell's
+		b.Set(uid, m)
+		capacity, alloc = capacity.add(m.Capacity), alloc.add(m.Allocated)
 		return true
 	})
 	return &State{
@@ -307,7 +310,7 @@ func (e *evaluator) createOffer(op *Op) (Outcome, error) {
 			})
 		}
 	}
-	sort.Slice(locks, func(i, j int) bool { return bytes.Compare(locks[i].m[:], locks[j].m[:]) < 0 })
+	slices.SortFunc(locks, func(a, b lock) int { return bytes.Compare(a.m[:], b.m[:]) })
 	o.machines, o.locks = make([]uuid.UUID, len(locks)), make([]Resources, len(locks))
 	for i, l := range locks {
 		o.machines[i], o.locks[i] = l.m, l.r
