@@ -378,3 +378,46 @@ func index(s Scheduler) *MachineIndex {
 	}
 	panic(fmt.Sprintf("no index in %T", s))
 }
+
+// Schedulers that share one MachineIndex (Env.Machines, as the simulation's
+// runners do) decide, in turn on the cell's successive views, what each
+// decides with an index of its own.
+func TestSharedMachineIndex(t *testing.T) {
+	forSeeds(t, 4, func(t *testing.T, seed uint64) {
+		c := newCell(t, seed)
+		ms := c.addMachines(uniform(25, 4000, 16*gib, 5)...)
+		mk := []func() Scheduler{
+			func() Scheduler { return NewBatch() },
+			func() Scheduler { s := NewService(); s.Placement = PlacementRandomFirstFit; return s },
+			func() Scheduler { b := NewBatch(); b.Placement = PlacementRandomFirstFit; return b },
+		}
+		shared := new(MachineIndex)
+		var with, own []Scheduler
+		for _, f := range mk {
+			with, own = append(with, f()), append(own, f())
+		}
+		for step := range 30 {
+			k := step % len(mk)
+			if step%4 == 3 {
+				c.fill(1000, 2*gib, ms[step%len(ms)])
+			}
+			job, _ := c.addJob("j", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1 + step%5, cpu: 1500, mem: 3 * gib})
+			v := c.view()
+			req := request(t, v, job)
+			e := env(seed*1000 + uint64(step))
+			e.Machines = shared
+			a := with[k].Decide(v, req, e)
+			b := own[k].Decide(v, req, env(seed*1000+uint64(step)))
+			if opsString(a.Ops) != opsString(b.Ops) || a.Unplaceable != b.Unplaceable {
+				t.Fatalf("step %d, scheduler %d: with the shared index %s (%d unplaceable), with its own %s (%d)",
+					step, k, opsString(a.Ops), a.Unplaceable, opsString(b.Ops), b.Unplaceable)
+			}
+			if !shared.current(v) {
+				t.Fatalf("step %d: the shared index is not at the view the decision used", step)
+			}
+			if len(a.Ops) > 0 {
+				c.commitDecision(v, a)
+			}
+		}
+	})
+}
