@@ -22,7 +22,7 @@ import (
 // rebuilds it.
 type MachineIndex struct {
 	uids    []uuid.UUID
-	domains int // distinct failure domains
+	domains int // distinct failure domains; -1 until Domains counts them
 	rev     uint64
 	ok      bool
 	// at is the table of machines cur holds, exactly: each machine at
@@ -62,13 +62,11 @@ func (x *MachineIndex) Refresh(v client.View) {
 		return
 	}
 	x.byUID = x.byUID[:0]
-	domains := map[string]struct{}{}
 	v.RangeMachines(func(m *txn.Machine) bool {
 		x.byUID = append(x.byUID, m)
-		domains[m.FailureDomain()] = struct{}{}
 		return true
 	})
-	x.domains = len(domains)
+	x.domains = -1 // counted when a spreading scheduler first asks (Domains)
 	slices.SortFunc(x.byUID, func(a, b *txn.Machine) int { return bytes.Compare(a.UID[:], b.UID[:]) })
 	x.uids = slices.Grow(x.uids[:0], len(x.byUID))[:len(x.byUID)]
 	x.cur = slices.Grow(x.cur[:0], len(x.byUID))[:len(x.byUID)]
@@ -97,8 +95,21 @@ func (x *MachineIndex) Len() int { return len(x.uids) }
 // At returns the i-th machine uid.
 func (x *MachineIndex) At(i int) uuid.UUID { return x.uids[i] }
 
-// Domains is the number of distinct failure domains ("" counts as one).
-func (x *MachineIndex) Domains() int { return x.domains }
+// Domains is the number of distinct failure domains ("" counts as one)
+// among the index's machines, counted at the first call after a rebuild (a
+// new set of machines) and kept until the next: randomized first fit and
+// the batch scheduler never ask, and a two-level framework rebuilds for
+// every offer.
+func (x *MachineIndex) Domains() int {
+	if x.domains < 0 {
+		domains := map[string]struct{}{}
+		for i := range x.cur {
+			domains[x.cur[i].m.FailureDomain()] = struct{}{}
+		}
+		x.domains = len(domains)
+	}
+	return x.domains
+}
 
 // Placer is one decision's scratch pad: it holds what the decision has
 // claimed so far, so a later choice in the same decision sees the earlier
