@@ -123,7 +123,7 @@ func TestServiceGivesUpOnAClassLargerThanItsLimit(t *testing.T) {
 	}
 }
 
-// The room cache answers for the view it was read in only: a scheduler
+// The machine index answers for the view it was brought to only: a scheduler
 // that found the cell full places tasks once a later view shows room
 // (same machines), and its decisions are those of a scheduler without a
 // cache, on the same view again or on a new one.

@@ -1,6 +1,8 @@
 package pmap
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/uuid"
@@ -109,4 +111,40 @@ func TestChangedVisitsOnlyWhatDiffers(t *testing.T) {
 	if !m.Changed(m, nil, nil) {
 		t.Fatal("a map against itself: false")
 	}
+}
+
+// BenchmarkChanged compares a 10,000-entry map (a cell's machines) with
+// one made from it by k edits (the machines written between two views),
+// against looking each of the 10,000 keys up (what a decision that
+// examines every machine did without it).
+func BenchmarkChanged(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 5))
+	keys := make([]uuid.UUID, 10000)
+	for i := range keys {
+		keys[i] = randomKey(r)
+	}
+	old := build(keys)
+	for _, k := range []int{1, 10, 100, 1000, 10000} {
+		cur := old.Transient()
+		for i := range k {
+			cur.Set(keys[(i*7919)%len(keys)], -i-1)
+		}
+		m := cur.Persistent()
+		b.Run(fmt.Sprintf("edits=%d", k), func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				m.Changed(old, func(a, b int) bool { return a == b }, func(uuid.UUID, int) { n++ })
+			}
+		})
+	}
+	b.Run("lookups=10000", func(b *testing.B) {
+		s := 0
+		for b.Loop() {
+			for _, k := range keys {
+				v, _ := old.Get(k)
+				s += v
+			}
+		}
+		_ = s
+	})
 }
