@@ -12,11 +12,12 @@ import (
 // machines), every machine left with 1 core and 8 GiB, and two jobs whose
 // tasks (2 cores each) fit none of them: the saturated replay's common
 // decision. views are two states of it that differ only in a job no
-// decision reads, so a decision on the other one finds no cache of its
-// view.
+// decision reads (their machines are the same), and views[2] is views[1]
+// with ten machines' allocations changed (each still too full), as a
+// runner's next view is after a few commits.
 type saturated struct {
 	c             *testCell
-	views         [2]client.View
+	views         [3]client.View
 	service, batc uuid.UUID
 }
 
@@ -30,6 +31,8 @@ func newSaturated(b *testing.B) *saturated {
 	s.views[0] = c.view()
 	c.addJob("other", jobSpec{kind: batchKind, scheduler: "other", tasks: 1, cpu: 1, mem: 1})
 	s.views[1] = c.view()
+	c.fill(1, 1, ms[:10]...)
+	s.views[2] = c.view()
 	return s
 }
 
@@ -45,10 +48,11 @@ func evict() {
 }
 
 // BenchmarkSaturated decides a job that fits nowhere in the saturated cell:
-// on a new view each time, its machines out of the caches (cold), or on the
-// same view again (the runner's next attempt when nothing committed
-// meanwhile); by each kind's best fit (Sample, bounded) and by randomized
-// first fit (which examines every machine).
+// on the same view again (the runner's next attempt when nothing committed
+// meanwhile), on a new view each time with the same machines, or on views
+// ten machines apart (the index follows them), the cell's objects out of
+// the caches (cold); by each kind's best fit (Sample, bounded) and by
+// randomized first fit (which examines every machine).
 func BenchmarkSaturated(b *testing.B) {
 	s := newSaturated(b)
 	for _, sc := range []struct {
@@ -61,18 +65,17 @@ func BenchmarkSaturated(b *testing.B) {
 		{"service-random-first-fit", func() Scheduler { x := NewService(); x.Placement = PlacementRandomFirstFit; return x }(), s.service},
 		{"batch-random-first-fit", func() Scheduler { x := NewBatch(); x.Placement = PlacementRandomFirstFit; return x }(), s.batc},
 	} {
-		reqs := [2]Request{request(b, s.views[0], sc.job), request(b, s.views[1], sc.job)}
-		for _, cold := range []bool{true, false} {
-			name := sc.name + "/same-view"
-			if cold {
-				name = sc.name + "/new-view-cold"
-			}
-			b.Run(name, func(b *testing.B) {
+		reqs := [3]Request{request(b, s.views[0], sc.job), request(b, s.views[1], sc.job), request(b, s.views[2], sc.job)}
+		for _, mode := range []string{"same-view", "new-view-cold", "ten-machines-changed-cold"} {
+			b.Run(sc.name+"/"+mode, func(b *testing.B) {
 				e := env(1)
 				for i := 0; i < b.N; i++ {
 					k := 0
-					if cold {
-						k = i % 2
+					if mode != "same-view" {
+						switch k = i % 2; mode {
+						case "ten-machines-changed-cold":
+							k++ // views 1 and 2 in turn
+						}
 						b.StopTimer()
 						evict()
 						b.StartTimer()
