@@ -210,10 +210,12 @@ func (g glyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
 // shapes look alike in area) around pt.
 func shapePath(s shape, r vg.Length, pt vg.Point) vg.Path {
 	var p vg.Path
-	poly := func(n int, r vg.Length, start float64) {
+	// star is a polygon too: n vertices from start, vertex k at radius(k).
+	vertices := func(n int, start float64, radius func(k int) vg.Length) {
 		for k := 0; k < n; k++ {
 			a := start + 2*math.Pi*float64(k)/float64(n)
-			q := vg.Point{X: pt.X + r*vg.Length(math.Cos(a)), Y: pt.Y + r*vg.Length(math.Sin(a))}
+			rr := radius(k)
+			q := vg.Point{X: pt.X + rr*vg.Length(math.Cos(a)), Y: pt.Y + rr*vg.Length(math.Sin(a))}
 			if k == 0 {
 				p.Move(q)
 			} else {
@@ -221,6 +223,9 @@ func shapePath(s shape, r vg.Length, pt vg.Point) vg.Path {
 			}
 		}
 		p.Close()
+	}
+	poly := func(n int, r vg.Length, start float64) {
+		vertices(n, start, func(int) vg.Length { return r })
 	}
 	switch s {
 	case square:
@@ -236,20 +241,12 @@ func shapePath(s shape, r vg.Length, pt vg.Point) vg.Path {
 	case hexagon:
 		poly(6, r*1.05, 0)
 	case star:
-		for k := 0; k < 10; k++ {
-			rr := r * 1.3
+		vertices(10, math.Pi/2, func(k int) vg.Length {
 			if k%2 == 1 {
-				rr = r * 0.6
+				return r * 0.6
 			}
-			a := math.Pi/2 + math.Pi*float64(k)/5
-			q := vg.Point{X: pt.X + rr*vg.Length(math.Cos(a)), Y: pt.Y + rr*vg.Length(math.Sin(a))}
-			if k == 0 {
-				p.Move(q)
-			} else {
-				p.Line(q)
-			}
-		}
-		p.Close()
+			return r * 1.3
+		})
 	default:
 		p.Move(vg.Point{X: pt.X + r, Y: pt.Y})
 		p.Arc(pt, r, 0, 2*math.Pi)
