@@ -18,8 +18,11 @@ import (
 // answers (OpAnswer). While it is outstanding nobody else may claim what it
 // locks; the framework's claims in its answer must fit what it locks.
 //
-// An offer is one object however many machines it covers, so making one
-// costs the store a pass over the machines, never a write per machine. Its
+// An offer is one object however many machines it covers, and its locks
+// are a persistent table shared with the state's table of what is
+// unoffered: making an offer takes that table as it is, and answering one
+// puts the locks back into it, each in the time of what changed since the
+// offer was made (offer.go's index), not of the machines it covers. Its
 // locks are derived by the store, as a machine's allocation is: no client
 // writes them.
 type Offer struct {
@@ -30,26 +33,26 @@ type Offer struct {
 	Meta      *omegav1.ObjectMeta
 	// Framework is the component the offer is made to.
 	Framework string
-	// machines (sorted by uid) and locks, side by side: what the offer
-	// locks on each machine it covers.
-	machines []uuid.UUID
-	locks    []Resources
+	// locks is what the offer locks on each machine it covers (never
+	// zero), and total their sum.
+	locks *pmap.Map[Resources]
+	total total
+	// since is the table of machines of the state the offer was made on
+	// (its transaction's base; nil for an offer read from storage or the
+	// wire): a machine that is the same object there and in a later state
+	// did not change in between, so the answer puts its lock back without
+	// looking at it.
+	since *pmap.Map[*Machine]
 }
 
 // Name is the offer's name.
 func (o *Offer) Name() string { return o.Meta.GetName() }
 
 // Len is the number of machines the offer covers.
-func (o *Offer) Len() int { return len(o.machines) }
+func (o *Offer) Len() int { return o.locks.Len() }
 
 // Lock returns what the offer locks on machine m (zero, false if none).
-func (o *Offer) Lock(m uuid.UUID) (Resources, bool) {
-	i, ok := slices.BinarySearchFunc(o.machines, m, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	if !ok {
-		return Resources{}, false
-	}
-	return o.locks[i], true
-}
+func (o *Offer) Lock(m uuid.UUID) (Resources, bool) { return o.locks.Get(m) }
 
 // lockOn is what the offer locks on m: only on the machine as it was when
 // the offer was made (a machine deleted and registered again under its
@@ -58,14 +61,19 @@ func (o *Offer) lockOn(m *Machine) (Resources, bool) {
 	if m.CreateRev > o.CreateRev {
 		return Resources{}, false
 	}
-	return o.Lock(m.UID)
+	return o.locks.Get(m.UID)
 }
 
 // RangeLocks calls f for each machine the offer covers, in uid order, until
-// f returns false.
+// f returns false. It sorts the machines first: code on a hot path ranges
+// o.locks itself, in the table's order.
 func (o *Offer) RangeLocks(f func(machine uuid.UUID, lock Resources) bool) {
-	for i, m := range o.machines {
-		if !f(m, o.locks[i]) {
+	ms := make([]uuid.UUID, 0, o.locks.Len())
+	o.locks.Range(func(m uuid.UUID, _ Resources) bool { ms = append(ms, m); return true })
+	slices.SortFunc(ms, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	for _, m := range ms {
+		l, _ := o.locks.Get(m)
+		if !f(m, l) {
 			return
 		}
 	}
@@ -73,24 +81,31 @@ func (o *Offer) RangeLocks(f func(machine uuid.UUID, lock Resources) bool) {
 
 // sameLocks reports whether o and p lock the same on the same machines.
 func (o *Offer) sameLocks(p *Offer) bool {
-	return slices.Equal(o.machines, p.machines) && slices.EqualFunc(o.locks, p.locks, Resources.Equal)
+	if o.locks == p.locks {
+		return true
+	}
+	if o.locks.Len() != p.locks.Len() {
+		return false
+	}
+	same := true
+	o.locks.Range(func(m uuid.UUID, l Resources) bool {
+		pl, ok := p.locks.Get(m)
+		same = ok && pl.Equal(l)
+		return same
+	})
+	return same
 }
 
 // Total is the sum of what the offer locks.
-func (o *Offer) Total() Resources {
-	var t total
-	for _, l := range o.locks {
-		t = t.add(l)
-	}
-	return t.resources()
-}
+func (o *Offer) Total() Resources { return o.total.resources() }
 
 // Proto returns the wire form.
 func (o *Offer) Proto() *omegav1.Offer {
-	st := &omegav1.OfferStatus{Locks: make([]*omegav1.OfferLock, len(o.machines))}
-	for i, m := range o.machines {
-		st.Locks[i] = &omegav1.OfferLock{MachineUid: m.String(), Resources: o.locks[i].Proto()}
-	}
+	st := &omegav1.OfferStatus{Locks: make([]*omegav1.OfferLock, 0, o.locks.Len())}
+	o.RangeLocks(func(m uuid.UUID, l Resources) bool {
+		st.Locks = append(st.Locks, &omegav1.OfferLock{MachineUid: m.String(), Resources: l.Proto()})
+		return true
+	})
 	return &omegav1.Offer{
 		Meta:   exportMeta(o.Meta, o.UID, o.Version, o.CreateRev, o.Created),
 		Spec:   &omegav1.OfferSpec{Framework: o.Framework},
@@ -114,7 +129,7 @@ func newOffer(p *omegav1.Offer) (*Offer, error) {
 	if len(p.GetStatus().GetLocks()) > 0 {
 		return nil, fmt.Errorf("%w: offer %s has locks: an offer's status is the store's to fill", ErrInvalid, uid)
 	}
-	return &Offer{UID: uid, Meta: p.GetMeta(), Framework: p.GetSpec().GetFramework()}, nil
+	return &Offer{UID: uid, Meta: p.GetMeta(), Framework: p.GetSpec().GetFramework(), locks: pmap.New[Resources]()}, nil
 }
 
 // offerFromWire converts an offer the store made (a watched change, a
@@ -130,19 +145,28 @@ func offerFromWire(p *omegav1.Offer) (*Offer, error) {
 	m := p.GetMeta()
 	o := &Offer{UID: uid, Meta: m, Framework: p.GetSpec().GetFramework(), Version: m.GetVersion(), CreateRev: m.GetCreateRevision(), Created: m.GetCreationUnixNanos()}
 	locks := p.GetStatus().GetLocks()
-	o.machines, o.locks = make([]uuid.UUID, len(locks)), make([]Resources, len(locks))
+	b := pmap.New[Resources]().Transient()
+	var prev uuid.UUID
 	for i, l := range locks {
-		if o.machines[i], err = ParseUID(l.GetMachineUid(), "offer lock machine uid"); err != nil {
+		mu, err := ParseUID(l.GetMachineUid(), "offer lock machine uid")
+		if err != nil {
 			return nil, fmt.Errorf("offer %s: %w", uid, err)
 		}
-		if i > 0 && bytes.Compare(o.machines[i-1][:], o.machines[i][:]) >= 0 {
+		if i > 0 && bytes.Compare(prev[:], mu[:]) >= 0 {
 			return nil, fmt.Errorf("%w: offer %s: locks not in machine uid order at %d", ErrInvalid, uid, i)
 		}
-		o.locks[i] = ResourcesFromProto(l.GetResources())
-		if err := o.locks[i].Validate(); err != nil {
-			return nil, fmt.Errorf("%w: offer %s lock on machine %s: %v", ErrInvalid, uid, o.machines[i], err)
+		prev = mu
+		r := ResourcesFromProto(l.GetResources())
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: offer %s lock on machine %s: %v", ErrInvalid, uid, mu, err)
 		}
+		if r.IsZero() {
+			continue // locks nothing
+		}
+		b.Set(mu, r)
+		o.total = o.total.add(r)
 	}
+	o.locks = b.Persistent()
 	return o, nil
 }
 
@@ -169,10 +193,42 @@ func (s *State) RangeOffers(f func(*Offer) bool) {
 	s.offers.Range(func(_ uuid.UUID, o *Offer) bool { return f(o) })
 }
 
-// Offered returns what the outstanding offers lock on machine m.
+// Offered returns what the outstanding offers lock on machine m, summed
+// over the offers (the index's answer is checked against it,
+// CheckInvariants).
 func (s *State) Offered(m *Machine) Resources {
-	v, _ := s.offered.Get(m.UID)
-	return v
+	var sum Resources
+	s.offers.Range(func(_ uuid.UUID, o *Offer) bool {
+		if l, ok := o.lockOn(m); ok {
+			sum = sum.Add(l)
+		}
+		return true
+	})
+	return sum
+}
+
+// offeredOn is what s's outstanding offers lock on m, s's own version of
+// the machine: for an UP machine what it has free less what is unoffered
+// (one lookup), otherwise the sum over the offers.
+func (s *State) offeredOn(m *Machine) Resources {
+	if s.offers.Len() == 0 {
+		return Resources{}
+	}
+	if s.unoffered != nil && m.State == omegav1.MachineState_MACHINE_STATE_UP {
+		u, _ := s.unoffered.Get(m.UID)
+		return m.Capacity.Sub(m.Allocated).Sub(u)
+	}
+	return s.Offered(m)
+}
+
+// unofferedOn is what the machine uid has free that no offer of s locks,
+// as s holds it: zero unless it is UP.
+func (s *State) unofferedOn(uid uuid.UUID) Resources {
+	m, ok := s.machines.Get(uid)
+	if !ok || m.State != omegav1.MachineState_MACHINE_STATE_UP {
+		return Resources{}
+	}
+	return m.Capacity.Sub(m.Allocated).Sub(s.Offered(m)).atLeastZero()
 }
 
 // OfferView returns the cell as the offer's framework may use it, the
@@ -187,7 +243,7 @@ func (s *State) Offered(m *Machine) Resources {
 func (s *State) OfferView(o *Offer) *State {
 	b := pmap.New[*Machine]().Transient()
 	var capacity, alloc total
-	o.RangeLocks(func(uid uuid.UUID, lock Resources) bool {
+	o.locks.Range(func(uid uuid.UUID, lock Resources) bool {
 		m, ok := s.machines.Get(uid)
 		if !ok || m.State != omegav1.MachineState_MACHINE_STATE_UP {
 			return true
@@ -204,7 +260,7 @@ func (s *State) OfferView(o *Offer) *State {
 	})
 	return &State{
 		rev: s.rev, machines: b.Persistent(), tasks: s.tasks, jobs: s.jobs, pending: s.pending,
-		offers: pmap.New[*Offer](), offered: pmap.New[Resources](), quotas: s.quotas, quotaUse: s.quotaUse,
+		offers: pmap.New[*Offer](), quotas: s.quotas, quotaUse: s.quotaUse,
 		capacity: capacity, alloc: alloc, lastDelete: s.lastDelete, machineSet: o.CreateRev,
 	}
 }
@@ -212,8 +268,12 @@ func (s *State) OfferView(o *Offer) *State {
 // --- evaluation ----------------------------------------------------------------
 
 // unoffered is what m has free that no outstanding offer locks (each
-// dimension at least zero).
+// dimension at least zero), as this transaction sees the offers; zero
+// unless m is UP.
 func (e *evaluator) unoffered(m *Machine) Resources {
+	if m.State != omegav1.MachineState_MACHINE_STATE_UP {
+		return Resources{}
+	}
 	free := m.Capacity.Sub(m.Allocated)
 	if e.offerMode {
 		free = free.Sub(e.offeredOn(m))
@@ -222,12 +282,19 @@ func (e *evaluator) unoffered(m *Machine) Resources {
 }
 
 // offeredOn is what the outstanding offers, as this transaction sees them,
-// lock on machine m: the base's (its index), less the offer it answered,
-// and those it made.
+// lock on machine m: the base's, less the offer it answered, and those it
+// made.
 func (e *evaluator) offeredOn(m *Machine) Resources {
-	sum, _ := e.base.offered.Get(m.UID)
+	var sum Resources
+	if e.base.offers.Len() > 0 {
+		if mb, ok := e.base.machines.Get(m.UID); ok && mb.CreateRev == m.CreateRev {
+			sum = e.base.offeredOn(mb)
+		} else {
+			sum = e.base.Offered(m)
+		}
+	}
 	if o := e.answering; o != nil {
-		if l, ok := o.Lock(m.UID); ok {
+		if l, ok := o.lockOn(m); ok {
 			sum = sum.Sub(l)
 		}
 	}
@@ -240,7 +307,9 @@ func (e *evaluator) offeredOn(m *Machine) Resources {
 }
 
 // createOffer makes an offer locking everything unoffered on every UP
-// machine, as this transaction sees the machines.
+// machine, as this transaction sees the machines: the base's table of what
+// is unoffered, with the answered offer's locks put back and the machines
+// this transaction changed looked at again.
 func (e *evaluator) createOffer(op *Op) (Outcome, error) {
 	o, err := newOffer(op.NewOffer)
 	if err != nil {
@@ -253,68 +322,35 @@ func (e *evaluator) createOffer(op *Op) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("%w: offer %s", ErrAlreadyExists, o.UID)
 	}
 	o.Version, o.CreateRev, o.Created = e.rev, e.rev, e.tx.UnixNanos
-	type lock struct {
-		m uuid.UUID
-		r Resources
-	}
-	var locks []lock
-	add := func(m *Machine) {
-		if m.State != omegav1.MachineState_MACHINE_STATE_UP {
-			return
-		}
-		if free := e.unoffered(m); !free.IsZero() {
-			locks = append(locks, lock{m.UID, free})
+	var u unofferedEdit
+	look := func(uid uuid.UUID) {
+		if cur, _, ok := e.machine(uid); ok {
+			u.set(uid, e.unoffered(cur))
+		} else {
+			u.set(uid, Resources{})
 		}
 	}
-	if e.base.avail == nil {
+	switch {
+	case len(e.newOffers) > 0:
+		// An offer this transaction made took everything unoffered: what
+		// is left is on the machines the transaction changed.
+		u = unofferedEdit{b: pmap.New[Resources]().Transient()}
+	case e.base.unoffered == nil:
 		// No offer before in this line of states: every machine.
-		e.base.machines.Range(func(uid uuid.UUID, m *Machine) bool {
-			if cur, _, ok := e.machine(uid); ok {
-				add(cur)
-			}
-			return true
-		})
-		for i := range e.changes { // machines this transaction created
-			if c := &e.changes[i]; c.Machine != nil && c.Created && !c.Deleted {
-				if _, inBase := e.base.machines.Get(c.Machine.UID); !inBase {
-					add(c.Machine)
-				}
-			}
-		}
-	} else {
-		// Only the machines that may have something unoffered: those that
-		// changed or were released since the last offer, and those this
-		// transaction changed (the answered offer's included).
-		e.base.avail.Range(func(uid uuid.UUID, _ struct{}) bool {
-			if _, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_MACHINE, uid}]; !hit {
-				if m, ok := e.base.machines.Get(uid); ok {
-					add(m)
-				}
-			}
-			return true
-		})
-		for i := range e.changes {
-			if c := &e.changes[i]; c.Machine != nil && !c.Deleted {
-				add(c.Machine)
-			}
-		}
+		u = unofferedEdit{b: pmap.New[Resources]().Transient()}
+		e.base.machines.Range(func(uid uuid.UUID, _ *Machine) bool { look(uid); return true })
+	default:
+		u = unofferedEdit{b: e.base.unoffered.Transient(), total: e.base.unofferedTotal}
 		if o := e.answering; o != nil {
-			o.RangeLocks(func(uid uuid.UUID, _ Resources) bool {
-				_, inAvail := e.base.avail.Get(uid)
-				if _, hit := e.touched[objKey{omegav1.ObjectKind_OBJECT_KIND_MACHINE, uid}]; !hit && !inAvail {
-					if m, ok := e.base.machines.Get(uid); ok {
-						add(m)
-					}
-				}
-				return true
-			})
+			u.release(o, e.base.machines, look)
 		}
 	}
-	slices.SortFunc(locks, func(a, b lock) int { return bytes.Compare(a.m[:], b.m[:]) })
-	o.machines, o.locks = make([]uuid.UUID, len(locks)), make([]Resources, len(locks))
-	for i, l := range locks {
-		o.machines[i], o.locks[i] = l.m, l.r
+	for i := range e.changes { // the machines this transaction changed, made or deleted
+		if c := &e.changes[i]; c.Machine != nil {
+			look(c.Machine.UID)
+		}
 	}
+	o.locks, o.total, o.since = u.b.Persistent(), u.total, e.base.machines
 	e.offerMode = true
 	e.newOffers = append(e.newOffers, o)
 	e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_OFFER, Offer: o, Created: true})
@@ -384,137 +420,209 @@ func (e *evaluator) unofferedFit(m *Machine, req Resources) (Outcome, bool) {
 	return committed, true
 }
 
-// --- the offers' indexes ---------------------------------------------------------
+// --- what is unoffered -------------------------------------------------------------
 
-// What a State keeps so that offers cost the cell's commits little: what
-// the outstanding offers lock per machine (offered, so a claim's check is
-// one lookup, not one per offer), in total, and the machines that may have
-// something no offer locks (avail: since an offer takes everything
-// unoffered, the next one needs to look only at the machines that changed
-// or were released since, not at every machine). avail is nil until the
-// first offer of a line of states is made (the first offer looks at every
-// machine); from then on every machine change puts the machine in it if it
-// has something unoffered, an answer puts the machines it released, and a
-// new offer empties it.
+// A State keeps, from the first offer of its line of states on, a table of
+// what each UP machine has free that no outstanding offer locks (unoffered:
+// nonzero entries only; nil before the first offer, when nothing is locked)
+// and its sum. With it:
+//   - a new offer takes the table as its locks, and the table is empty
+//     after it (the offer took everything unoffered);
+//   - a claim, a release or any other change of a machine sets its entry
+//     again, in the time of the change;
+//   - an answer puts the offer's locks back: the table is the union of the
+//     two (the larger one taken as it is, the smaller added to it), and the
+//     machines that changed since the offer was made (pmap.Map.Changed
+//     between the offer's machines and the state's) are looked at again;
+//   - what the offers lock on an UP machine is what it has free less its
+//     entry, so a claim's check is one lookup, not one per offer.
+// So an offer costs the store what changed since the last one, not the
+// machines it covers: a framework answered quickly gets nearly the whole
+// cell offered again at the cost of the few machines its claims took.
 
-// offerIndex keeps the indexes while a Builder edits a state.
+// unofferedEdit edits a table of what is unoffered, keeping its sum.
+type unofferedEdit struct {
+	b     *pmap.Builder[Resources]
+	total total
+}
+
+// set makes v machine m's entry (none if v is zero).
+func (u *unofferedEdit) set(m uuid.UUID, v Resources) {
+	if v.IsZero() {
+		if old, had := u.b.Remove(m); had {
+			u.total = u.total.sub(old)
+		}
+		return
+	}
+	if old, had := u.b.Swap(m, v); had {
+		if old.Equal(v) {
+			return
+		}
+		u.total = u.total.sub(old)
+	}
+	u.total = u.total.add(v)
+}
+
+// add adds v to machine m's entry.
+func (u *unofferedEdit) add(m uuid.UUID, v Resources) {
+	old, had := u.b.Get(m)
+	if !had {
+		u.b.Set(m, v)
+		u.total = u.total.add(v)
+		return
+	}
+	u.b.Set(m, old.Add(v))
+	u.total = u.total.add(v)
+}
+
+// release puts the answered offer o's locks back into u, which holds what
+// is unoffered with o outstanding, now being the machines' table where u
+// holds (the state the answer is made on, or its result): the smaller of
+// u and o's locks is added to the larger, and look sets again each machine
+// o covers that is not the object it was when o was made. Without o.since
+// (an offer read from storage), or when machines came or went since,
+// every machine o covers is looked at.
+func (u *unofferedEdit) release(o *Offer, now *pmap.Map[*Machine], look func(uuid.UUID)) {
+	var changed []uuid.UUID
+	fast := o.since != nil && now.Changed(o.since, func(a, b *Machine) bool { return a == b }, func(m uuid.UUID, _ *Machine) {
+		if _, covered := o.locks.Get(m); covered {
+			changed = append(changed, m)
+		}
+	})
+	if !fast {
+		o.locks.Range(func(m uuid.UUID, _ Resources) bool { look(m); return true })
+		return
+	}
+	if o.locks.Len() > u.b.Len() {
+		small := u.b.Persistent()
+		*u = unofferedEdit{b: o.locks.Transient(), total: o.total}
+		small.Range(func(m uuid.UUID, v Resources) bool { u.add(m, v); return true })
+	} else {
+		o.locks.Range(func(m uuid.UUID, l Resources) bool { u.add(m, l); return true })
+	}
+	for _, m := range changed {
+		look(m)
+	}
+}
+
+// offerIndex keeps the table of what is unoffered while a Builder edits a
+// state.
 type offerIndex struct {
-	base    *State
-	offered *pmap.Builder[Resources] // nil until an offer comes or goes
-	total   total
-	created bool        // an offer was made
-	touched []uuid.UUID // machines changed or released, while avail is tracked
+	base     *State
+	created  []*Offer
+	released []*Offer
+	touched  []uuid.UUID // machines changed
 }
 
 func newOfferIndex(s *State) offerIndex { return offerIndex{base: s} }
 
-func (x *offerIndex) edit() {
-	if x.offered == nil {
-		x.offered, x.total = x.base.offered.Transient(), x.base.offeredTotal
-	}
-}
+// lock notes a new offer.
+func (x *offerIndex) lock(o *Offer) { x.created = append(x.created, o) }
 
-// lock adds a new offer's locks.
-func (x *offerIndex) lock(o *Offer) {
-	x.edit()
-	x.created = true
-	o.RangeLocks(func(m uuid.UUID, r Resources) bool {
-		cur, _ := x.offered.Get(m)
-		x.offered.Set(m, cur.Add(r))
-		x.total = x.total.add(r)
-		return true
-	})
-}
+// release notes an answered offer.
+func (x *offerIndex) release(o *Offer) { x.released = append(x.released, o) }
 
-// release takes an answered offer's locks away.
-func (x *offerIndex) release(o *Offer) {
-	x.edit()
-	o.RangeLocks(func(m uuid.UUID, r Resources) bool {
-		cur, _ := x.offered.Get(m)
-		if left := cur.Sub(r); left.IsZero() {
-			x.offered.Delete(m)
-		} else {
-			x.offered.Set(m, left)
-		}
-		x.total = x.total.sub(r)
-		x.touch(m)
-		return true
-	})
-}
-
-// touch notes a machine that changed (or was released).
+// touch notes a machine that changed.
 func (x *offerIndex) touch(m uuid.UUID) {
-	if x.base.avail != nil {
+	if x.base.unoffered != nil || x.base.offers.Len() > 0 {
 		x.touched = append(x.touched, m)
 	}
 }
 
-// finish sets st's indexes.
+// finish sets st's table of what is unoffered and the offers' total.
 func (x *offerIndex) finish(st *State) {
-	st.offered, st.avail, st.offeredTotal = x.base.offered, x.base.avail, x.base.offeredTotal
-	if x.offered != nil {
-		st.offered, st.offeredTotal = x.offered.Persistent(), x.total
+	st.offeredTotal = x.base.offeredTotal
+	for _, o := range x.released {
+		st.offeredTotal = st.offeredTotal.minus(o.total)
 	}
-	var b *pmap.Builder[struct{}]
+	for _, o := range x.created {
+		st.offeredTotal = st.offeredTotal.plus(o.total)
+	}
+	if x.base.unoffered == nil && st.offers.Len() == 0 {
+		return // nothing offered yet in this line of states
+	}
+	var u unofferedEdit
+	look := func(uid uuid.UUID) { u.set(uid, st.unofferedOn(uid)) }
 	switch {
-	case x.created && x.base.avail == nil:
-		// The first offer of this line of states: every machine once.
-		b = pmap.New[struct{}]().Transient()
-		st.machines.Range(func(uid uuid.UUID, m *Machine) bool {
-			if st.hasUnoffered(m) {
-				b.Set(uid, struct{}{})
-			}
-			return true
-		})
-	case x.created:
-		b = pmap.New[struct{}]().Transient() // the offer took everything unoffered
-	case len(x.touched) > 0:
-		b = st.avail.Transient()
-	default:
+	case x.base.unoffered == nil:
+		// The first offer of this line of states (or a restore): every
+		// machine once.
+		u = unofferedEdit{b: pmap.New[Resources]().Transient()}
+		st.machines.Range(func(uid uuid.UUID, _ *Machine) bool { look(uid); return true })
+	case len(x.created) > 0:
+		// The new offer took everything unoffered as the transaction saw
+		// it: what is left is on the machines the transaction changed.
+		u = unofferedEdit{b: pmap.New[Resources]().Transient()}
+	case len(x.released) == 0 && len(x.touched) == 0:
+		st.unoffered, st.unofferedTotal = x.base.unoffered, x.base.unofferedTotal
 		return
-	}
-	for _, uid := range x.touched {
-		if m, ok := st.machines.Get(uid); ok && st.hasUnoffered(m) {
-			b.Set(uid, struct{}{})
-		} else {
-			b.Delete(uid)
+	default:
+		u = unofferedEdit{b: x.base.unoffered.Transient(), total: x.base.unofferedTotal}
+		for _, o := range x.released {
+			u.release(o, st.machines, look)
 		}
 	}
-	st.avail = b.Persistent()
-}
-
-// hasUnoffered reports whether m is UP with something free that no offer
-// locks.
-func (s *State) hasUnoffered(m *Machine) bool {
-	if m.State != omegav1.MachineState_MACHINE_STATE_UP {
-		return false
+	for _, uid := range x.touched {
+		look(uid)
 	}
-	offered, _ := s.offered.Get(m.UID)
-	return !m.Capacity.Sub(m.Allocated).Sub(offered).atLeastZero().IsZero()
+	st.unoffered, st.unofferedTotal = u.b.Persistent(), u.total
 }
 
 // OfferedTotal is what the outstanding offers lock, in total.
 func (s *State) OfferedTotal() Resources { return s.offeredTotal.resources() }
 
-// checkOfferIndex holds the indexes to the offers on machine m: what they
-// lock there, and m in avail if it has something unoffered (CheckInvariants).
+// checkOfferIndex holds the table of what is unoffered to the offers on
+// machine m (CheckInvariants).
 func (s *State) checkOfferIndex(m *Machine) error {
-	var sum Resources
-	s.offers.Range(func(_ uuid.UUID, o *Offer) bool {
-		if l, ok := o.lockOn(m); ok {
-			sum = sum.Add(l)
+	if s.unoffered == nil {
+		if s.offers.Len() > 0 {
+			return fmt.Errorf("%d offers outstanding and no table of what is unoffered", s.offers.Len())
 		}
-		return true
-	})
-	if got, _ := s.offered.Get(m.UID); !got.Equal(sum) {
-		return fmt.Errorf("machine %s: the offer index says %v offered, the offers lock %v", m.UID, got, sum)
+		return nil
 	}
-	if s.avail != nil && s.hasUnoffered(m) {
-		if _, ok := s.avail.Get(m.UID); !ok {
-			return fmt.Errorf("machine %s has %v unoffered but is not among the machines the next offer looks at", m.UID, m.Capacity.Sub(m.Allocated).Sub(sum))
-		}
+	got, _ := s.unoffered.Get(m.UID)
+	if want := s.unofferedOn(m.UID); !got.Equal(want) {
+		return fmt.Errorf("machine %s: the index says %v unoffered, the offers leave %v", m.UID, got, want)
 	}
 	return nil
+}
+
+// checkOffers holds the offers' sums and the table's entries to the
+// machines (CheckInvariants).
+func (s *State) checkOffers() error {
+	var offered total
+	var err error
+	s.offers.Range(func(_ uuid.UUID, o *Offer) bool {
+		var sum total
+		o.locks.Range(func(_ uuid.UUID, l Resources) bool { sum = sum.add(l); return true })
+		if !sum.equal(o.total) {
+			err = fmt.Errorf("offer %s: its locks sum to %v, it says %v", o.UID, sum.resources(), o.Total())
+			return false
+		}
+		offered = offered.plus(o.total)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if !offered.equal(s.offeredTotal) {
+		return fmt.Errorf("the offers lock %v in total, the state says %v", offered.resources(), s.OfferedTotal())
+	}
+	if s.unoffered == nil {
+		return nil
+	}
+	var sum total
+	s.unoffered.Range(func(uid uuid.UUID, v Resources) bool {
+		sum = sum.add(v)
+		if _, ok := s.machines.Get(uid); !ok {
+			err = fmt.Errorf("the index of what is unoffered holds %v on machine %s, which does not exist", v, uid)
+		}
+		return err == nil
+	})
+	if err == nil && !sum.equal(s.unofferedTotal) {
+		err = fmt.Errorf("the index of what is unoffered sums to %v, it says %v", sum.resources(), s.unofferedTotal.resources())
+	}
+	return err
 }
 
 // WithTaken returns s with what the claims among ops declare added to

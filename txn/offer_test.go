@@ -203,6 +203,7 @@ func TestOfferModel(t *testing.T) {
 		type mstate struct {
 			alloc int64               // cpu and memory move together here
 			locks map[uuid.UUID]int64 // offer → cpu locked
+			down  bool
 		}
 		model := map[uuid.UUID]*mstate{}
 		for _, m := range machines {
@@ -212,7 +213,7 @@ func TestOfferModel(t *testing.T) {
 		frameworks := []string{"fw-a", "fw-b"}
 		next := uint64(1000)
 		for step := range 60 {
-			switch rng.IntN(4) {
+			switch rng.IntN(6) {
 			case 0: // an offer
 				next++
 				o, fw := uid(next), frameworks[rng.IntN(2)]
@@ -224,7 +225,7 @@ func TestOfferModel(t *testing.T) {
 					for _, l := range ms.locks {
 						free -= l
 					}
-					if free > 0 {
+					if free > 0 && !ms.down {
 						ms.locks[o] = free
 					}
 					got, _ := c.offer(o).Lock(m)
@@ -253,7 +254,7 @@ func TestOfferModel(t *testing.T) {
 						continue
 					}
 					m := machines[rng.IntN(len(machines))]
-					fits := model[m].locks[o]-used[m] >= 1000
+					fits := model[m].locks[o]-used[m] >= 1000 && !model[m].down
 					if fits {
 						used[m] += 1000
 						inOffer++
@@ -289,10 +290,10 @@ func TestOfferModel(t *testing.T) {
 					free -= l
 				}
 				r := c.commit(c.tx(txn.Claim(task, m, res(1000, 1000), tk.Version)))
-				if r.Outcomes[0].Committed() != (free >= 1000) {
-					rt.Fatalf("seed %d step %d: a claim on %s with %d unoffered: %+v", seed, step, m, free, r.Outcomes[0])
+				if r.Outcomes[0].Committed() != (free >= 1000 && !ms.down) {
+					rt.Fatalf("seed %d step %d: a claim on %s with %d unoffered (down %v): %+v", seed, step, m, free, ms.down, r.Outcomes[0])
 				}
-				if free >= 1000 {
+				if free >= 1000 && !ms.down {
 					ms.alloc += 1000
 					taken++
 				} else {
@@ -307,6 +308,24 @@ func TestOfferModel(t *testing.T) {
 						break
 					}
 				}
+			case 4: // a machine goes down or comes back up; its locks stay until the answers
+				m := machines[rng.IntN(len(machines))]
+				ms := model[m]
+				st := down
+				if ms.down {
+					st = up
+				}
+				c.commit(c.tx(txn.PutMachine(machineState(m, res(4000, 4000), st), c.machine(m).Version)))
+				ms.down = !ms.down
+			case 5: // a machine joins (the set of machines changes under the offers)
+				if len(machines) >= 6 {
+					continue
+				}
+				next++
+				m := uid(next)
+				c.commit(c.tx(txn.CreateMachine(machineP(m, res(4000, 4000)))))
+				machines = append(machines, m)
+				model[m] = &mstate{locks: map[uuid.UUID]int64{}}
 			}
 		}
 	})

@@ -31,12 +31,12 @@ type State struct {
 	// offers holds the outstanding offers (a two-level allocator's; none
 	// otherwise).
 	offers *pmap.Map[*Offer]
-	// offered and avail index the offers (offer.go): what they lock per
-	// machine, and the machines that may have something unoffered (nil:
-	// not tracked yet, every machine may).
-	offered      *pmap.Map[Resources]
-	avail        *pmap.Map[struct{}]
-	offeredTotal total
+	// unoffered is what each UP machine has free that no offer locks, and
+	// unofferedTotal its sum (offer.go; nil before the first offer of this
+	// line of states); offeredTotal is what the offers lock.
+	unoffered      *pmap.Map[Resources]
+	unofferedTotal total
+	offeredTotal   total
 	// quotas and what each one's tasks hold (quota.go; exact sums, which
 	// QuotaUsed saturates).
 	quotas   *pmap.Map[*Quota]
@@ -88,7 +88,6 @@ func NewState() *State {
 		jobs:     pmap.New[*Job](),
 		pending:  pmap.New[*pmap.Map[struct{}]](),
 		offers:   pmap.New[*Offer](),
-		offered:  pmap.New[Resources](),
 		quotas:   pmap.New[*Quota](),
 		quotaUse: pmap.New[total](),
 	}
@@ -459,6 +458,9 @@ func CheckInvariants(s *State) error {
 		return true
 	})
 	if err != nil {
+		return err
+	}
+	if err := s.checkOffers(); err != nil {
 		return err
 	}
 	if err := s.checkQuotaUse(); err != nil {

@@ -150,3 +150,21 @@ func (t total) plus(o total) total {
 	}
 	return out
 }
+
+// neg returns -x.
+func (x int128) neg() int128 {
+	lo, borrow := bits.Sub64(0, x.lo, 0)
+	return int128{hi: -x.hi - int64(borrow), lo: lo}
+}
+
+// minus returns t - o.
+func (t total) minus(o total) total {
+	n := total{cpu: o.cpu.neg(), mem: o.mem.neg()}
+	if len(o.ext) > 0 {
+		n.ext = make(map[string]int128, len(o.ext))
+		for k, v := range o.ext {
+			n.ext[k] = v.neg()
+		}
+	}
+	return t.plus(n)
+}
