@@ -27,6 +27,8 @@ import (
 // Framework drives a Runner as a two-level framework.
 type Framework struct {
 	r *Runner
+	// views makes each offer's private view from the last one's.
+	views txn.OfferViews
 	// retryOnDecision: a job left with tasks no machine of the offer took
 	// is queued again a retry delay after the decision, not after the
 	// answer lands (SetRetryOnDecision).
@@ -80,7 +82,7 @@ func (f *Framework) Decide(ctx context.Context, o *txn.Offer, now time.Time) (*O
 		return nil, err
 	}
 	cell := r.c.View()
-	priv := cell.OfferView(o)
+	priv := f.views.View(cell.State, o)
 	view := func(client.View) client.View { return client.View{State: priv} }
 	d := &OfferDecision{Offer: o.UID}
 	ops := []txn.Op{txn.Answer(o.UID)}

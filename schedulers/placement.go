@@ -17,13 +17,12 @@ import (
 // scheduler can examine machines in random order, and each machine as the
 // view it was last brought to shows it (Refresh): the machine and what it
 // has free. Bringing it to a later view costs what the two views' tables
-// of machines do not share (txn.Machines.ChangedSince: the machines written
-// between them), not a lookup per machine examined; a new set of machines
-// rebuilds it.
+// of machines do not share (txn.Machines.Diff: the machines written,
+// added or removed between them), not a lookup per machine examined; a
+// machine added or removed costs one merge of the list besides.
 type MachineIndex struct {
 	uids    []uuid.UUID
 	domains int // distinct failure domains; -1 until Domains counts them
-	rev     uint64
 	ok      bool
 	// at is the table of machines cur holds, exactly: each machine at
 	// index i as at has it, with what it has free. A saturated cell's
@@ -32,8 +31,13 @@ type MachineIndex struct {
 	// them out without looking it up. at keeps that table, not its state.
 	at  txn.Machines
 	cur []slot
-	// byUID is scratch for a rebuild.
-	byUID []*txn.Machine
+	// Scratch: the machines of a rebuild, those added and the indexes of
+	// those removed while following, and the arrays a merge fills.
+	byUID     []*txn.Machine
+	adds      []*txn.Machine
+	gone      []int
+	spareUIDs []uuid.UUID
+	spareCur  []slot
 }
 
 // slot is a machine of the index as its table has it: its free cpu and
@@ -51,14 +55,16 @@ func slotOf(m *txn.Machine) slot {
 		up: m.State == omegav1.MachineState_MACHINE_STATE_UP}
 }
 
+func compareUIDs(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
+
 // Refresh brings the index to v.
 func (x *MachineIndex) Refresh(v client.View) {
 	t := v.Machines()
-	// The same set of machines (its revision, as before) is followed by
-	// what changed; another set (an offer's private view is made afresh)
-	// is rebuilt.
-	if x.ok && x.rev == v.MachineSetRevision() && (x.at.Same(t) || t.ChangedSince(x.at, x.note)) {
-		x.at = t
+	if x.ok {
+		if !x.at.Same(t) {
+			x.follow(t)
+			x.at = t
+		}
 		return
 	}
 	x.byUID = x.byUID[:0]
@@ -67,21 +73,58 @@ func (x *MachineIndex) Refresh(v client.View) {
 		return true
 	})
 	x.domains = -1 // counted when a spreading scheduler first asks (Domains)
-	slices.SortFunc(x.byUID, func(a, b *txn.Machine) int { return bytes.Compare(a.UID[:], b.UID[:]) })
+	slices.SortFunc(x.byUID, func(a, b *txn.Machine) int { return compareUIDs(a.UID, b.UID) })
 	x.uids = slices.Grow(x.uids[:0], len(x.byUID))[:len(x.byUID)]
 	x.cur = slices.Grow(x.cur[:0], len(x.byUID))[:len(x.byUID)]
 	for i, m := range x.byUID {
 		x.uids[i], x.cur[i] = m.UID, slotOf(m)
 	}
 	clear(x.byUID)
-	x.at, x.rev, x.ok = t, v.MachineSetRevision(), true
+	x.at, x.ok = t, true
 }
 
-// note takes in a new version of a machine of the index.
-func (x *MachineIndex) note(m *txn.Machine) {
-	if i, ok := slices.BinarySearchFunc(x.uids, m.UID, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }); ok {
-		x.cur[i] = slotOf(m)
+// follow brings the index from its table to t through what they do not
+// share: a machine changed takes its new slot in place; machines added and
+// removed are merged into the list in one pass.
+func (x *MachineIndex) follow(t txn.Machines) {
+	x.adds, x.gone = x.adds[:0], x.gone[:0]
+	t.Diff(x.at, func(uid uuid.UUID, m *txn.Machine) {
+		i, found := slices.BinarySearchFunc(x.uids, uid, compareUIDs)
+		switch {
+		case found && m != nil:
+			x.cur[i] = slotOf(m)
+		case found:
+			x.gone = append(x.gone, i)
+		case m != nil:
+			x.adds = append(x.adds, m)
+		}
+	})
+	if len(x.adds) == 0 && len(x.gone) == 0 {
+		return
 	}
+	x.domains = -1
+	slices.Sort(x.gone)
+	slices.SortFunc(x.adds, func(a, b *txn.Machine) int { return compareUIDs(a.UID, b.UID) })
+	n := len(x.uids) - len(x.gone) + len(x.adds)
+	uids := slices.Grow(x.spareUIDs[:0], n)[:n]
+	cur := slices.Grow(x.spareCur[:0], n)[:n]
+	i, g, a, k := 0, 0, 0, 0
+	for k < n {
+		switch {
+		case g < len(x.gone) && x.gone[g] == i:
+			i, g = i+1, g+1
+		case a < len(x.adds) && (i == len(x.uids) || compareUIDs(x.adds[a].UID, x.uids[i]) < 0):
+			uids[k], cur[k] = x.adds[a].UID, slotOf(x.adds[a])
+			a, k = a+1, k+1
+		default:
+			uids[k], cur[k] = x.uids[i], x.cur[i]
+			i, k = i+1, k+1
+		}
+	}
+	clear(x.cur) // the spare holds no machine
+	x.spareUIDs, x.spareCur = x.uids, x.cur
+	x.uids, x.cur = uids, cur
+	clear(x.adds)
 }
 
 // current reports whether the index holds v's machines.

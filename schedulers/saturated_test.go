@@ -339,6 +339,20 @@ func TestMachineIndexFollowsTheCell(t *testing.T) {
 					}
 				case 2:
 					ms = append(ms, c.addMachines(uniform(1, 4000, 16*gib, 3)...)...)
+				case 5:
+					// Two idle machines leave the cell (the index merges the
+					// set without them).
+					var ops []txn.Op
+					for i := 0; i < len(ms) && len(ops) < 2; i++ {
+						if c.machine(ms[i]).Tasks == 0 {
+							ops = append(ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_MACHINE, ms[i], 0))
+							ms = slices.Delete(ms, i, i+1)
+							i--
+						}
+					}
+					if len(ops) > 0 {
+						c.commit(ops...)
+					}
 				}
 				job, _ := c.addJob("j", jobSpec{kind: batchKind, scheduler: "batch", tasks: 1 + step%7, cpu: 1500, mem: 2 * gib})
 				v := c.view()

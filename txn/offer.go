@@ -233,35 +233,76 @@ func (s *State) unofferedOn(uid uuid.UUID) Resources {
 
 // OfferView returns the cell as the offer's framework may use it, the
 // paper's private cell state of an offer: s's jobs, tasks and quotas (with
-// their use, which s's tasks make), and only the machines the offer covers, each with what the offer locks on it as its
-// free resources (its allocation is the rest of its capacity), and no
-// offers (what it holds is the framework's to claim; transactions
-// evaluated on it see no locks). A
-// scheduler deciding on it claims only inside the offer. Its machine set
-// revision is the offer's creation, so an index of machines built on
-// another view is rebuilt.
+// their use, which s's tasks make), and only the machines the offer
+// covers that are UP, each with what the offer locks on it as its free
+// resources (its allocation is the rest of its capacity), and no offers
+// (what it holds is the framework's to claim; transactions evaluated on it
+// see no locks). A scheduler deciding on it claims only inside the offer.
+// Its machine set revision is the offer's creation. It costs a pass over
+// the machines the offer covers; OfferViews makes a framework's views each
+// from the last.
 func (s *State) OfferView(o *Offer) *State {
-	b := pmap.New[*Machine]().Transient()
-	var capacity, alloc total
-	o.locks.Range(func(uid uuid.UUID, lock Resources) bool {
-		m, ok := s.machines.Get(uid)
-		if !ok || m.State != omegav1.MachineState_MACHINE_STATE_UP {
-			return true
+	var v OfferViews
+	return v.View(s, o)
+}
+
+// OfferViews makes one framework's private views of its offers
+// (State.OfferView), each from the one before: the machines whose lock or
+// whose version changed between the two (pmap.Map.Diff of the offers'
+// locks and of the states' machines) are looked at again, the others
+// kept, so a view costs what changed since the last one, not the machines
+// the offer covers. The zero value is ready; it belongs to one goroutine.
+type OfferViews struct {
+	locks    *pmap.Map[Resources] // the last view's offer's locks
+	cell     *pmap.Map[*Machine]  // and the machines it was made from
+	machines *pmap.Map[*Machine]  // the last view's machines
+	capacity total
+	alloc    total
+}
+
+// View returns s.OfferView(o), made from the last view.
+func (v *OfferViews) View(s *State, o *Offer) *State {
+	var b *pmap.Builder[*Machine]
+	look := func(uid uuid.UUID, lock Resources, covered bool) {
+		var m *Machine
+		if covered {
+			if cm, ok := s.machines.Get(uid); ok && cm.State == omegav1.MachineState_MACHINE_STATE_UP {
+				m = cm
+				if used := m.Capacity.Sub(lock); !used.Equal(m.Allocated) {
+					nm := *m
+					nm.Allocated = used
+					m = &nm
+				} // else the offer locks all the machine has free: the view's machine is the cell's
+			}
 		}
-		used := m.Capacity.Sub(lock)
-		if !used.Equal(m.Allocated) {
-			nm := *m
-			nm.Allocated = used
-			m = &nm
-		} // else the offer locks all the machine has free: the view's machine is the cell's
-		b.Set(uid, m)
-		capacity, alloc = capacity.add(m.Capacity), alloc.add(m.Allocated)
-		return true
-	})
+		if m == nil {
+			if old, had := b.Remove(uid); had {
+				v.capacity, v.alloc = v.capacity.sub(old.Capacity), v.alloc.sub(old.Allocated)
+			}
+			return
+		}
+		if old, had := b.Swap(uid, m); had {
+			v.capacity, v.alloc = v.capacity.sub(old.Capacity), v.alloc.sub(old.Allocated)
+		}
+		v.capacity, v.alloc = v.capacity.add(m.Capacity), v.alloc.add(m.Allocated)
+	}
+	if v.machines == nil {
+		b = pmap.New[*Machine]().Transient()
+		o.locks.Range(func(uid uuid.UUID, lock Resources) bool { look(uid, lock, true); return true })
+	} else {
+		b = v.machines.Transient()
+		again := func(uid uuid.UUID) {
+			lock, covered := o.locks.Get(uid)
+			look(uid, lock, covered)
+		}
+		o.locks.Diff(v.locks, Resources.Equal, func(uid uuid.UUID, lock Resources, covered bool) { look(uid, lock, covered) })
+		s.machines.Diff(v.cell, func(a, b *Machine) bool { return a == b }, func(uid uuid.UUID, _ *Machine, _ bool) { again(uid) })
+	}
+	v.locks, v.cell, v.machines = o.locks, s.machines, b.Persistent()
 	return &State{
-		rev: s.rev, machines: b.Persistent(), tasks: s.tasks, jobs: s.jobs, pending: s.pending,
+		rev: s.rev, machines: v.machines, tasks: s.tasks, jobs: s.jobs, pending: s.pending,
 		offers: pmap.New[*Offer](), quotas: s.quotas, quotaUse: s.quotaUse,
-		capacity: capacity, alloc: alloc, lastDelete: s.lastDelete, machineSet: o.CreateRev,
+		capacity: v.capacity, alloc: v.alloc, lastDelete: s.lastDelete, machineSet: o.CreateRev,
 	}
 }
 

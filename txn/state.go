@@ -80,6 +80,17 @@ func (t Machines) ChangedSince(old Machines, f func(*Machine)) bool {
 	return t.m.Changed(old.m, func(a, b *Machine) bool { return a == b }, func(_ uuid.UUID, m *Machine) { f(m) })
 }
 
+// Diff calls f with each machine of t that is not the object old holds
+// under its uid, and with the uid and nil for each machine only old holds:
+// ChangedSince for tables of any two sets of machines, in the time of what
+// the two tables do not share (machines added and removed included).
+func (t Machines) Diff(old Machines, f func(uid uuid.UUID, m *Machine)) {
+	if t.m == nil || old.m == nil {
+		panic("txn: Machines.Diff of a zero table")
+	}
+	t.m.Diff(old.m, func(a, b *Machine) bool { return a == b }, func(uid uuid.UUID, m *Machine, _ bool) { f(uid, m) })
+}
+
 // NewState returns the empty state at revision 0.
 func NewState() *State {
 	return &State{

@@ -148,3 +148,82 @@ func BenchmarkChanged(b *testing.B) {
 		_ = s
 	})
 }
+
+// TestDiffModel holds Diff to a model: two maps, the second made from the
+// first by edits of every kind (keys added and removed, values replaced,
+// through Set, Delete and a Builder), or made apart from it; Diff reports
+// exactly the keys whose value differs or that one map holds, each once,
+// with the new map's value and whether it holds the key.
+func TestDiffModel(t *testing.T) {
+	// Random keys, keys of one hash (a collision node) and keys whose
+	// hashes share their low 30 bits (deep paths), so subtrees split and
+	// merge at every depth.
+	pool := keyPool(11, 30)
+	r := rand.New(rand.NewPCG(12, 12))
+	for i := range 12 {
+		switch {
+		case i < 5:
+			pool = append(pool, keyWithHash(0xfeedface, r.Uint64()))
+		default:
+			pool = append(pool, keyWithHash(r.Uint64()<<30|0x2badbeef&(1<<30-1), r.Uint64()))
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		keys := keyGen(pool)
+		old := New[int]()
+		for _, k := range rapid.SliceOfN(keys, 0, 60).Draw(t, "start") {
+			old = old.Set(k, rapid.IntRange(0, 3).Draw(t, "v"))
+		}
+		cur := old
+		if rapid.Bool().Draw(t, "apart") {
+			cur = New[int]() // no shared structure
+			old.Range(func(k uuid.UUID, v int) bool { cur = cur.Set(k, v); return true })
+		}
+		for range rapid.IntRange(0, 30).Draw(t, "edits") {
+			k := keys.Draw(t, "k")
+			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0:
+				cur = cur.Set(k, rapid.IntRange(0, 3).Draw(t, "v"))
+			case 1:
+				cur = cur.Delete(k)
+			default:
+				b := cur.Transient()
+				b.Set(k, rapid.IntRange(0, 3).Draw(t, "v"))
+				b.Delete(keys.Draw(t, "gone"))
+				cur = b.Persistent()
+			}
+		}
+		type change struct {
+			v  int
+			ok bool
+		}
+		want := map[uuid.UUID]change{}
+		cur.Range(func(k uuid.UUID, v int) bool {
+			if w, ok := old.Get(k); !ok || w != v {
+				want[k] = change{v, true}
+			}
+			return true
+		})
+		old.Range(func(k uuid.UUID, _ int) bool {
+			if _, ok := cur.Get(k); !ok {
+				want[k] = change{0, false}
+			}
+			return true
+		})
+		got := map[uuid.UUID]change{}
+		cur.Diff(old, func(a, b int) bool { return a == b }, func(k uuid.UUID, v int, ok bool) {
+			if _, dup := got[k]; dup {
+				t.Fatalf("key %s reported twice", k)
+			}
+			got[k] = change{v, ok}
+		})
+		if len(got) != len(want) {
+			t.Fatalf("Diff reported %d keys %v, want %d %v", len(got), got, len(want), want)
+		}
+		for k, w := range want {
+			if g, ok := got[k]; !ok || g != w {
+				t.Fatalf("key %s: reported %+v (%v), want %+v", k, g, ok, w)
+			}
+		}
+	})
+}

@@ -650,3 +650,121 @@ func (n *node[V]) changed(o *node[V], same func(a, b V) bool, f func(uuid.UUID, 
 	}
 	return true
 }
+
+// Diff calls f for each key whose value in m is not same as in old, or
+// that only one of the two maps holds: with m's value and true when m holds
+// the key, with the zero value and false when only old does. Unlike
+// Changed it takes maps of any keys. Its time is in proportion to the nodes
+// the two maps do not share, as Changed's: a map made from old by a few
+// edits, keys added and removed among them, is compared in the time of
+// those edits' paths (and of the subtrees they split or merge). Keys are
+// reported in an order that depends only on the two maps.
+func (m *Map[V]) Diff(old *Map[V], same func(a, b V) bool, f func(k uuid.UUID, v V, ok bool)) {
+	if m == old {
+		return
+	}
+	diffNodes(&m.root, &old.root, 0, same, f)
+}
+
+func diffNodes[V any](n, o *node[V], shift uint, same func(a, b V) bool, f func(uuid.UUID, V, bool)) {
+	if n == o {
+		return
+	}
+	if shift >= hashBits {
+		diffSlot(n.entries, nil, o.entries, nil, shift, same, f)
+		return
+	}
+	for bm := n.datamap | n.nodemap | o.datamap | o.nodemap; bm != 0; bm &= bm - 1 {
+		bit := bm & -bm
+		var ne, oe []entry[V]
+		var nc, oc *node[V]
+		switch {
+		case n.datamap&bit != 0:
+			i := index(n.datamap, bit)
+			ne = n.entries[i : i+1]
+		case n.nodemap&bit != 0:
+			nc = n.children[index(n.nodemap, bit)]
+		}
+		switch {
+		case o.datamap&bit != 0:
+			i := index(o.datamap, bit)
+			oe = o.entries[i : i+1]
+		case o.nodemap&bit != 0:
+			oc = o.children[index(o.nodemap, bit)]
+		}
+		if nc != nil && oc != nil {
+			diffNodes(nc, oc, shift+bitsPerLevel, same, f)
+			continue
+		}
+		diffSlot(ne, nc, oe, oc, shift+bitsPerLevel, same, f)
+	}
+}
+
+// diffSlot compares one slot of two nodes (or two collision nodes' entries)
+// where at most one side is a subtree: each side's entries (ne, or those
+// under nc, at shift) against the other's.
+func diffSlot[V any](ne []entry[V], nc *node[V], oe []entry[V], oc *node[V], shift uint, same func(a, b V) bool, f func(uuid.UUID, V, bool)) {
+	var zero V
+	if nc == nil && oc == nil {
+		for i := range ne {
+			if j := findEntry(oe, ne[i].key); j < 0 || !same(ne[i].val, oe[j].val) {
+				f(ne[i].key, ne[i].val, true)
+			}
+		}
+		for i := range oe {
+			if findEntry(ne, oe[i].key) < 0 {
+				f(oe[i].key, zero, false)
+			}
+		}
+		return
+	}
+	// One side is a subtree, the other a few entries at most (one, or a
+	// collision node's): range the subtree, marking the entries it holds.
+	sub, few, fewIsNew := nc, oe, false
+	if oc != nil {
+		sub, few, fewIsNew = oc, ne, true
+	}
+	var buf [4]bool
+	seen := buf[:0]
+	if len(few) > len(buf) {
+		seen = make([]bool, 0, len(few))
+	}
+	seen = seen[:len(few)]
+	sub.rangeNode(shift, func(k uuid.UUID, v V) bool {
+		i := findEntry(few, k)
+		switch {
+		case i < 0 && fewIsNew:
+			f(k, zero, false) // only old holds it
+		case i < 0:
+			f(k, v, true) // only m holds it
+		default:
+			seen[i] = true
+			if fewIsNew && !same(few[i].val, v) {
+				f(k, few[i].val, true)
+			} else if !fewIsNew && !same(v, few[i].val) {
+				f(k, v, true)
+			}
+		}
+		return true
+	})
+	for i := range few {
+		if seen[i] {
+			continue
+		}
+		if fewIsNew {
+			f(few[i].key, few[i].val, true)
+		} else {
+			f(few[i].key, zero, false)
+		}
+	}
+}
+
+// findEntry returns the index of k among es (a few entries), or -1.
+func findEntry[V any](es []entry[V], k uuid.UUID) int {
+	for i := range es {
+		if es[i].key == k {
+			return i
+		}
+	}
+	return -1
+}
