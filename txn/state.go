@@ -56,7 +56,7 @@ type State struct {
 func (s *State) MachineSetRevision() uint64 { return s.machineSet }
 
 // Machines is a state's table of machines as a value a reader may keep to
-// follow the machines from one view to the next (ChangedSince) without
+// follow the machines from one view to the next (Diff) without
 // keeping the state, and so without holding back the versions of its tasks.
 type Machines struct{ m *pmap.Map[*Machine] }
 
@@ -67,23 +67,12 @@ func (s *State) Machines() Machines { return Machines{s.machines} }
 // the same version).
 func (t Machines) Same(o Machines) bool { return t.m == o.m }
 
-// ChangedSince calls f with each machine of t that is not the object old
-// holds under its uid (a new version of it), when t and old hold the same
-// set of machines, and reports true; with other sets it reports false,
-// having called f for some machines or none. Its time is in proportion to
-// what the two tables do not share: a later revision's table against an
-// earlier one's, in the time of the machines written between them.
-func (t Machines) ChangedSince(old Machines, f func(*Machine)) bool {
-	if t.m == nil || old.m == nil {
-		return false
-	}
-	return t.m.Changed(old.m, func(a, b *Machine) bool { return a == b }, func(_ uuid.UUID, m *Machine) { f(m) })
-}
-
 // Diff calls f with each machine of t that is not the object old holds
-// under its uid, and with the uid and nil for each machine only old holds:
-// ChangedSince for tables of any two sets of machines, in the time of what
-// the two tables do not share (machines added and removed included).
+// under its uid (a new version of it, or a machine old does not hold), and
+// with the uid and nil for each machine only old holds. Its time is in
+// proportion to what the two tables do not share: a later revision's table
+// against an earlier one's, in the time of the machines written, added and
+// removed between them.
 func (t Machines) Diff(old Machines, f func(uid uuid.UUID, m *Machine)) {
 	if t.m == nil || old.m == nil {
 		panic("txn: Machines.Diff of a zero table")

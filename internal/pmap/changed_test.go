@@ -136,6 +136,25 @@ func BenchmarkChanged(b *testing.B) {
 				m.Changed(old, func(a, b int) bool { return a == b }, func(uuid.UUID, int) { n++ })
 			}
 		})
+		b.Run(fmt.Sprintf("diff/edits=%d", k), func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				m.Diff(old, func(a, b int) bool { return a == b }, func(uuid.UUID, int, bool) { n++ })
+			}
+		})
+		// As many keys removed and added as edited: the sets differ.
+		moved := old.Transient()
+		for i := range k {
+			moved.Delete(keys[(i*7919)%len(keys)])
+			moved.Set(randomKey(r), i)
+		}
+		mm := moved.Persistent()
+		b.Run(fmt.Sprintf("diff/moved=%d", k), func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				mm.Diff(old, func(a, b int) bool { return a == b }, func(uuid.UUID, int, bool) { n++ })
+			}
+		})
 	}
 	b.Run("lookups=10000", func(b *testing.B) {
 		s := 0

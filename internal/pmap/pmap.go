@@ -674,6 +674,30 @@ func diffNodes[V any](n, o *node[V], shift uint, same func(a, b V) bool, f func(
 		diffSlot(n.entries, nil, o.entries, nil, shift, same, f)
 		return
 	}
+	if n.datamap == o.datamap && n.nodemap == o.nodemap {
+		// The same shape (most nodes of a map made from the other by a few
+		// edits): entries side by side, unless the slice is shared, and
+		// children side by side, each unless it is shared.
+		if len(n.entries) > 0 && &n.entries[0] != &o.entries[0] {
+			for i := range n.entries {
+				e, p := &n.entries[i], &o.entries[i]
+				switch {
+				case e.key != p.key:
+					var zero V
+					f(p.key, zero, false)
+					f(e.key, e.val, true)
+				case !same(e.val, p.val):
+					f(e.key, e.val, true)
+				}
+			}
+		}
+		for i, c := range n.children {
+			if d := o.children[i]; c != d {
+				diffNodes(c, d, shift+bitsPerLevel, same, f)
+			}
+		}
+		return
+	}
 	for bm := n.datamap | n.nodemap | o.datamap | o.nodemap; bm != 0; bm &= bm - 1 {
 		bit := bm & -bm
 		var ne, oe []entry[V]
