@@ -282,7 +282,8 @@ func (v *OfferViews) View(s *State, o *Offer) *State {
 			return
 		}
 		if old, had := b.Swap(uid, m); had {
-			v.capacity, v.alloc = v.capacity.sub(old.Capacity), v.alloc.sub(old.Allocated)
+			v.capacity, v.alloc = v.capacity.replace(old.Capacity, m.Capacity), v.alloc.replace(old.Allocated, m.Allocated)
+			return
 		}
 		v.capacity, v.alloc = v.capacity.add(m.Capacity), v.alloc.add(m.Allocated)
 	}

@@ -335,13 +335,13 @@ func (b *Builder) Apply(c *Change) {
 			return
 		}
 		if old, had := b.machines.Swap(m.UID, m); had {
-			b.capacity = b.capacity.sub(old.Capacity)
-			b.alloc = b.alloc.sub(old.Allocated)
+			b.capacity = b.capacity.replace(old.Capacity, m.Capacity)
+			b.alloc = b.alloc.replace(old.Allocated, m.Allocated)
 		} else {
 			b.machineSets = true
+			b.capacity = b.capacity.add(m.Capacity)
+			b.alloc = b.alloc.add(m.Allocated)
 		}
-		b.capacity = b.capacity.add(m.Capacity)
-		b.alloc = b.alloc.add(m.Allocated)
 	}
 }
 

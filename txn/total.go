@@ -168,3 +168,19 @@ func (t total) minus(o total) total {
 	}
 	return t.plus(n)
 }
+
+// replace returns t with old taken out and now put in: a machine's new
+// version in a sum over machines. Without extended resources (the common
+// case) it is a few additions, and nothing when the two are equal.
+func (t total) replace(old, now Resources) total {
+	if len(old.Ext) == 0 && len(now.Ext) == 0 {
+		if old.CPU != now.CPU {
+			t.cpu = t.cpu.sub(old.CPU).add(now.CPU)
+		}
+		if old.Memory != now.Memory {
+			t.mem = t.mem.sub(old.Memory).add(now.Memory)
+		}
+		return t
+	}
+	return t.sub(old).add(now)
+}
