@@ -700,28 +700,27 @@ func diffNodes[V any](n, o *node[V], shift uint, same func(a, b V) bool, f func(
 	}
 	for bm := n.datamap | n.nodemap | o.datamap | o.nodemap; bm != 0; bm &= bm - 1 {
 		bit := bm & -bm
-		var ne, oe []entry[V]
-		var nc, oc *node[V]
-		switch {
-		case n.datamap&bit != 0:
-			i := index(n.datamap, bit)
-			ne = n.entries[i : i+1]
-		case n.nodemap&bit != 0:
-			nc = n.children[index(n.nodemap, bit)]
-		}
-		switch {
-		case o.datamap&bit != 0:
-			i := index(o.datamap, bit)
-			oe = o.entries[i : i+1]
-		case o.nodemap&bit != 0:
-			oc = o.children[index(o.nodemap, bit)]
-		}
+		ne, nc := n.slot(bit)
+		oe, oc := o.slot(bit)
 		if nc != nil && oc != nil {
 			diffNodes(nc, oc, shift+bitsPerLevel, same, f)
 			continue
 		}
 		diffSlot(ne, nc, oe, oc, shift+bitsPerLevel, same, f)
 	}
+}
+
+// slot returns what n holds in the slot of bit: an entry (a slice of one),
+// a child, or neither.
+func (n *node[V]) slot(bit uint32) ([]entry[V], *node[V]) {
+	switch {
+	case n.datamap&bit != 0:
+		i := index(n.datamap, bit)
+		return n.entries[i : i+1], nil
+	case n.nodemap&bit != 0:
+		return nil, n.children[index(n.nodemap, bit)]
+	}
+	return nil, nil
 }
 
 // diffSlot compares one slot of two nodes (or two collision nodes' entries)
