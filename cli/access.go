@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
@@ -17,9 +19,18 @@ import (
 type cellFlags struct {
 	server, tokenFile              string
 	tlsCA, tlsCert, tlsKey, tlsSNI string
+	// wait is how long to wait at start for a server that is not
+	// listening yet (--wait).
+	wait time.Duration
 }
 
-func (f *cellFlags) register(fs *pflag.FlagSet) {
+// register adds the flags of a one-shot command (a server not listening
+// yet is waited for 10 s: a script may start the cell and use it at once).
+func (f *cellFlags) register(fs *pflag.FlagSet) { f.registerWaiting(fs, 10*time.Second) }
+
+// registerWaiting adds the flags, waiting up to wait by default.
+func (f *cellFlags) registerWaiting(fs *pflag.FlagSet, wait time.Duration) {
+	fs.DurationVar(&f.wait, "wait", wait, "how long to wait at start for the cell's server to listen (the commands of a cell may start in any order); 0: fail at once")
 	fs.StringVar(&f.server, "server", "127.0.0.1:7070", "the cell's server")
 	fs.StringVar(&f.tokenFile, "token-file", "", "a file holding this component's token (the server's --tokens names its role)")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "connect with TLS, checking the server's certificate against this CA file")
@@ -48,9 +59,23 @@ func (f *cellFlags) dial() (*remote.Transport, error) {
 	return remote.Dial(f.server, opts...)
 }
 
+// connect dials the server and waits for it to listen, for at most
+// --wait (waitForServer); what names who waits.
+func (f *cellFlags) connect(ctx context.Context, what string) (*remote.Transport, error) {
+	tr, err := f.dial()
+	if err != nil {
+		return nil, err
+	}
+	if err := waitForServer(ctx, tr, f.server, what, f.wait, slog.Default()); err != nil {
+		tr.Close()
+		return nil, err
+	}
+	return tr, nil
+}
+
 // dialCell connects a client to the cell, as component.
 func dialCell(ctx context.Context, f *cellFlags, component string) (*client.Client, *remote.Transport, error) {
-	tr, err := f.dial()
+	tr, err := f.connect(ctx, component)
 	if err != nil {
 		return nil, nil, err
 	}

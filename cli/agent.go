@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -90,11 +91,14 @@ tasks placed on it), watched with the server's machine filter.
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			if err := waitForServer(ctx, tr, f.cell.server, "agent "+f.name, f.cell.wait, cfg.Logger); err != nil {
+				return err
+			}
 			return live.Run(ctx, cfg)
 		},
 	}
 	fl := cmd.Flags()
-	f.cell.register(fl)
+	f.cell.registerWaiting(fl, time.Minute)
 	fl.StringVar(&f.join, "join", "", "the server's gossip address")
 	f.gossipOpts.register(fl)
 	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "this agent's gossip address (port 0: one chosen the first time, kept in --data for restarts)")

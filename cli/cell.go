@@ -125,7 +125,7 @@ non-zero.`,
 				return fmt.Errorf("-l: %w", err)
 			}
 			ctx := cmd.Context()
-			tr, err := cf.dial()
+			tr, err := cf.connect(ctx, "get")
 			if err != nil {
 				return err
 			}
@@ -353,7 +353,7 @@ restart.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			tr, err := cf.dial()
+			tr, err := cf.connect(ctx, "watch")
 			if err != nil {
 				return err
 			}

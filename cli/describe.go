@@ -71,7 +71,7 @@ tasks, a machine with its tasks, a task with its machine).`,
 				return fmt.Errorf("--transitions %d: want a number (0: all)", last)
 			}
 			ctx := cmd.Context()
-			tr, err := cf.dial()
+			tr, err := cf.connect(ctx, "describe")
 			if err != nil {
 				return err
 			}

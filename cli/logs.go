@@ -67,7 +67,7 @@ else --token-file's (the one it presents to the server).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			tr, err := cf.dial()
+			tr, err := cf.connect(ctx, "logs")
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,7 @@ func Main() {
 	defer stop()
 	if err := newRootCmd().ExecuteContext(ctx); err != nil {
 		stop()
-		fmt.Fprintln(os.Stderr, "omega:", err)
+		fmt.Fprintln(os.Stderr, "omega:", explainConn(err))
 		os.Exit(1)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -83,6 +84,9 @@ Without --join an instance takes every job of its kind.`,
 				return err
 			}
 			defer tr.Close()
+			if err := waitForServer(ctx, tr, cf.server, "scheduler "+name, cf.wait, slog.Default()); err != nil {
+				return err
+			}
 			cfg.Transport = tr
 			if err := live.Run(ctx, cfg); err != nil {
 				return fmt.Errorf("scheduler %s (server %s): %w", name, cf.server, err)
@@ -93,7 +97,7 @@ Without --join an instance takes every job of its kind.`,
 	f := cmd.Flags()
 	f.StringVar(&kind, "kind", "", "the scheduler kind")
 	f.StringVar(&name, "name", "", "this instance's name (its component name in the cell)")
-	cf.register(f)
+	cf.registerWaiting(f, time.Minute)
 	f.StringVar(&join, "join", "", "the cell's gossip address (the server's --gossip): share the kind's jobs with its other instances")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "with --join: this instance's gossip address")
 	gf.register(f)

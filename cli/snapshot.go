@@ -79,7 +79,7 @@ counts; a listing that takes long says so on stderr.`,
 // client's gRPC transport (chunk by chunk, checked as a client's copy is:
 // txn.SnapshotReader), saying on stderr when it takes long.
 func listCell(ctx context.Context, cf *cellFlags, stderr io.Writer) (*txn.State, error) {
-	tr, err := cf.dial()
+	tr, err := cf.connect(ctx, "snapshot")
 	if err != nil {
 		return nil, err
 	}
