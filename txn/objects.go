@@ -246,11 +246,16 @@ func (j *Job) Proto() *omegav1.Job {
 	}
 }
 
-// ParseUID parses a non-nil uuid; what names the field in the error.
+// ParseUID parses a non-nil uuid; what names the field in the error (an
+// empty string, the nil uuid and anything else that is not a uuid are
+// ErrInvalid, the string quoted cut: Quote).
 func ParseUID(s, what string) (uuid.UUID, error) {
+	if s == "" {
+		return uuid.Nil, fmt.Errorf("%w: %s is empty: want a uuid", ErrInvalid, what)
+	}
 	u, err := uuid.Parse(s)
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("%w: %s %q is not a uuid: %v", ErrInvalid, what, short(s), err)
+		return uuid.Nil, fmt.Errorf("%w: %s %s is not a uuid: %v", ErrInvalid, what, Quote(s), err)
 	}
 	if u == uuid.Nil {
 		return uuid.Nil, fmt.Errorf("%w: %s is the nil uuid", ErrInvalid, what)

@@ -413,7 +413,7 @@ func (e *evaluator) answer(op *Op) (Outcome, error) {
 		return e.missing(omegav1.ObjectKind_OBJECT_KIND_OFFER, "offer", op.DeleteUID)
 	}
 	if o.Framework != e.tx.Component {
-		return Outcome{}, fmt.Errorf("%w: offer %s is made to %q, not to %q", ErrIllegalState, o.UID, short(o.Framework), short(e.tx.Component))
+		return Outcome{}, fmt.Errorf("%w: offer %s is made to %s, not to %s", ErrIllegalState, o.UID, Quote(o.Framework), Quote(e.tx.Component))
 	}
 	e.answering, e.offerMode = o, true
 	e.offerUsed = map[uuid.UUID]Resources{}

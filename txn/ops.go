@@ -11,6 +11,9 @@ import (
 // --- operations ------------------------------------------------------------
 
 func (e *evaluator) op(op *Op) (Outcome, error) {
+	if err := namesObjects(op); err != nil {
+		return Outcome{}, err
+	}
 	switch op.Kind {
 	case OpCreate:
 		return e.create(op)
@@ -28,6 +31,37 @@ func (e *evaluator) op(op *Op) (Outcome, error) {
 		return e.answer(op)
 	}
 	return Outcome{}, fmt.Errorf("%w: unknown operation kind %d", ErrInvalid, op.Kind)
+}
+
+// namesObjects refuses an operation that names the object it acts on by
+// the nil uid (on the wire, an empty field), naming the wire's field: no
+// object has it, as a creation with no uid is refused.
+func namesObjects(op *Op) error {
+	var field string
+	switch op.Kind {
+	case OpClaim:
+		if op.Task == uuid.Nil {
+			field = "task_uid"
+		} else if op.Machine == uuid.Nil {
+			field = "machine_uid"
+		}
+	case OpEvict, OpSetStatus:
+		if op.Task == uuid.Nil {
+			field = "task_uid"
+		}
+	case OpDelete:
+		if op.DeleteUID == uuid.Nil {
+			field = "uid"
+		}
+	case OpAnswer:
+		if op.DeleteUID == uuid.Nil {
+			field = "offer_uid"
+		}
+	}
+	if field != "" {
+		return fmt.Errorf("%w: %s %s is the nil uuid: want the uid of an object", ErrInvalid, op.Kind, field)
+	}
+	return nil
 }
 
 func exactlyOne(op *Op) error {

@@ -95,7 +95,7 @@ func (r Resources) Validate() error {
 	// Name the first in order, so the error is the same every time.
 	for _, k := range slices.Sorted(maps.Keys(r.Ext)) {
 		if r.Ext[k] < 0 {
-			return fmt.Errorf("extended resource %q = %d is negative", short(k), r.Ext[k])
+			return fmt.Errorf("extended resource %s = %d is negative", Quote(k), r.Ext[k])
 		}
 	}
 	return nil

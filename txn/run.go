@@ -35,7 +35,7 @@ func ValidateLifecycle(what string, policy omegav1.RestartPolicy, hc *omegav1.He
 	}
 	if wd := cmd.GetWorkingDir(); wd != "" {
 		if path.IsAbs(wd) || strings.HasPrefix(path.Clean(wd), "..") {
-			return fmt.Errorf("%w: %s command.working_dir %q: want a path inside the task's directory (relative, no ..)", ErrInvalid, what, short(wd))
+			return fmt.Errorf("%w: %s command.working_dir %s: want a path inside the task's directory (relative, no ..)", ErrInvalid, what, Quote(wd))
 		}
 	}
 	if hc == nil {
@@ -78,7 +78,7 @@ func validateRun(r *omegav1.TaskRun) error {
 	}
 	if a := r.GetAddress(); a != "" {
 		if _, err := netip.ParseAddr(a); err != nil {
-			return fmt.Errorf("address %q is not an IP address", short(a))
+			return fmt.Errorf("address %s is not an IP address", Quote(a))
 		}
 	}
 	if e := r.GetLastExit(); e != nil && (len(e.GetSignal()) > 64 || len(e.GetError()) > 1024) {

@@ -34,6 +34,7 @@ package txn
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -240,13 +241,29 @@ func truncate(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// short is a user string as errors and details quote it: its first 64
-// bytes, with its length when cut.
+// QuoteBytes is how much of a user string an error quotes.
+const QuoteBytes = 64
+
+// Quote is a user string as every error of the store, its server and its
+// clients quotes it: Go-quoted, whole when it is at most QuoteBytes long,
+// else its first QuoteBytes bytes (cut at a character's start, "…" marking
+// the cut) and its length: "aaaa…" (65536 bytes). An error therefore grows
+// by at most a few hundred bytes however large the input it names.
+func Quote(s string) string {
+	if len(s) <= QuoteBytes {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s (%d bytes)", strconv.Quote(truncate(s, QuoteBytes)), len(s))
+}
+
+// short cuts text that is not one user string but may hold them (a
+// resource dimension with its amounts) for an outcome's detail: its first
+// QuoteBytes bytes, with its length when cut.
 func short(s string) string {
-	if len(s) <= 64 {
+	if len(s) <= QuoteBytes {
 		return s
 	}
-	return fmt.Sprintf("%s (%d bytes)", truncate(s, 64), len(s))
+	return fmt.Sprintf("%s (%d bytes)", truncate(s, QuoteBytes), len(s))
 }
 
 // Outcome is what happened to one operation.

@@ -82,7 +82,7 @@ func (c *checker) fail(parent, field, why string, tooLarge bool) {
 	} else if u, err := uuid.Parse(c.id); err == nil {
 		what += " " + u.String()
 	} else if c.id != "" {
-		what += fmt.Sprintf(" %q", short(c.id))
+		what += " " + Quote(c.id)
 	}
 	path := field
 	if parent != "" {
@@ -161,11 +161,11 @@ func (c *checker) strMap(parent, field string, m map[string]string) {
 		c.n += boundEntry + 2*boundString + len(k) + len(v)
 		if !c.ok(k) {
 			why, large := c.why(k)
-			c.fail(parent, fmt.Sprintf("%s key %q", field, short(k)), why, large)
+			c.fail(parent, fmt.Sprintf("%s key %s", field, Quote(k)), why, large)
 		}
 		if !c.ok(v) {
 			why, large := c.why(v)
-			c.fail(parent, fmt.Sprintf("%s[%q]", field, short(k)), why, large)
+			c.fail(parent, fmt.Sprintf("%s[%s]", field, Quote(k)), why, large)
 		}
 	}
 }
@@ -176,7 +176,7 @@ func keys[V any](c *checker, parent, field string, m map[string]V) {
 		c.n += boundIntMap + len(k)
 		if !c.ok(k) {
 			why, large := c.why(k)
-			c.fail(parent, fmt.Sprintf("%s key %q", field, short(k)), why, large)
+			c.fail(parent, fmt.Sprintf("%s key %s", field, Quote(k)), why, large)
 		}
 	}
 }

@@ -192,18 +192,10 @@ func opSize(op *Op) (total, object int) {
 
 // --- from the wire ------------------------------------------------------------
 
-// wireUID parses a uid field of an operation: empty is the nil uid (which
-// Evaluate reports as not found), anything else must be a uuid.
-func wireUID(s, what string) (uuid.UUID, error) {
-	if s == "" {
-		return uuid.Nil, nil
-	}
-	u, err := uuid.Parse(s)
-	if err != nil {
-		return uuid.Nil, fmt.Errorf("%w: %s %q is not a uuid", ErrInvalid, what, short(s))
-	}
-	return u, nil
-}
+// wireUID parses a uid field of an operation: a uuid other than the nil
+// one (ParseUID). An empty field is refused, naming it, not read as the
+// nil uid: the operation names no object.
+func wireUID(s, what string) (uuid.UUID, error) { return ParseUID(s, what) }
 
 // claimFromWire is a claim's resources as sent, zero amounts included, so
 // that Evaluate judges (and normalizes) them as it does in process. The map

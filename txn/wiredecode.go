@@ -385,7 +385,7 @@ func (in *interned) decodeTaskStatus(t *Task, status []byte) error {
 	}
 	if len(machine) > 0 {
 		if t.State == omegav1.TaskState_TASK_STATE_PENDING {
-			return fmt.Errorf("%w: task %s is PENDING on machine %s", ErrInvalid, t.UID, short(string(machine)))
+			return fmt.Errorf("%w: task %s is PENDING on machine %s", ErrInvalid, t.UID, Quote(string(machine)))
 		}
 		if t.Machine, err = wireUIDBytes(machine, "task machine"); err != nil {
 			return err
