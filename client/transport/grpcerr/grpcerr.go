@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,8 +41,31 @@ var wireErrors = []struct {
 	{omegav1.ErrorCode_ERROR_CODE_UNAVAILABLE, transport.ErrUnavailable, codes.Unavailable},
 }
 
+// MaxMessageBytes bounds a status's message and each message of its
+// ErrorDetail, as Status makes them. gRPC sends them in the trailers, which
+// the peer holds to its header list limit: grpc-go's is 16 MiB, and a
+// single field over it (a status message quoting a multi-megabyte request)
+// ends the whole connection, every stream on it; gRPC's C core (Python)
+// refuses trailers over 8 KiB. The store's errors quote user strings cut
+// (txn.Quote), so they stay far below; this bounds any other.
+const MaxMessageBytes = 1024
+
+// bound cuts msg to MaxMessageBytes at a character's start, its length
+// after the cut.
+func bound(msg string) string {
+	if len(msg) <= MaxMessageBytes {
+		return msg
+	}
+	tail := fmt.Sprintf("… (%d bytes)", len(msg))
+	cut := MaxMessageBytes - len(tail)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + tail
+}
+
 // Status returns the gRPC status for an error the store returned, for a
-// server to send: the typed error in an ErrorDetail (with the index and
+// server to send (its messages bounded: MaxMessageBytes): the typed error in an ErrorDetail (with the index and
 // kind of the operation at fault, if one was), under the gRPC code that
 // fits. Errors that wrap one of unavailable (the server passes the store's
 // ErrFailed and ErrClosed) are transport.ErrUnavailable; a context's errors are
@@ -53,16 +77,17 @@ func Status(err error, unavailable ...error) *status.Status {
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
-		return status.New(codes.Canceled, err.Error())
+		return status.New(codes.Canceled, bound(err.Error()))
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.New(codes.DeadlineExceeded, err.Error())
+		return status.New(codes.DeadlineExceeded, bound(err.Error()))
 	}
-	detail := &omegav1.ErrorDetail{OpIndex: -1, Message: err.Error()}
+	msg := bound(err.Error())
+	detail := &omegav1.ErrorDetail{OpIndex: -1, Message: msg}
 	var oe *txn.OpError
 	if errors.As(err, &oe) {
 		detail.OpIndex, detail.OpKind = int32(oe.Index), int32(oe.Kind)
 		if oe.Err != nil {
-			detail.OpMessage = oe.Err.Error()
+			detail.OpMessage = bound(oe.Err.Error())
 		}
 	}
 	code := codes.Unknown
@@ -80,11 +105,11 @@ func Status(err error, unavailable ...error) *status.Status {
 		}
 	}
 	if detail.Code == 0 {
-		return status.New(codes.Unknown, err.Error())
+		return status.New(codes.Unknown, msg)
 	}
-	st, derr := status.New(code, err.Error()).WithDetails(detail)
+	st, derr := status.New(code, msg).WithDetails(detail)
 	if derr != nil { // only if the detail cannot be marshalled
-		return status.New(code, err.Error())
+		return status.New(code, msg)
 	}
 	return st
 }

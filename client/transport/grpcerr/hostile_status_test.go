@@ -4,10 +4,13 @@ package grpcerr
 // cross: Error reads each as its contract says, without a panic.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -131,4 +134,46 @@ func TestStatusKeepsAWrappedOpError(t *testing.T) {
 		}()
 		Status(&txn.OpError{Index: 1, Kind: txn.OpClaim})
 	}()
+}
+
+// TestStatusBoundsItsMessages: an error of many megabytes (a message that
+// quotes a request whole) becomes a status whose message and detail
+// messages are at most MaxMessageBytes, cut at a character's start with
+// the length after, and still reads back as its sentinel and operation.
+// Unbounded, gRPC sends it as a trailer over grpc-go's 16 MiB header
+// limit, and the client ends the whole connection (COMPRESSION_ERROR).
+func TestStatusBoundsItsMessages(t *testing.T) {
+	huge := strings.Repeat("é", 10<<20) // 20 MiB, two bytes a character
+	for _, err := range []error{
+		fmt.Errorf("%w: job %s", txn.ErrNotFound, huge),
+		fmt.Errorf("commit: %w", &txn.OpError{Index: 3, Kind: txn.OpEvict, Err: fmt.Errorf("%w: %s", txn.ErrInvalid, huge)}),
+		fmt.Errorf("%w: %s", context.Canceled, huge),
+		errors.New(huge),
+	} {
+		st := Status(err)
+		msgs := []string{st.Message()}
+		for _, d := range st.Details() {
+			if e, ok := d.(*omegav1.ErrorDetail); ok {
+				msgs = append(msgs, e.GetMessage(), e.GetOpMessage())
+			}
+		}
+		for _, m := range msgs {
+			if len(m) > MaxMessageBytes || !utf8.ValidString(m) {
+				t.Fatalf("%s: a message of %d bytes (valid UTF-8: %t)", st.Code(), len(m), utf8.ValidString(m))
+			}
+		}
+		if !strings.HasSuffix(st.Message(), fmt.Sprintf("… (%d bytes)", len(err.Error()))) {
+			t.Errorf("%s: the message ends %q, want its length", st.Code(), st.Message()[len(st.Message())-40:])
+		}
+		back := Error(st)
+		for _, s := range []error{txn.ErrNotFound, txn.ErrInvalid} {
+			if errors.Is(err, s) != errors.Is(back, s) {
+				t.Errorf("%s: errors.Is(%v) %t on the far side", st.Code(), s, errors.Is(back, s))
+			}
+		}
+		var oe *txn.OpError
+		if errors.As(err, &oe) && (!errors.As(back, &oe) || oe.Index != 3) {
+			t.Errorf("the operation at fault is lost: %v", oe)
+		}
+	}
 }
