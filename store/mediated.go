@@ -73,7 +73,7 @@ func ParsePolicy(s string) (Policy, error) {
 	case "mediated":
 		return Mediated(), nil
 	}
-	return nil, fmt.Errorf("policy %q: want raw or mediated", s)
+	return nil, fmt.Errorf("policy %s: want raw or mediated", txn.Quote(s))
 }
 
 type mediatedPolicy struct{ fleets []string }
@@ -127,21 +127,21 @@ func (r mediatedRules) Check(o txn.Overlay, _ int, op *txn.Op) *txn.Rejection {
 		comp := o.Txn().Component
 		switch who, _ := r.principal(comp); who {
 		case agent, fleet:
-			return notOwner("%s is an agent: it places no task (task %s)", comp, t.UID)
+			return notOwner("%s is an agent: it places no task (task %s)", txn.Quote(comp), t.UID)
 		case scheduler:
 			j, _, ok := o.Job(t.Job)
 			if !ok {
 				return nil // a task without its job: the evaluation's to refuse
 			}
 			if s := j.Scheduler(); comp != s && !strings.HasPrefix(comp, s+"-") {
-				return notOwner("task %s belongs to job %s, routed to scheduler %q: %s does not own it", t.UID, j.Name(), s, comp)
+				return notOwner("task %s belongs to job %s, routed to scheduler %s: %s does not own it", t.UID, txn.Quote(j.Name()), txn.Quote(s), txn.Quote(comp))
 			}
 		}
 		var over *txn.Rejection
 		o.QuotasOf(comp, func(q *txn.Quota, used txn.Resources) bool {
 			if past, dim := q.Exceeds(used, op.Resources); past {
 				over = &txn.Rejection{Reason: omegav1.RejectReason_REJECT_REASON_QUOTA,
-					Detail: fmt.Sprintf("the claim of task %s would take %s past quota %s of %s: %s", t.UID, comp, q.Name(), q.Scheduler(), dim)}
+					Detail: fmt.Sprintf("the claim of task %s would take %s past quota %s of %s: %s", t.UID, txn.Quote(comp), txn.Quote(q.Name()), txn.Quote(q.Scheduler()), dim)}
 				return false
 			}
 			return true
@@ -157,7 +157,7 @@ func (r mediatedRules) Check(o txn.Overlay, _ int, op *txn.Op) *txn.Rejection {
 		if who, machine := r.principal(o.Txn().Component); who == agent {
 			m, ok := o.Machine(t.Machine)
 			if !t.Placed() || !ok || m.Meta.GetName() != machine {
-				return notOwner("%s reports on task %s, which is not placed on its machine", o.Txn().Component, t.UID)
+				return notOwner("%s reports on task %s, which is not placed on its machine", txn.Quote(o.Txn().Component), t.UID)
 			}
 		}
 		switch op.State {

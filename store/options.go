@@ -44,7 +44,7 @@ func ParseDurability(s string) (Durability, error) {
 	case "none":
 		return DurabilityNone, nil
 	}
-	return 0, fmt.Errorf("durability %q: want sync or none", s)
+	return 0, fmt.Errorf("durability %s: want sync or none", txn.Quote(s))
 }
 
 // Options configures a Store. Start from DefaultOptions.

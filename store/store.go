@@ -224,6 +224,10 @@ func (s *Store) Snapshot() *txn.State {
 // Revision returns the newest durable revision.
 func (s *Store) Revision() uint64 { return s.Snapshot().Revision() }
 
+// Limits returns the bounds the store holds transactions to (its
+// Options.Limits, each zero field at its default).
+func (s *Store) Limits() txn.Limits { return s.opts.Limits }
+
 // Policy returns the store's policy.
 func (s *Store) Policy() Policy { return s.opts.Policy }
 
