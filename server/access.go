@@ -251,7 +251,7 @@ var ErrPermission = errors.New("permission denied")
 func Authorize(id Identity, tx *txn.Txn) error {
 	want := id.Component()
 	if tx.Component != "" && tx.Component != want && (id.Role == RoleScheduler || id.Role == RoleAgent) {
-		return fmt.Errorf("%w: the token is %s's (component %q), the transaction says it is %q", ErrPermission, id, want, tx.Component)
+		return fmt.Errorf("%w: the token is %s's (component %s), the transaction says it is %s", ErrPermission, id, txn.Quote(want), txn.Quote(tx.Component))
 	}
 	tx.Component = want
 	for i := range tx.Ops {

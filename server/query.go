@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -25,8 +26,15 @@ type filter struct {
 func parseFilter(selector, machine, job string) (filter, error) {
 	var f filter
 	var err error
+	if len(selector) > labels.MaxLen {
+		return f, fmt.Errorf("%w: label_selector is %d bytes, over the limit of %d", txn.ErrInvalid, len(selector), labels.MaxLen)
+	}
 	if f.sel, err = labels.Parse(selector); err != nil {
-		return f, fmt.Errorf("%w: %v", txn.ErrInvalid, err)
+		var le *labels.Error
+		if errors.As(err, &le) {
+			return f, fmt.Errorf("%w: label_selector %s: at byte %d: %s", txn.ErrInvalid, txn.Quote(le.Selector), le.Pos, le.Why)
+		}
+		return f, fmt.Errorf("%w: label_selector: %v", txn.ErrInvalid, err)
 	}
 	if machine != "" {
 		if f.machine, err = txn.ParseUID(machine, "machine_uid"); err != nil {
@@ -41,6 +49,22 @@ func parseFilter(selector, machine, job string) (filter, error) {
 	return f, nil
 }
 
+// checkKind refuses a kind ObjectKind does not have (call names the RPC),
+// and UNSPECIFIED unless any is set (a List of every kind).
+func checkKind(call string, kind omegav1.ObjectKind, any bool) error {
+	switch kind {
+	case omegav1.ObjectKind_OBJECT_KIND_MACHINE, omegav1.ObjectKind_OBJECT_KIND_JOB, omegav1.ObjectKind_OBJECT_KIND_TASK,
+		omegav1.ObjectKind_OBJECT_KIND_OFFER, omegav1.ObjectKind_OBJECT_KIND_QUOTA:
+		return nil
+	case omegav1.ObjectKind_OBJECT_KIND_UNSPECIFIED:
+		if any {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: kind is unspecified: want a kind of object", txn.ErrInvalid, call)
+	}
+	return fmt.Errorf("%w: %s: kind %s is not a kind of object", txn.ErrInvalid, call, txn.Quote(kind.String()))
+}
+
 func (f *filter) none() bool { return f.sel.Empty() && f.machine == uuid.Nil && f.job == uuid.Nil }
 
 func (f *filter) task(t *txn.Task) bool {
@@ -53,6 +77,12 @@ func (f *filter) machineOK(m *txn.Machine) bool {
 
 func (f *filter) jobOK(j *txn.Job) bool {
 	return f.machine == uuid.Nil && (f.job == uuid.Nil || j.UID == f.job) && f.sel.Matches(j.Meta.GetLabels())
+}
+
+// cellOK is an offer's or a quota's filter: they belong to no machine and
+// no job.
+func (f *filter) cellOK(meta *omegav1.ObjectMeta) bool {
+	return f.machine == uuid.Nil && f.job == uuid.Nil && f.sel.Matches(meta.GetLabels())
 }
 
 // changes keeps what a watch filter lets through of one revision: the
@@ -85,83 +115,111 @@ func (f *filter) changes(ws *txn.WriteSet) *txn.WriteSet {
 	return out
 }
 
-// Get returns one object by uid or by name.
+// Get returns one object by uid or by name. It refuses a kind ObjectKind
+// does not have, a uid that is not a uuid, and a name longer than any
+// object holds (the store's MaxStringBytes), quoting them cut (txn.Quote).
 func (s *Service) Get(_ context.Context, req *cellgrpc.GetRequest) (*cellgrpc.GetResponse, error) {
-	st := s.st.Snapshot()
-	resp := &cellgrpc.GetResponse{Revision: st.Revision()}
-	if (req.GetUid() == "") == (req.GetName() == "") {
+	kind, name := req.GetKind(), req.GetName()
+	if err := checkKind("get", kind, false); err != nil {
+		return nil, status(err)
+	}
+	if (req.GetUid() == "") == (name == "") {
 		return nil, status(fmt.Errorf("%w: get: give a uid or a name, not both or neither", txn.ErrInvalid))
 	}
-	var found []string
-	set := func(uid uuid.UUID, name string, put func()) {
-		if req.GetUid() != "" || name == req.GetName() {
-			found = append(found, uid.String())
-			put()
-		}
+	if max := s.st.Limits().MaxStringBytes; len(name) > max {
+		return nil, status(fmt.Errorf("%w: get: name is %d bytes, over the limit of %d (MaxStringBytes): no object has it", txn.ErrInvalid, len(name), max))
 	}
 	var uid uuid.UUID
 	if req.GetUid() != "" {
 		var err error
 		if uid, err = txn.ParseUID(req.GetUid(), "uid"); err != nil {
-			return nil, status(err)
+			return nil, status(fmt.Errorf("get: %w", err))
 		}
 	}
-	switch req.GetKind() {
+	st := s.st.Snapshot()
+	resp := &cellgrpc.GetResponse{Revision: st.Revision()}
+	var found []string
+	// see offers one object: by uid, the one with it; by name, each.
+	see := func(u uuid.UUID, n string, put func()) bool {
+		if uid != uuid.Nil || n == name {
+			found = append(found, u.String())
+			put()
+		}
+		return true
+	}
+	switch kind {
 	case omegav1.ObjectKind_OBJECT_KIND_TASK:
-		if uid != uuid.Nil {
-			if t, ok := st.Task(uid); ok {
-				set(t.UID, t.Name(), func() { resp.Object = &cellgrpc.GetResponse_Task{Task: t.Proto()} })
-			}
-		} else {
-			st.RangeTasks(func(t *txn.Task) bool {
-				set(t.UID, t.Name(), func() { resp.Object = &cellgrpc.GetResponse_Task{Task: t.Proto()} })
-				return true
-			})
+		put := func(t *txn.Task) bool {
+			return see(t.UID, t.Name(), func() { resp.Object = &cellgrpc.GetResponse_Task{Task: t.Proto()} })
+		}
+		if uid == uuid.Nil {
+			st.RangeTasks(put)
+		} else if t, ok := st.Task(uid); ok {
+			put(t)
 		}
 	case omegav1.ObjectKind_OBJECT_KIND_JOB:
-		if uid != uuid.Nil {
-			if j, ok := st.Job(uid); ok {
-				set(j.UID, j.Name(), func() { resp.Object = &cellgrpc.GetResponse_Job{Job: j.Proto()} })
-			}
-		} else {
-			st.RangeJobs(func(j *txn.Job) bool {
-				set(j.UID, j.Name(), func() { resp.Object = &cellgrpc.GetResponse_Job{Job: j.Proto()} })
-				return true
-			})
+		put := func(j *txn.Job) bool {
+			return see(j.UID, j.Name(), func() { resp.Object = &cellgrpc.GetResponse_Job{Job: j.Proto()} })
+		}
+		if uid == uuid.Nil {
+			st.RangeJobs(put)
+		} else if j, ok := st.Job(uid); ok {
+			put(j)
 		}
 	case omegav1.ObjectKind_OBJECT_KIND_MACHINE:
-		if uid != uuid.Nil {
-			if m, ok := st.Machine(uid); ok {
-				set(m.UID, m.Name(), func() { resp.Object = &cellgrpc.GetResponse_Machine{Machine: m.Proto()} })
-			}
-		} else {
-			st.RangeMachines(func(m *txn.Machine) bool {
-				set(m.UID, m.Name(), func() { resp.Object = &cellgrpc.GetResponse_Machine{Machine: m.Proto()} })
-				return true
-			})
+		put := func(m *txn.Machine) bool {
+			return see(m.UID, m.Name(), func() { resp.Object = &cellgrpc.GetResponse_Machine{Machine: m.Proto()} })
 		}
-	default:
-		return nil, status(fmt.Errorf("%w: get: kind %s", txn.ErrInvalid, req.GetKind()))
+		if uid == uuid.Nil {
+			st.RangeMachines(put)
+		} else if m, ok := st.Machine(uid); ok {
+			put(m)
+		}
+	case omegav1.ObjectKind_OBJECT_KIND_OFFER:
+		st.RangeOffers(func(o *txn.Offer) bool {
+			if uid != uuid.Nil && o.UID != uid {
+				return true
+			}
+			return see(o.UID, o.Name(), func() { resp.Object = &cellgrpc.GetResponse_Offer{Offer: o.Proto()} })
+		})
+	case omegav1.ObjectKind_OBJECT_KIND_QUOTA:
+		st.RangeQuotas(func(q *txn.Quota) bool {
+			if uid != uuid.Nil && q.UID != uid {
+				return true
+			}
+			return see(q.UID, q.Name(), func() { resp.Object = &cellgrpc.GetResponse_Quota{Quota: q.Proto()} })
+		})
 	}
 	switch len(found) {
 	case 0:
-		return nil, status(fmt.Errorf("%w: no %s %s", txn.ErrNotFound, req.GetKind(), req.GetUid()+req.GetName()))
+		if uid != uuid.Nil {
+			return nil, status(fmt.Errorf("%w: no %s %s", txn.ErrNotFound, kind, uid))
+		}
+		return nil, status(fmt.Errorf("%w: no %s named %s", txn.ErrNotFound, kind, txn.Quote(name)))
 	case 1:
 		return resp, nil
 	}
-	return nil, status(fmt.Errorf("%w: %d %ss are named %q: %s", txn.ErrInvalid, len(found), req.GetKind(), req.GetName(), strings.Join(found, ", ")))
+	more := ""
+	if len(found) > 8 {
+		found, more = found[:8], fmt.Sprintf(" and %d more", len(found)-8)
+	}
+	return nil, status(fmt.Errorf("%w: %d %ss are named %s: %s%s", txn.ErrInvalid, len(found), kind, txn.Quote(name), strings.Join(found, ", "), more))
 }
 
 // List streams the matching objects of one revision in chunks of about
-// ChunkBytes each (machines, then jobs, then tasks, each whole; the last
-// chunk says so), as they are in the state: a listed machine's allocation
-// is the store's, whatever tasks the filter left out.
+// ChunkBytes each (machines, then jobs, tasks, offers and quotas, each
+// whole; the last chunk says so), as they are in the state: a listed
+// machine's allocation is the store's, whatever tasks the filter left out.
+// A kind ObjectKind does not have is refused, as Get refuses it.
 func (s *Service) List(req *cellgrpc.ListRequest, stream grpc.ServerStreamingServer[omegav1.SnapshotChunk]) error {
-	f, err := parseFilter(req.GetLabelSelector(), req.GetMachineUid(), req.GetJobUid())
-	if err != nil {
+	kind := req.GetKind()
+	if err := checkKind("list", kind, true); err != nil {
 		return status(err)
 	}
-	kind := req.GetKind()
+	f, err := parseFilter(req.GetLabelSelector(), req.GetMachineUid(), req.GetJobUid())
+	if err != nil {
+		return status(fmt.Errorf("list: %w", err))
+	}
 	all := kind == omegav1.ObjectKind_OBJECT_KIND_UNSPECIFIED
 	st := s.st.Snapshot()
 	max := s.ChunkBytes
@@ -222,6 +280,32 @@ func (s *Service) List(req *cellgrpc.ListRequest, stream grpc.ServerStreamingSer
 				return false
 			}
 			chunk.Tasks = append(chunk.Tasks, p)
+			return true
+		})
+	}
+	if serr == nil && (all || kind == omegav1.ObjectKind_OBJECT_KIND_OFFER) {
+		st.RangeOffers(func(o *txn.Offer) bool {
+			if !f.cellOK(o.Meta) {
+				return true
+			}
+			p := o.Proto()
+			if !room(p) {
+				return false
+			}
+			chunk.Offers = append(chunk.Offers, p)
+			return true
+		})
+	}
+	if serr == nil && (all || kind == omegav1.ObjectKind_OBJECT_KIND_QUOTA) {
+		st.RangeQuotas(func(q *txn.Quota) bool {
+			if !f.cellOK(q.Meta) {
+				return true
+			}
+			p := q.Proto()
+			if !room(p) {
+				return false
+			}
+			chunk.Quotas = append(chunk.Quotas, p)
 			return true
 		})
 	}

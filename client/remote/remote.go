@@ -429,6 +429,8 @@ type Listing struct {
 	Machines []*omegav1.Machine
 	Jobs     []*omegav1.Job
 	Tasks    []*omegav1.Task
+	Offers   []*omegav1.Offer
+	Quotas   []*omegav1.Quota
 }
 
 // List returns the objects the request selects.
@@ -449,6 +451,8 @@ func (t *Transport) List(ctx context.Context, req *cellgrpc.ListRequest) (*Listi
 		l.Machines = append(l.Machines, c.GetMachines()...)
 		l.Jobs = append(l.Jobs, c.GetJobs()...)
 		l.Tasks = append(l.Tasks, c.GetTasks()...)
+		l.Offers = append(l.Offers, c.GetOffers()...)
+		l.Quotas = append(l.Quotas, c.GetQuotas()...)
 		if c.GetLast() {
 			return &l, nil
 		}

@@ -203,6 +203,8 @@ type GetResponse struct {
 	//	*GetResponse_Task
 	//	*GetResponse_Job
 	//	*GetResponse_Machine
+	//	*GetResponse_Offer
+	//	*GetResponse_Quota
 	Object        isGetResponse_Object `protobuf_oneof:"object"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -279,6 +281,24 @@ func (x *GetResponse) GetMachine() *v1.Machine {
 	return nil
 }
 
+func (x *GetResponse) GetOffer() *v1.Offer {
+	if x != nil {
+		if x, ok := x.Object.(*GetResponse_Offer); ok {
+			return x.Offer
+		}
+	}
+	return nil
+}
+
+func (x *GetResponse) GetQuota() *v1.Quota {
+	if x != nil {
+		if x, ok := x.Object.(*GetResponse_Quota); ok {
+			return x.Quota
+		}
+	}
+	return nil
+}
+
 type isGetResponse_Object interface {
 	isGetResponse_Object()
 }
@@ -295,11 +315,23 @@ type GetResponse_Machine struct {
 	Machine *v1.Machine `protobuf:"bytes,4,opt,name=machine,proto3,oneof"`
 }
 
+type GetResponse_Offer struct {
+	Offer *v1.Offer `protobuf:"bytes,5,opt,name=offer,proto3,oneof"`
+}
+
+type GetResponse_Quota struct {
+	Quota *v1.Quota `protobuf:"bytes,6,opt,name=quota,proto3,oneof"`
+}
+
 func (*GetResponse_Task) isGetResponse_Object() {}
 
 func (*GetResponse_Job) isGetResponse_Object() {}
 
 func (*GetResponse_Machine) isGetResponse_Object() {}
+
+func (*GetResponse_Offer) isGetResponse_Object() {}
+
+func (*GetResponse_Quota) isGetResponse_Object() {}
 
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -386,12 +418,14 @@ const file_omega_v1_service_proto_rawDesc = "" +
 	"GetRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xab\x01\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xfd\x01\n" +
 	"\vGetResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12$\n" +
 	"\x04task\x18\x02 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x03 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
-	"\amachine\x18\x04 \x01(\v2\x11.omega.v1.MachineH\x00R\amachineB\b\n" +
+	"\amachine\x18\x04 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12'\n" +
+	"\x05offer\x18\x05 \x01(\v2\x0f.omega.v1.OfferH\x00R\x05offer\x12'\n" +
+	"\x05quota\x18\x06 \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quotaB\b\n" +
 	"\x06object\"\x98\x01\n" +
 	"\vListRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12%\n" +
@@ -429,32 +463,36 @@ var file_omega_v1_service_proto_goTypes = []any{
 	(*v1.Task)(nil),              // 6: omega.v1.Task
 	(*v1.Job)(nil),               // 7: omega.v1.Job
 	(*v1.Machine)(nil),           // 8: omega.v1.Machine
-	(*v1.Transaction)(nil),       // 9: omega.v1.Transaction
-	(*v1.TransactionResult)(nil), // 10: omega.v1.TransactionResult
-	(*v1.SnapshotChunk)(nil),     // 11: omega.v1.SnapshotChunk
-	(*v1.RevisionChanges)(nil),   // 12: omega.v1.RevisionChanges
+	(*v1.Offer)(nil),             // 9: omega.v1.Offer
+	(*v1.Quota)(nil),             // 10: omega.v1.Quota
+	(*v1.Transaction)(nil),       // 11: omega.v1.Transaction
+	(*v1.TransactionResult)(nil), // 12: omega.v1.TransactionResult
+	(*v1.SnapshotChunk)(nil),     // 13: omega.v1.SnapshotChunk
+	(*v1.RevisionChanges)(nil),   // 14: omega.v1.RevisionChanges
 }
 var file_omega_v1_service_proto_depIdxs = []int32{
 	5,  // 0: omega.v1.GetRequest.kind:type_name -> omega.v1.ObjectKind
 	6,  // 1: omega.v1.GetResponse.task:type_name -> omega.v1.Task
 	7,  // 2: omega.v1.GetResponse.job:type_name -> omega.v1.Job
 	8,  // 3: omega.v1.GetResponse.machine:type_name -> omega.v1.Machine
-	5,  // 4: omega.v1.ListRequest.kind:type_name -> omega.v1.ObjectKind
-	9,  // 5: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
-	0,  // 6: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
-	1,  // 7: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
-	2,  // 8: omega.v1.Cell.Get:input_type -> omega.v1.GetRequest
-	4,  // 9: omega.v1.Cell.List:input_type -> omega.v1.ListRequest
-	10, // 10: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
-	11, // 11: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
-	12, // 12: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
-	3,  // 13: omega.v1.Cell.Get:output_type -> omega.v1.GetResponse
-	11, // 14: omega.v1.Cell.List:output_type -> omega.v1.SnapshotChunk
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	9,  // 4: omega.v1.GetResponse.offer:type_name -> omega.v1.Offer
+	10, // 5: omega.v1.GetResponse.quota:type_name -> omega.v1.Quota
+	5,  // 6: omega.v1.ListRequest.kind:type_name -> omega.v1.ObjectKind
+	11, // 7: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
+	0,  // 8: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
+	1,  // 9: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
+	2,  // 10: omega.v1.Cell.Get:input_type -> omega.v1.GetRequest
+	4,  // 11: omega.v1.Cell.List:input_type -> omega.v1.ListRequest
+	12, // 12: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
+	13, // 13: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
+	14, // 14: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
+	3,  // 15: omega.v1.Cell.Get:output_type -> omega.v1.GetResponse
+	13, // 16: omega.v1.Cell.List:output_type -> omega.v1.SnapshotChunk
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_service_proto_init() }
@@ -466,6 +504,8 @@ func file_omega_v1_service_proto_init() {
 		(*GetResponse_Task)(nil),
 		(*GetResponse_Job)(nil),
 		(*GetResponse_Machine)(nil),
+		(*GetResponse_Offer)(nil),
+		(*GetResponse_Quota)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
