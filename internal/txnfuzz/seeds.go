@@ -76,6 +76,9 @@ func SeedPrograms() []SeedProgram {
 		// conflict) and from a current one (in use).
 		{"delete of a machine from a stale view", "conflict", new(Seed).B(ActTxn, ViewZero, 0, 0).Str("").B(IntZero, 1, OpDelete, 2, 0, 0)},
 		{"delete of a machine in use", "in use", head("").B(1, OpDelete, 2, 0, 0)},
+		// An operation naming its task by the nil uid (on the wire, an
+		// empty task_uid): refused naming the field, not judged "not found".
+		{"an eviction of the nil uid", "evict task_uid is the nil uuid", head("").B(1, OpEvict, 250, 0, 1).Str("x")},
 		// Strings at and over the limit; more operations than allowed.
 		{"strings at the limit", "", new(Seed).B(ActTxn, ViewHead, 0, 0, StrMax, IntZero, 1, OpSetStatus, 1, SetSucceeded, 0, StrMax)},
 		{"component over the limit", "component is 65 bytes", new(Seed).B(ActTxn, ViewHead, 0, 0, StrOver, IntZero, 1, OpSetStatus, 1, SetSucceeded, 0, StrCutRune)},
