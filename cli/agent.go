@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/omega-cell/omega/agents/live"
 	"github.com/omega-cell/omega/agents/process"
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/objfile"
@@ -135,6 +138,23 @@ func agentConfig(f agentFlags, tr *remote.Transport) (live.Config, error) {
 	cfg.LogsAddr, cfg.LogsTokensFile = f.http, f.logsTokenFile
 	cfg.Logger = slog.Default()
 	cfg.Transport = func(machine uuid.UUID) client.Transport { return tr.ForMachine(machine) }
+	cfg.MachinesNamed = func(ctx context.Context, name string) ([]uuid.UUID, error) {
+		l, err := tr.List(ctx, &cellgrpc.ListRequest{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE})
+		if err != nil {
+			return nil, err
+		}
+		var uids []uuid.UUID
+		for _, m := range l.Machines {
+			if m.GetMeta().GetName() == name {
+				u, err := uuid.Parse(m.GetMeta().GetUid())
+				if err != nil {
+					return nil, err
+				}
+				uids = append(uids, u)
+			}
+		}
+		return uids, nil
+	}
 	gc, err := f.gossipOpts.config()
 	if err != nil {
 		return cfg, err

@@ -34,7 +34,7 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
 	root.PersistentFlags().StringVar(&memProfile, "memprofile", "", "write an allocation profile (pprof) to this file at exit")
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logging on stderr")
-	root.AddCommand(newDemoCmd(), newSimCmd(), newBenchCmd(), newReplayCmd(), newServerCmd(), newSchedulerCmd(), newSubmitCmd(), newGetCmd(), newAgentCmd(), newTaskShimCmd(), newKillCmd(), newWatchCmd(), newSnapshotCmd(), newDescribeCmd(), newLogsCmd(), newAuditCmd(), newConfigCmd(), newVersionCmd())
+	root.AddCommand(newDemoCmd(), newSimCmd(), newBenchCmd(), newReplayCmd(), newServerCmd(), newSchedulerCmd(), newSubmitCmd(), newGetCmd(), newAgentCmd(), newTaskShimCmd(), newKillCmd(), newWatchCmd(), newSnapshotCmd(), newDescribeCmd(), newLogsCmd(), newAuditCmd(), newConfigCmd(), newVersionCmd(), newMachineCmd())
 	return root
 }
 

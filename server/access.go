@@ -255,15 +255,18 @@ func Authorize(id Identity, tx *txn.Txn) error {
 	}
 	tx.Component = want
 	for i := range tx.Ops {
-		if err := allowed(id.Role, &tx.Ops[i]); err != nil {
+		if err := allowed(id, &tx.Ops[i]); err != nil {
 			return fmt.Errorf("%w: op %d (%s): %s may not %s", ErrPermission, i, tx.Ops[i].Kind, id, err)
 		}
 	}
 	return nil
 }
 
-// allowed says whether role may commit op; the error says what it may not.
-func allowed(role Role, op *txn.Op) error {
+// allowed says whether id may commit op; the error says what it may not.
+// An agent's token binds it to its machine: it writes only the machine of
+// its own name.
+func allowed(id Identity, op *txn.Op) error {
+	role := id.Role
 	if role == RoleAdmin {
 		return nil
 	}
@@ -289,8 +292,10 @@ func allowed(role Role, op *txn.Op) error {
 		switch {
 		case role == RoleSubmitter && (k == "job" || k == "task"),
 			role == RoleScheduler && (k == "task" && op.Kind == txn.OpCreate || k == "job" && op.Kind == txn.OpPut),
-			role == RoleAgent && k == "machine":
+			role == RoleAgent && k == "machine" && op.NewMachine.GetMeta().GetName() == id.Name:
 			return nil
+		case role == RoleAgent && k == "machine":
+			return deny(op.Kind.String() + " machine " + txn.Quote(op.NewMachine.GetMeta().GetName()) + " (an agent's token is for its machine, " + txn.Quote(id.Name) + ")")
 		}
 		return deny(op.Kind.String() + " a " + k)
 	case txn.OpClaim, txn.OpEvict:

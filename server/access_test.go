@@ -54,9 +54,9 @@ func TestAuthorize(t *testing.T) {
 	ops := map[string]txn.Op{
 		"create job":     txn.CreateJob(job),
 		"create task":    txn.CreateTask(&omegav1.Task{}),
-		"create machine": txn.CreateMachine(&omegav1.Machine{}),
+		"create machine": txn.CreateMachine(&omegav1.Machine{Meta: &omegav1.ObjectMeta{Name: "x1"}}),
 		"put job":        txn.PutJob(job, 0),
-		"put machine":    txn.PutMachine(&omegav1.Machine{}, 0),
+		"put machine":    txn.PutMachine(&omegav1.Machine{Meta: &omegav1.ObjectMeta{Name: "x1"}}, 0),
 		"claim":          txn.Claim(u, u, txn.Resources{CPU: 1}, 1),
 		"evict":          txn.Evict(u, 1, 5, "x"),
 		"running":        txn.SetStatus(u, omegav1.TaskState_TASK_STATE_RUNNING, 1, ""),
@@ -108,5 +108,16 @@ func TestAuthorize(t *testing.T) {
 	}
 	if c := (server.Identity{Role: server.RoleAgent, Name: "a1"}).Component(); c != "agent/a1" {
 		t.Fatalf("agent component %q", c)
+	}
+	// An agent's token is for its own machine: it may not register or
+	// change a machine of another name (a ghost under its token).
+	for _, op := range []txn.Op{
+		txn.CreateMachine(&omegav1.Machine{Meta: &omegav1.ObjectMeta{Name: "m2"}}),
+		txn.PutMachine(&omegav1.Machine{Meta: &omegav1.ObjectMeta{Name: "m2"}}, 3),
+	} {
+		err := server.Authorize(server.Identity{Role: server.RoleAgent, Name: "m1"}, &txn.Txn{Ops: []txn.Op{op}})
+		if err == nil || !errors.Is(err, server.ErrPermission) || !strings.Contains(err.Error(), `machine "m2" (an agent's token is for its machine, "m1")`) {
+			t.Errorf("agent m1 writing machine m2 (%s): %v", op.Kind, err)
+		}
 	}
 }

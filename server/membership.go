@@ -235,7 +235,7 @@ func (m *Membership) down(u uuid.UUID, why string) {
 	})
 }
 
-// up puts a machine DOWN back UP, and makes its agent address the
+// up puts a machine DOWN back UP (DRAINING if an operator cordoned it), and makes its agent address the
 // node's (an agent restarted on another port, say); a machine UP or
 // DRAINING keeps its state.
 func (m *Membership) up(u uuid.UUID, name, addr string) {
@@ -246,7 +246,7 @@ func (m *Membership) up(u uuid.UUID, name, addr string) {
 		}
 		p := mc.Proto()
 		if mc.State == omegav1.MachineState_MACHINE_STATE_DOWN {
-			p.Status.State = omegav1.MachineState_MACHINE_STATE_UP
+			p.Status.State = mc.UpState() // DRAINING if cordoned
 		}
 		p.Status.AgentAddress = addr
 		return []txn.Op{txn.PutMachine(p, mc.Version)}

@@ -25,6 +25,24 @@ func (m *Machine) FailureDomain() string { return m.Spec.GetFailureDomain() }
 // Attributes are the machine's attributes, for constraints.
 func (m *Machine) Attributes() map[string]string { return m.Spec.GetAttributes() }
 
+// CordonAnnotation marks a machine an operator cordoned (`omega machine
+// cordon`): it is DRAINING, no claim lands on it, and whoever brings it back
+// from DOWN (its agent, the server's membership) makes it DRAINING, not UP,
+// until it is uncordoned.
+const CordonAnnotation = "omega.io/cordoned"
+
+// Cordoned reports whether an operator cordoned the machine.
+func (m *Machine) Cordoned() bool { _, ok := m.Meta.GetAnnotations()[CordonAnnotation]; return ok }
+
+// UpState is the state a machine coming back from DOWN takes: UP, or
+// DRAINING when it is cordoned.
+func (m *Machine) UpState() omegav1.MachineState {
+	if m.Cordoned() {
+		return omegav1.MachineState_MACHINE_STATE_DRAINING
+	}
+	return omegav1.MachineState_MACHINE_STATE_UP
+}
+
 // Name is the task's name.
 func (t *Task) Name() string {
 	if t.name != "" {

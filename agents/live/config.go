@@ -1,6 +1,7 @@
 package live
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,12 @@ type Config struct {
 	// ForMachine), so the agent's copy and traffic do not grow with the
 	// cell. Required; the caller closes what it dialled after Run returns.
 	Transport func(machine uuid.UUID) client.Transport
+	// MachinesNamed, if set, returns the uids of the machines of the whole
+	// cell that carry a name (the machine's own client sees only its
+	// machine): an agent whose --name another machine carries is refused
+	// before it registers a second machine of that name. nil: not checked
+	// (an in-process agent of a test).
+	MachinesNamed func(ctx context.Context, name string) ([]uuid.UUID, error)
 	// Gossip is the address this agent's gossip member binds. Default
 	// 127.0.0.1:0: with port 0, the port chosen the first time is kept in
 	// Data (gossip.addr) and bound again after a restart, since a member

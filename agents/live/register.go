@@ -30,24 +30,32 @@ type Machine struct {
 	LogsURL string
 }
 
-// Register makes the agent's machine UP in the cell, in one transaction
-// through c's optimistic loop (it blocks while the loop retries): it
-// creates the machine the first time, puts its state, agent address and
-// logs annotation when one of them differs, and commits nothing when the
-// cell already says all three. An error leaves the cell as it was, and
-// names the machine.
+// Register makes the agent's machine UP in the cell (DRAINING, if an
+// operator cordoned it), in one transaction through c's optimistic loop
+// (it blocks while the loop retries): it creates the machine the first
+// time, puts its state, agent address and logs annotation when one of
+// them differs, and commits nothing when the cell already says all three.
+// The machine's identity is checked in the same view (CheckIdentity). An
+// error leaves the cell as it was, and names the machine.
 func Register(ctx context.Context, c *client.Client, m Machine) error {
 	if m.UID == uuid.Nil || m.Name == "" {
 		return errors.New("register machine: uid and name are required")
 	}
 	if _, err := c.Transact(ctx, func(v client.View) (*txn.Txn, error) {
 		tx := c.NewTxn(v)
+		if err := CheckIdentity(v.State, m.UID, m.Name, ""); err != nil {
+			return nil, err
+		}
 		if cur, ok := v.Machine(m.UID); ok {
 			p := cur.Proto()
-			if cur.State == omegav1.MachineState_MACHINE_STATE_UP && cur.Agent == m.Agent && p.GetMeta().GetAnnotations()[process.LogsAnnotation] == m.LogsURL {
+			state := cur.State
+			if state == omegav1.MachineState_MACHINE_STATE_DOWN {
+				state = cur.UpState() // a cordoned machine comes back DRAINING
+			}
+			if state == cur.State && cur.Agent == m.Agent && p.GetMeta().GetAnnotations()[process.LogsAnnotation] == m.LogsURL {
 				return nil, nil
 			}
-			p.Status.State, p.Status.AgentAddress = omegav1.MachineState_MACHINE_STATE_UP, m.Agent
+			p.Status.State, p.Status.AgentAddress = state, m.Agent
 			p.Meta = WithLogsAnnotation(p.Meta, m.LogsURL)
 			tx.Ops = []txn.Op{txn.PutMachine(p, cur.Version)}
 			return tx, nil
@@ -60,6 +68,55 @@ func Register(ctx context.Context, c *client.Client, m Machine) error {
 		return tx, nil
 	}); err != nil {
 		return fmt.Errorf("register machine %s: %w", quote(m.Name), err)
+	}
+	return nil
+}
+
+// ErrIdentity is what CheckIdentity's refusals wrap: the agent's name,
+// its data directory's machine uid and the cell disagree.
+var ErrIdentity = errors.New("machine identity")
+
+// CheckIdentity holds an agent's name (--name) and its data directory's
+// machine uid to the cell in s: the machine of that uid must carry that
+// name, and no other machine s holds that name (an agent's own client sees
+// only its machine: Config.MachinesNamed asks the whole cell) (one machine, one name: an agent
+// started with a running agent's --name but a directory of its own, or a
+// machine's directory under another name, would otherwise make a second
+// machine, a ghost). With agent (the address this agent will gossip at;
+// "" skips it), the machine must not be held by another live agent: UP or
+// DRAINING with another agent address (a copy of the directory on another
+// host). A machine DOWN — its agent dead, as the cell's membership saw —
+// may be taken over. The errors name the conflict and what to do.
+func CheckIdentity(s *txn.State, uid uuid.UUID, name, agent string) error {
+	if cur, ok := s.Machine(uid); ok {
+		if cur.Name() != name {
+			return fmt.Errorf("%w: the data directory is machine %s's, which the cell knows as %s, not --name %s: give --name %s, or another --data for a new machine",
+				ErrIdentity, uid, quote(cur.Name()), quote(name), quote(cur.Name()))
+		}
+		if agent != "" && cur.State != omegav1.MachineState_MACHINE_STATE_DOWN && cur.Agent != "" && cur.Agent != agent {
+			return fmt.Errorf("%w: machine %s (%s) is %s with its agent at %s: another agent runs it (a copy of its data directory?); if that agent is gone, the cell marks the machine DOWN within seconds and this one may start then",
+				ErrIdentity, quote(name), uid, cur.State, cur.Agent)
+		}
+		return nil
+	}
+	var named []uuid.UUID
+	s.RangeMachines(func(m *txn.Machine) bool {
+		if m.Name() == name {
+			named = append(named, m.UID)
+		}
+		return true
+	})
+	return checkName(name, uid, named)
+}
+
+// checkName refuses an agent whose name machines other than its own
+// (uid) carry.
+func checkName(name string, uid uuid.UUID, named []uuid.UUID) error {
+	for _, other := range named {
+		if other != uid {
+			return fmt.Errorf("%w: the cell has machine %s as %s, and this data directory is %s's: another agent's --name? A machine's --name and --data go together; to replace the machine, omega machine delete %s first",
+				ErrIdentity, quote(name), other, uid, quote(name))
+		}
 	}
 	return nil
 }

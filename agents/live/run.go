@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,6 +47,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg = cfg.withDefaults()
 	logger := cfg.Logger.With("machine", cfg.Name)
+	unlock, err := lockData(cfg.Data)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	uid, err := machineUID(cfg.Data)
 	if err != nil {
 		return fmt.Errorf("agent directory: %w", err)
@@ -71,7 +77,22 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	addrFile := filepath.Join(cfg.Data, "gossip.addr")
-	ml, err := joinGossip(cfg, uid, gossipBind(addrFile, cfg.Gossip), logger)
+	bind := gossipBind(addrFile, cfg.Gossip)
+	// Before joining the membership (a member under a live agent's name
+	// would confuse it): the name, the directory's uid and the cell agree.
+	if err := CheckIdentity(c.View().State, uid, cfg.Name, bind); err != nil {
+		return err
+	}
+	if cfg.MachinesNamed != nil {
+		named, err := cfg.MachinesNamed(ctx, cfg.Name)
+		if err != nil {
+			return fmt.Errorf("machine identity: the machines named %s: %w", quote(cfg.Name), err)
+		}
+		if err := checkName(cfg.Name, uid, named); err != nil {
+			return err
+		}
+	}
+	ml, err := joinGossip(cfg, uid, bind, logger)
 	if err != nil {
 		return err
 	}
@@ -194,6 +215,33 @@ func probe(ctx context.Context, exec prober, p Probe, answers chan<- ProbeAnswer
 	case answers <- ProbeAnswer{Task: p.Task, Probe: p.Probe, Err: err, At: time.Now().UnixNano()}:
 	case <-ctx.Done():
 	}
+}
+
+// lockData takes the agent's lock on its data directory (agent.lock, an
+// exclusive flock held while the agent runs, with its pid in it): a second
+// agent on the same directory is refused, naming the one that holds it.
+// The kernel lets the lock go when the process dies, however it dies.
+func lockData(dir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent directory: %w", err)
+	}
+	p := filepath.Join(dir, "agent.lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("agent directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(p)
+		f.Close()
+		holder := strings.TrimSpace(string(b))
+		if holder == "" {
+			holder = "unknown"
+		}
+		return nil, fmt.Errorf("%w: the data directory %s is in use by another agent (pid %s): one agent a directory", ErrIdentity, dir, holder)
+	}
+	f.Truncate(0)
+	fmt.Fprintf(f, "%d\n", os.Getpid())
+	return func() { f.Close() }, nil
 }
 
 // machineUID reads the machine's uid from dir, or makes and keeps one.
