@@ -227,11 +227,14 @@ func (d *metaOf) MergeRemoteState([]byte, bool)   {}
 // Over real gossip: an agent that joins where its machine records another
 // address (it restarted on another port) moves the machine's address to
 // its own, though the machine is UP; a node whose metadata changes (an
-// update, not a join) brings the machine it names now UP at its address.
+// update, not a join) brings the machine it names now UP at its address
+// (DRAINING, if an operator cordoned it).
 func TestMembershipJoinAndUpdateMoveTheAgentAddress(t *testing.T) {
 	st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
-	a, b := testkit.UID('m', 1, 0), testkit.UID('m', 2, 0)
-	putMachines(t, st, machineAt(a, omegav1.MachineState_MACHINE_STATE_UP, "127.0.0.1:1"), machineAt(b, omegav1.MachineState_MACHINE_STATE_DOWN, ""))
+	a, b, c := testkit.UID('m', 1, 0), testkit.UID('m', 2, 0), testkit.UID('m', 3, 0)
+	cordoned := machineAt(c, omegav1.MachineState_MACHINE_STATE_DOWN, "")
+	cordoned.Meta.Annotations = map[string]string{txn.CordonAnnotation: "true"}
+	putMachines(t, st, machineAt(a, omegav1.MachineState_MACHINE_STATE_UP, "127.0.0.1:1"), machineAt(b, omegav1.MachineState_MACHINE_STATE_DOWN, ""), cordoned)
 	m, err := StartMembership(st, "127.0.0.1:0", time.Hour, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -260,6 +263,13 @@ func TestMembershipJoinAndUpdateMoveTheAgentAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMachines(t, st, 30*time.Second, map[uuid.UUID]string{b: "MACHINE_STATE_UP " + here})
+
+	// A cordoned machine comes back DRAINING: the operator's cordon holds.
+	meta.set(c)
+	if err := agent.UpdateNode(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitMachines(t, st, 30*time.Second, map[uuid.UUID]string{c: "MACHINE_STATE_DRAINING " + here})
 }
 
 // On the in-memory network, the follower reads every member by the

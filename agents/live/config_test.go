@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/omega-cell/omega/agents/process"
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/txn"
 )
 
 // Validate names the field that cannot run; DefaultConfig with the
@@ -82,6 +84,27 @@ func TestRegister(t *testing.T) {
 	}
 	if err := Register(ctx, h.c, Machine{Name: "x"}); err == nil {
 		t.Fatal("a machine without a uid registered")
+	}
+	// The machine's directory under another name is refused, and the cell
+	// is as it was.
+	rev = h.st.Revision()
+	if err := Register(ctx, h.c, Machine{UID: h.machine, Name: "other", Agent: m.Agent}); !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), `which the cell knows as "agent", not --name "other"`) {
+		t.Fatalf("another name: %v", err)
+	}
+	if h.st.Revision() != rev {
+		t.Fatal("a refused registration committed")
+	}
+	// A cordoned machine that went DOWN comes back DRAINING, not UP.
+	cur, _ := h.st.Snapshot().Machine(h.machine)
+	p = cur.Proto()
+	p.Meta.Annotations[txn.CordonAnnotation] = "true"
+	p.Status.State = omegav1.MachineState_MACHINE_STATE_DOWN
+	h.commit(txn.PutMachine(p, cur.Version))
+	if err := Register(ctx, h.c, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := h.st.Snapshot().Machine(h.machine); got.State != omegav1.MachineState_MACHINE_STATE_DRAINING || !got.Cordoned() {
+		t.Fatalf("a cordoned machine registered again: %v %v", got.State, got.Cordoned())
 	}
 }
 
