@@ -80,8 +80,12 @@ func (j *Job) Scheduler() string { return j.Spec.GetScheduler() }
 func (j *Job) Priority() int32 { return j.Spec.GetPriority() }
 
 // Replicas is how many tasks the job asks for (a mapreduce job: the
-// workers it requests).
-func (j *Job) Replicas() int32 { return j.Spec.GetReplicas() }
+// workers it requests), at least one: a spec's 0 is protobuf's unset
+// field, which the store takes (it refuses only a negative count) and
+// every reader reads as one, as jobs.Complete fills it in and the job
+// controller counts it — so a scheduler replaces a lost task of such a
+// job rather than deeming it complete with none.
+func (j *Job) Replicas() int32 { return max(j.Spec.GetReplicas(), 1) }
 
 // Gang says the job's tasks are placed all or none.
 func (j *Job) Gang() bool { return j.Spec.GetGang() }
