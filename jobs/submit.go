@@ -38,17 +38,25 @@ var ErrNameInUse = errors.New("name in use")
 
 // Complete checks what a submitted job must say and fills in what it may
 // leave out: the kind (batch), the scheduler (the kind's name), one
-// replica, and the template's restart policy (the kind's,
+// replica (replicas 0 is proto3's unset field, read as one everywhere:
+// txn.Job.Replicas), and the template's restart policy (the kind's,
 // txn.DefaultRestartPolicy). The default is made explicit here, on the
 // job, rather than by the builder of its tasks (txn.JobTasks copies the
 // template verbatim): the live job says what its tasks do, and every task
 // built from it, submission's and the MapReduce scheduler's workers alike,
-// says the same. A job that cannot be submitted is refused with a
-// *FieldError; the job may then have been partly completed.
+// says the same. The job's name and its scheduler's must be DNS labels
+// (txn.CheckLabel: lower-case letters, digits and '-', at most 63 bytes),
+// as Kubernetes names its objects: the store takes any name, the cell's
+// users name what they submit by this rule. A job that cannot be
+// submitted is refused with a *FieldError; the job may then have been
+// partly completed.
 func Complete(j *omegav1.Job) error {
 	bad := func(path, why string) error { return &FieldError{Path: path, Why: why} }
 	if j.GetMeta().GetName() == "" {
 		return bad("meta.name", "required: jobs are named (uniquely among live jobs)")
+	}
+	if err := txn.CheckLabel(j.GetMeta().GetName()); err != nil {
+		return bad("meta.name", err.Error())
 	}
 	if j.GetMeta().GetUid() != "" {
 		return bad("meta.uid", "the cell gives uids: leave it out")
@@ -63,7 +71,10 @@ func Complete(j *omegav1.Job) error {
 	if sp.Scheduler == "" {
 		sp.Scheduler = strings.TrimPrefix(strings.ToLower(sp.Kind.String()), "job_kind_")
 	}
-	if sp.Replicas == 0 {
+	if err := txn.CheckLabel(sp.Scheduler); err != nil {
+		return bad("spec.scheduler", err.Error())
+	}
+	if sp.Replicas == 0 { // proto3's unset: a job file refuses an explicit 0 (objfile)
 		sp.Replicas = 1
 	}
 	switch {
@@ -102,7 +113,7 @@ func Submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 			return true
 		})
 		if len(live) > 0 && !replace {
-			return nil, fmt.Errorf("job %q is live (uid %s): %w", quote(name), live[0].UID, ErrNameInUse)
+			return nil, fmt.Errorf("job %s is live (uid %s): %w", txn.Quote(name), live[0].UID, ErrNameInUse)
 		}
 		for _, old := range live {
 			tx.Ops = append(tx.Ops, KillOps(v, old, "replaced by a new submission", now)...)
@@ -123,7 +134,7 @@ func Submit(ctx context.Context, c *client.Client, job *omegav1.Job, replace boo
 		return tx, nil
 	})
 	if err != nil {
-		return uuid.Nil, 0, fmt.Errorf("submit job %q: %w", quote(name), err)
+		return uuid.Nil, 0, fmt.Errorf("submit job %s: %w", txn.Quote(name), err)
 	}
 	return uid, n, nil
 }
@@ -166,14 +177,14 @@ func Kill(ctx context.Context, c *client.Client, name, why string, now int64) (*
 		})
 		switch len(hits) {
 		case 0:
-			return nil, fmt.Errorf("%q: no live job of that name or uid prefix", quote(name))
+			return nil, fmt.Errorf("%s: no live job of that name or uid prefix", txn.Quote(name))
 		case 1:
 		default:
 			var b strings.Builder
 			for _, j := range hits {
 				fmt.Fprintf(&b, "\n  %s  %s", j.UID, j.Name())
 			}
-			return nil, fmt.Errorf("%q is ambiguous: %d live jobs match%s", quote(name), len(hits), b.String())
+			return nil, fmt.Errorf("%s is ambiguous: %d live jobs match%s", txn.Quote(name), len(hits), b.String())
 		}
 		killed = hits[0]
 		tx := c.NewTxn(v)
@@ -185,12 +196,4 @@ func Kill(ctx context.Context, c *client.Client, name, why string, now int64) (*
 		return nil, err
 	}
 	return killed, nil
-}
-
-// quote cuts what a user typed to 64 bytes for an error message.
-func quote(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }

@@ -271,10 +271,33 @@ func TestComplete(t *testing.T) {
 		{&omegav1.Job{Meta: &omegav1.ObjectMeta{Name: "j"}}, "spec.template.resources"},
 		{&omegav1.Job{Meta: &omegav1.ObjectMeta{Name: "j"}, Spec: &omegav1.JobSpec{Replicas: -1, Template: res}}, "spec.replicas"},
 		{&omegav1.Job{Meta: &omegav1.ObjectMeta{Name: "j"}, Spec: &omegav1.JobSpec{Replicas: MaxReplicas + 1, Template: res}}, "spec.replicas"},
+		{&omegav1.Job{Meta: &omegav1.ObjectMeta{Name: "j"}, Spec: &omegav1.JobSpec{Scheduler: "Batch", Template: res}}, "spec.scheduler"},
 	} {
 		var fe *FieldError
 		if err := Complete(tc.job); !errors.As(err, &fe) || fe.Path != tc.path {
 			t.Errorf("%v: err = %v, want a FieldError at %s", tc.job, err, tc.path)
+		}
+	}
+	// A name is a DNS label; the refusal names the field and quotes the
+	// name cut to 64 bytes (txn.Quote).
+	for _, tc := range []struct{ name, says string }{
+		{"Bad Name!", `meta.name: "Bad Name!": not a DNS label`},
+		{"web.1", `meta.name: "web.1": not a DNS label`},
+		{"-web", "starts with '-'"},
+		{strings.Repeat("a", 64), "64 bytes"},
+		{strings.Repeat("X", 1<<20), `meta.name: "` + strings.Repeat("X", 61) + `…" (1048576 bytes): not a DNS label`},
+	} {
+		j := &omegav1.Job{Meta: &omegav1.ObjectMeta{Name: tc.name}, Spec: &omegav1.JobSpec{Template: proto.Clone(res).(*omegav1.TaskTemplate)}}
+		err := Complete(j)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Path != "meta.name" || !strings.Contains(err.Error(), tc.says) || len(err.Error()) > 400 {
+			t.Errorf("name %s: err = %.400v, want a FieldError at meta.name saying %q", txn.Quote(tc.name), err, tc.says)
+		}
+	}
+	for _, name := range []string{"a", "web-1", strings.Repeat("a", 63), "0x"} {
+		j := &omegav1.Job{Meta: &omegav1.ObjectMeta{Name: name}, Spec: &omegav1.JobSpec{Template: proto.Clone(res).(*omegav1.TaskTemplate)}}
+		if err := Complete(j); err != nil {
+			t.Errorf("name %q: %v, want it taken", name, err)
 		}
 	}
 	j := &omegav1.Job{Meta: &omegav1.ObjectMeta{Name: "j"}, Spec: &omegav1.JobSpec{Kind: omegav1.JobKind_JOB_KIND_SERVICE, Template: proto.Clone(res).(*omegav1.TaskTemplate)}}

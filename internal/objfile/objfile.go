@@ -197,8 +197,18 @@ func (d *decoder) field(n *yaml.Node, path string, m protoreflect.Message, fd pr
 	if err != nil {
 		return err
 	}
+	if why, ok := noZero[fd.FullName()]; ok && v.Int() == 0 {
+		return d.fail(n, path, "%s: %s", n.Value, why)
+	}
 	m.Set(fd, v)
 	return nil
+}
+
+// noZero are the fields a file may leave out but not give as 0: protobuf
+// cannot tell an unset field from a zero, the file can, and a zero given
+// there means what the cell cannot do (its readers take 0 as the default).
+var noZero = map[protoreflect.FullName]string{
+	"omega.v1.JobSpec.replicas": "want at least 1 (a job of no tasks; leave replicas out for one)",
 }
 
 // value decodes one value of fd's kind; fresh makes an empty message.
@@ -338,12 +348,15 @@ func (d *decoder) resources(n *yaml.Node, path string, m protoreflect.Message) e
 			x, err = quantity(v.Value, 1)
 		default:
 			x, err = strconv.ParseInt(v.Value, 10, 64)
+			if err != nil {
+				err = fmt.Errorf("%s is not a whole number", cut(v.Value))
+			}
 		}
 		if err != nil {
 			return d.fail(v, fpath, "%v", err)
 		}
 		if x < 0 {
-			return d.fail(v, fpath, "%q is negative", v.Value)
+			return d.fail(v, fpath, "%s: negative", v.Value)
 		}
 		if dim == "cpu" {
 			r.CpuMillis = x
@@ -383,6 +396,11 @@ func quantity(s string, unit int64) (int64, error) {
 			return 0, fmt.Errorf("%q: unknown suffix %q (want m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi or Ei)", s, suf)
 		}
 	}
+	if rest, neg := strings.CutPrefix(s, "-"); neg {
+		if _, err := quantity(rest, unit); err == nil {
+			return 0, fmt.Errorf("%s: negative", cut(s))
+		}
+	}
 	x, ok := new(big.Rat).SetString(num)
 	if !ok || num == "" || strings.ContainsAny(num, "eE/+-") {
 		return 0, fmt.Errorf("%q is not a quantity (a number and an optional suffix such as 500m or 256Mi)", s)
@@ -398,4 +416,14 @@ func quantity(s string, unit int64) (int64, error) {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return x.Num().Int64(), nil
+}
+
+// cut is a value a user wrote, as an error names it: whole up to 64
+// bytes, else its first 64 and its length (txn.Quote's rule; objfile
+// links only the schema).
+func cut(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:64], len(s))
 }

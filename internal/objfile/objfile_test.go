@@ -73,7 +73,8 @@ func TestQuantities(t *testing.T) {
 		{"500m", 1000, 500, ""}, {"0.5", 1000, 500, ""}, {"2", 1000, 2000, ""}, {"1.5", 1000, 1500, ""},
 		{"256Mi", 1, 256 << 20, ""}, {"1Gi", 1, 1 << 30, ""}, {"100M", 1, 100e6, ""}, {"1.5Ki", 1, 1536, ""}, {"4096", 1, 4096, ""},
 		{"0.0005", 1000, 0, "thousandths"}, {"1.5", 1, 0, "whole number of bytes"}, {"12x", 1, 0, "unknown suffix"},
-		{"-1", 1, 0, "not a quantity"}, {"", 1, 0, "not a quantity"}, {"Mi", 1, 0, "not a quantity"}, {"1e3", 1, 0, "not a quantity"},
+		{"-1", 1, 0, "-1: negative"}, {"-500m", 1000, 0, "-500m: negative"}, {"-1Gi", 1, 0, "-1Gi: negative"},
+		{"--1", 1, 0, "not a quantity"}, {"-", 1, 0, "not a quantity"}, {"-x", 1, 0, "not a quantity"}, {"", 1, 0, "not a quantity"}, {"Mi", 1, 0, "not a quantity"}, {"1e3", 1, 0, "not a quantity"},
 		{"100Ei", 1, 0, "too large"},
 	} {
 		got, err := quantity(c.s, c.unit)
@@ -104,6 +105,10 @@ func TestJobFileErrors(t *testing.T) {
 		{"not yaml", "spec: [unclosed\n", 0, 0, "", "not YAML"},
 		{"empty", "", 0, 0, "", "empty"},
 		{"int32 overflow", "spec:\n  replicas: 9999999999\n", 2, 13, "spec.replicas", "fits 32 bits"},
+		{"zero replicas", "meta: {name: a}\nspec:\n  replicas: 0\n", 3, 13, "spec.replicas", "0: want at least 1"},
+		{"negative cpu", "spec:\n  template:\n    resources: {cpu: -1}\n", 3, 22, "spec.template.resources.cpu", "-1: negative"},
+		{"negative memory", "spec:\n  template:\n    resources: {memory: -256Mi}\n", 3, 25, "spec.template.resources.memory", "-256Mi: negative"},
+		{"negative millis", "spec:\n  template:\n    resources: {cpuMillis: -5}\n", 3, 28, "spec.template.resources.cpuMillis", "-5: negative"},
 	} {
 		_, err := Job("job.yaml", []byte(c.src))
 		var e *Error
