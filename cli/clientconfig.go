@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/omega-cell/omega/txn"
 )
 
 // The client configuration, in the manner of kubectl's kubeconfig: named
@@ -90,19 +92,19 @@ func (c *clientConfig) validate() error {
 		case x.Name == "":
 			return fmt.Errorf("contexts[%d]: no name", i)
 		case seen[x.Name]:
-			return fmt.Errorf("contexts[%d]: the name %s is taken", i, quoteClip(x.Name))
+			return fmt.Errorf("contexts[%d]: the name %s is taken", i, txn.Quote(x.Name))
 		case len(x.Servers) == 0:
-			return fmt.Errorf("contexts[%d] (%s): servers: none", i, quoteClip(x.Name))
+			return fmt.Errorf("contexts[%d] (%s): servers: none", i, txn.Quote(x.Name))
 		}
 		seen[x.Name] = true
 		for j, s := range x.Servers {
 			if err := checkServerAddr(s); err != nil {
-				return fmt.Errorf("contexts[%d] (%s): servers[%d]: %w", i, quoteClip(x.Name), j, err)
+				return fmt.Errorf("contexts[%d] (%s): servers[%d]: %w", i, txn.Quote(x.Name), j, err)
 			}
 		}
 	}
 	if c.CurrentContext != "" && c.context(c.CurrentContext) == nil {
-		return fmt.Errorf("current-context: %s: no context of that name", quoteClip(c.CurrentContext))
+		return fmt.Errorf("current-context: %s: no context of that name", txn.Quote(c.CurrentContext))
 	}
 	return nil
 }
@@ -141,7 +143,7 @@ func (c *clientConfig) save(path string) error {
 func checkServerAddr(s string) error {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil || host == "" || port == "" {
-		return fmt.Errorf("%s: want host:port", quoteClip(s))
+		return fmt.Errorf("%s: want host:port", txn.Quote(s))
 	}
 	return nil
 }

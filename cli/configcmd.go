@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/omega-cell/omega/txn"
 )
 
 func newConfigCmd() *cobra.Command {
@@ -42,7 +44,7 @@ default (--server ` + defaultServer + `).`,
 				x := c.context(args[0])
 				if x == nil {
 					if !cmd.Flags().Changed("server") {
-						return fmt.Errorf("context %s is new: --server required", quoteClip(args[0]))
+						return fmt.Errorf("context %s is new: --server required", txn.Quote(args[0]))
 					}
 					c.Contexts = append(c.Contexts, clientContext{Name: args[0]})
 					x = &c.Contexts[len(c.Contexts)-1]
@@ -86,7 +88,7 @@ default (--server ` + defaultServer + `).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return editConfig(func(c *clientConfig) error {
 				if c.context(args[0]) == nil {
-					return fmt.Errorf("context %s: no such context (%s)", quoteClip(args[0]), contextNames(c))
+					return fmt.Errorf("context %s: no such context (%s)", txn.Quote(args[0]), contextNames(c))
 				}
 				c.CurrentContext = args[0]
 				fmt.Fprintf(cmd.OutOrStdout(), "using context %s\n", args[0])
@@ -109,7 +111,7 @@ default (--server ` + defaultServer + `).`,
 						return nil
 					}
 				}
-				return fmt.Errorf("context %s: no such context (%s)", quoteClip(args[0]), contextNames(c))
+				return fmt.Errorf("context %s: no such context (%s)", txn.Quote(args[0]), contextNames(c))
 			})
 		},
 	}
@@ -233,7 +235,7 @@ func printContexts(w io.Writer, c *clientConfig, path, output string) error {
 		}
 		return tw.Flush()
 	}
-	return fmt.Errorf("-o %s: want table, json, yaml or name", quoteClip(output))
+	return fmt.Errorf("-o %s: want table, json, yaml or name", txn.Quote(output))
 }
 
 func dash(s string) string {
@@ -312,7 +314,7 @@ func newVersionCmd() *cobra.Command {
 				_, err = w.Write(b)
 				return err
 			}
-			return fmt.Errorf("-o %s: want text, json or yaml", quoteClip(output))
+			return fmt.Errorf("-o %s: want text, json or yaml", txn.Quote(output))
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json or yaml")

@@ -82,7 +82,7 @@ func findMachine(v client.View, ref string) (*txn.Machine, error) {
 	})
 	switch len(found) {
 	case 0:
-		return nil, fmt.Errorf("machine %s: no machine of that name or uid", quoteClip(ref))
+		return nil, fmt.Errorf("machine %s: no machine of that name or uid", txn.Quote(ref))
 	case 1:
 		return found[0], nil
 	}
@@ -91,7 +91,7 @@ func findMachine(v client.View, ref string) (*txn.Machine, error) {
 		uids[i] = fmt.Sprintf("%s (%s)", m.UID, m.State)
 	}
 	slices.Sort(uids)
-	return nil, fmt.Errorf("machine %s: %d machines carry that name: %s; give the uid", quoteClip(ref), len(found), strings.Join(uids, ", "))
+	return nil, fmt.Errorf("machine %s: %d machines carry that name: %s; give the uid", txn.Quote(ref), len(found), strings.Join(uids, ", "))
 }
 
 // withCordon is m's proto cordoned or not: the annotation, and the state
@@ -138,7 +138,7 @@ func machineVerb(ctx context.Context, c *client.Client, verb, ref string, out io
 			}
 		case "delete":
 			if m.Tasks > 0 {
-				return nil, fmt.Errorf("machine %s has %d tasks placed on it: omega machine drain %s first", quoteClip(name), m.Tasks, quoteClip(name))
+				return nil, fmt.Errorf("machine %s has %d tasks placed on it: omega machine drain %s first", txn.Quote(name), m.Tasks, txn.Quote(name))
 			}
 			tx.Ops = append(tx.Ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_MACHINE, m.UID, m.Version))
 		}
