@@ -138,20 +138,40 @@ func (x *MachineIndex) Len() int { return len(x.uids) }
 // At returns the i-th machine uid.
 func (x *MachineIndex) At(i int) uuid.UUID { return x.uids[i] }
 
-// Domains is the number of distinct failure domains ("" counts as one)
-// among the index's machines, counted at the first call after a rebuild (a
-// new set of machines) and kept until the next: randomized first fit and
-// the batch scheduler never ask, and a two-level framework rebuilds for
-// every offer.
+// Domains is the number of distinct failure domains among the index's
+// machines, a machine that declares none counting as a domain of its own
+// (SpreadDomain), counted at the first call after a rebuild (a new set of
+// machines) and kept until the next: randomized first fit and the batch
+// scheduler never ask, and a two-level framework rebuilds for every offer.
 func (x *MachineIndex) Domains() int {
 	if x.domains < 0 {
-		domains := map[string]struct{}{}
+		domains := map[Domain]struct{}{}
 		for i := range x.cur {
-			domains[x.cur[i].m.FailureDomain()] = struct{}{}
+			domains[SpreadDomain(x.cur[i].m)] = struct{}{}
 		}
 		x.domains = len(domains)
 	}
 	return x.domains
+}
+
+// Domain is a failure domain as spreading counts it: a declared one by its
+// name, or a machine that declares none (Machine is its uid).
+type Domain struct {
+	Name    string
+	Machine uuid.UUID
+}
+
+// SpreadDomain is m's failure domain for spreading: the one it declares,
+// else a domain of its own. A live agent declares none, and were they all
+// one domain ("") a service's replicas would spread over nothing and land
+// wherever fits best, all on one machine; a machine alone is the smallest
+// domain that fails together. A declared name never equals a machine's
+// domain, whatever it is.
+func SpreadDomain(m *txn.Machine) Domain {
+	if d := m.FailureDomain(); d != "" {
+		return Domain{Name: d}
+	}
+	return Domain{Machine: m.UID}
 }
 
 // Placer is one decision's scratch pad: it holds what the decision has
@@ -172,7 +192,7 @@ type Placer struct {
 	placed    []*txn.Task
 	noted     []*txn.Machine
 	onMachine map[uuid.UUID]int
-	onDomain  map[string]int
+	onDomain  map[Domain]int
 }
 
 // NewPlacer starts a decision on v for a job whose tasks already placed are
@@ -186,7 +206,7 @@ func (p *Placer) note(m *txn.Machine) { p.noted = append(p.noted, m) }
 // counted brings onMachine and onDomain up to every machine noted.
 func (p *Placer) counted() {
 	if p.onMachine == nil {
-		p.onMachine, p.onDomain = map[uuid.UUID]int{}, map[string]int{}
+		p.onMachine, p.onDomain = map[uuid.UUID]int{}, map[Domain]int{}
 	}
 	for _, t := range p.placed {
 		if m, ok := p.v.Machine(t.Machine); ok {
@@ -196,7 +216,7 @@ func (p *Placer) counted() {
 	p.placed = nil
 	for _, m := range p.noted {
 		p.onMachine[m.UID]++
-		p.onDomain[m.FailureDomain()]++
+		p.onDomain[SpreadDomain(m)]++
 	}
 	p.noted = p.noted[:0]
 }
@@ -247,10 +267,12 @@ func (p *Placer) Take(m *txn.Machine, req txn.Resources) {
 	p.note(m)
 }
 
-// OnDomain returns how many of the job's tasks the failure domain holds.
-func (p *Placer) OnDomain(domain string) int { p.counted(); return p.onDomain[domain] }
+// OnDomain returns how many of the job's tasks m's failure domain holds
+// (SpreadDomain: m's alone when it declares none).
+func (p *Placer) OnDomain(m *txn.Machine) int { p.counted(); return p.onDomain[SpreadDomain(m)] }
 
-// DomainsUsed returns how many failure domains hold a task of the job.
+// DomainsUsed returns how many failure domains (SpreadDomain) hold a task
+// of the job.
 func (p *Placer) DomainsUsed() int { p.counted(); return len(p.onDomain) }
 
 // BestFitScore scores placing req on m by how tightly it packs: the mean,

@@ -25,12 +25,12 @@ func scanEveryTask(s *Service, v client.View, req Request, env Env) Decision {
 			var bestScore float64
 			found := 0
 			Sample(&s.idx, v, p, env, class.Request, class.Constraints, s.Limit, s.Limit, func(m *txn.Machine) bool {
-				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m.FailureDomain()))
+				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m))
 				if best == nil || score < bestScore || (score == bestScore && bytes.Compare(m.UID[:], best.UID[:]) < 0) {
 					best, bestScore = m, score
 				}
 				found++
-				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best.FailureDomain()) > 0 && p.DomainsUsed() < s.idx.Domains())
+				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best) > 0 && p.DomainsUsed() < s.idx.Domains())
 			})
 			if best == nil {
 				d.Unplaceable++

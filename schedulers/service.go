@@ -11,7 +11,8 @@ import (
 // samples several feasible machines and picks the best by score — tightest
 // fit (Borg's best fit), plus a penalty for every task of the same job
 // already in the machine's failure domain, so a job's replicas spread over
-// failure domains — and honours constraints (attribute equals / not equals,
+// failure domains (a machine that declares none is a domain of its own,
+// SpreadDomain) — and honours constraints (attribute equals / not equals,
 // different machines). Slow by design: the Omega paper gives it a long
 // decision time.
 type Service struct {
@@ -67,7 +68,7 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 			var bestScore float64
 			found := 0
 			Sample(x, v, p, env, class.Request, class.Constraints, s.Limit, s.Limit, func(m *txn.Machine) bool {
-				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m.FailureDomain()))
+				score := p.BestFitScore(m, class.Request) + s.SpreadWeight*float64(p.OnDomain(m))
 				if best == nil || score < bestScore || (score == bestScore && bytes.Compare(m.UID[:], best.UID[:]) < 0) {
 					best, bestScore = m, score
 				}
@@ -76,7 +77,7 @@ func (s *Service) Decide(v client.View, req Request, env Env) Decision {
 				// that already holds a task of the job while some domain
 				// holds none: then look on (within Limit) for that domain,
 				// or a sample of 16 misses the last empty domains often.
-				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best.FailureDomain()) > 0 && p.DomainsUsed() < x.Domains())
+				return found < s.Candidates || (s.SpreadWeight > 0 && p.OnDomain(best) > 0 && p.DomainsUsed() < x.Domains())
 			})
 			if best == nil {
 				d.Unplaceable++
