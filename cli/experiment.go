@@ -404,7 +404,7 @@ func simRunFunc(stderr io.Writer) experiment.RunFunc {
 // sweepBar is one progress bar for a sweep's simulated hours.
 func sweepBar(stderr io.Writer, name string) func(int) func() {
 	return func(hours int) func() {
-		bar := progressbar.NewOptions(hours, progressbar.OptionSetWriter(stderr),
+		bar := progressbar.NewOptions(hours, progressbar.OptionSetWriter(progressTo(stderr)),
 			progressbar.OptionSetDescription(name+": simulated hours"), progressbar.OptionShowCount(),
 			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond),
 			progressbar.OptionSetSpinnerChangeInterval(0)) // hours -1 (unknown): a spinner, turned by the ticks, not a racing ticker of its own

@@ -188,7 +188,7 @@ func parseBytes(s string) (int64, error) {
 func runReplay(cmd *cobra.Command, cfg replay.Config, out string, asJSON bool) error {
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("replay"),
+	bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(progressTo(stderr)), progressbar.OptionSetDescription("replay"),
 		progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSpinnerType(14),
 		// The spinner turns as the replay reports (its own ticker would race
 		// with Describe: progressbar v3.19.1 reads its state unlocked).

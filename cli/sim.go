@@ -430,7 +430,7 @@ func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seed
 	} else {
 		// One progress bar for them all: simulated hours over every seed.
 		hours := int(cfg.Workload.Days*24+0.999) * seeds
-		bar := progressbar.NewOptions(hours, progressbar.OptionSetWriter(stderr),
+		bar := progressbar.NewOptions(hours, progressbar.OptionSetWriter(progressTo(stderr)),
 			progressbar.OptionSetDescription(fmt.Sprintf("%d seeds, %d at a time: simulated hours", seeds, min(jobs, seeds))),
 			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
 		var barMu sync.Mutex
@@ -496,7 +496,7 @@ func runOne(ctx context.Context, stderr io.Writer, cfg sim.Config, dir string, t
 	var bar *progressbar.ProgressBar
 	if tick == nil {
 		hours := int(cfg.Workload.Days*24 + 0.999)
-		bar = progressbar.NewOptions(hours, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(fmt.Sprintf("seed %d: simulated hours", cfg.Workload.Seed)),
+		bar = progressbar.NewOptions(hours, progressbar.OptionSetWriter(progressTo(stderr)), progressbar.OptionSetDescription(fmt.Sprintf("seed %d: simulated hours", cfg.Workload.Seed)),
 			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
 		tick = func() { bar.Add(1) }
 	}
