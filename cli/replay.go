@@ -33,7 +33,7 @@ type replayFlags struct {
 	format, trace, out, from, to, evictions, coalesce, lookahead, machineMemory string
 	sample, machineCPU, overcommit                                              float64
 	servicePriority, machines                                                   int
-	strict, fidelity, asJSON                                                    bool
+	strict, fidelity, asJSON, force                                             bool
 }
 
 // replayCmd is omega replay: its flags and, once they are checked, the
@@ -74,6 +74,9 @@ semantics.`,
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return r.build(cmd) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseResults(f.out, f.force); err != nil {
+				return err
+			}
 			defer useBatchCollector()()
 			return runReplay(cmd, r.cfg, f.out, f.asJSON)
 		},
@@ -97,6 +100,7 @@ semantics.`,
 	fl.StringVar(&f.coalesce, "coalesce", def.Coalesce.String(), "a trace job's task submissions within this time of its first are one job of the cell (0: one per distinct time)")
 	fl.StringVar(&f.lookahead, "lookahead", def.Lookahead.String(), "how far ahead of the simulated time the trace is read (a run's runtime must be known when the cell places it)")
 	fl.BoolVar(&f.fidelity, "fidelity", false, "apply the trace's own placements through the store, with no scheduler deciding; placements refused for fit are counted with their rows")
+	fl.BoolVar(&f.force, "force", false, "write over the results of an earlier run in --out (refused without it)")
 	fl.BoolVar(&f.strict, "strict", false, "a malformed row is an error naming its file, line and column (default: counted by cause and skipped)")
 	fl.StringVar(&f.out, "out", "", "directory for the results")
 	fl.BoolVar(&f.asJSON, "json", false, "print summary.json on stdout")

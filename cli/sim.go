@@ -29,7 +29,7 @@ import (
 
 type simFlags struct {
 	history                                                                                                                     string
-	auditHistory, faultyAgent                                                                                                   bool
+	auditHistory, faultyAgent, force                                                                                            bool
 	config, schedulers, tJob, tTask, conflict, commit, policy, fleetTick, out, route, decisionTime, arrivals, arch, storePolicy string
 	allocatorTime, offerInterval                                                                                                string
 	offers, offerMin, offerRetry, offerShares                                                                                   string
@@ -79,6 +79,9 @@ as it was.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.jobs < 1 || f.jobs > 1024 {
 				return fmt.Errorf("--jobs %d: want 1 to 1024 simulations at once", f.jobs)
+			}
+			if err := refuseResults(f.out, f.force); err != nil {
+				return err
 			}
 			defer useBatchCollector()()
 			if f.history != "" {
@@ -142,6 +145,7 @@ as it was.`,
 	fl.BoolVar(&f.faultyAgent, "faulty-agent", false, "add a faulty agent (the \"don't expose raw state\" experiment's fault d): the first machine's agent reports, every simulated minute, a task that never ran and another machine's running task as SUCCEEDED")
 	fl.StringVar(&f.out, "out", "", "directory for the results (required unless --json; created only once there are results)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary (or the aggregate) as JSON on stdout")
+	fl.BoolVar(&f.force, "force", false, "write over the results of an earlier run in --out (refused without it)")
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -192,4 +193,22 @@ func parseDurations(p *problems, name, s string, max time.Duration, what string)
 		}
 	}
 	return out
+}
+
+// refuseResults refuses an --out that holds the results of an earlier run
+// (its summary.json or aggregate.json, or a seed directory's), unless
+// force: a run would write over them without a word. Sweeps (omega bench)
+// resume in their directory by design and do not ask.
+func refuseResults(out string, force bool) error {
+	if out == "" || force {
+		return nil
+	}
+	found := []string{filepath.Join(out, "summary.json"), filepath.Join(out, "aggregate.json")}
+	seeds, _ := filepath.Glob(filepath.Join(out, "seed-*", "summary.json"))
+	for _, p := range append(found, seeds...) {
+		if _, err := os.Stat(p); err == nil {
+			return fmt.Errorf("--out %s holds the results of an earlier run (%s): give --force to write over them, or another directory", strconv.Quote(out), p)
+		}
+	}
+	return nil
 }
