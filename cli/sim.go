@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -491,7 +492,30 @@ func runSims(ctx context.Context, stdout, stderr io.Writer, cfg sim.Config, seed
 	for _, s := range sums {
 		printSummary(stdout, s)
 	}
+	printAggregate(stdout, agg)
 	return nil
+}
+
+// printAggregate prints the medians over the seeds, each with its range
+// (aggregate.json holds them with their median absolute deviation too).
+func printAggregate(w io.Writer, a sim.AggregateSummary) {
+	seeds := make([]string, len(a.Seeds))
+	for i, s := range a.Seeds {
+		seeds[i] = strconv.FormatUint(s, 10)
+	}
+	sp := func(x sim.Spread, f string) string {
+		return fmt.Sprintf(f+" ["+f+", "+f+"]", x.Median, x.Min, x.Max)
+	}
+	fmt.Fprintf(w, "\nmedians over %d seeds (%s), [min, max]:\n", len(a.Seeds), strings.Join(seeds, ", "))
+	fmt.Fprintf(w, "jobs scheduled %s, abandoned %s; mean utilisation %s\n\n", sp(a.JobsScheduled, "%.0f"), sp(a.JobsAbandoned, "%.0f"), sp(a.Utilization, "%.3f"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scheduler\tjobs\tabandoned\ttxns\tconflict fraction\tbusyness\twait mean s\twait p90 s\t")
+	for _, n := range slices.Sorted(maps.Keys(a.Schedulers)) {
+		m := a.Schedulers[n]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, sp(m["jobs_scheduled"], "%.0f"), sp(m["jobs_abandoned"], "%.0f"), sp(m["transactions"], "%.0f"),
+			sp(m["conflict_fraction"], "%.3f"), sp(m["busyness_median"], "%.3f"), sp(m["wait_mean_s"], "%.2f"), sp(m["wait_p90_s"], "%.2f"))
+	}
+	tw.Flush()
 }
 
 // runOne runs one simulation; tick, if set, is told of each simulated
