@@ -207,6 +207,9 @@ func runReplay(cmd *cobra.Command, cfg replay.Config, out string, asJSON bool) e
 		return err
 	}
 	bar.Finish()
+	for _, w := range sum.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 	if asJSON {
 		_, err := cmd.OutOrStdout().Write(b)
 		return err

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -12,7 +13,7 @@ import (
 	"testing"
 )
 
-var excerpt2011 = filepath.Join("..", "..", "..", "shared", "traces", "google-clusterdata-2011-2")
+var excerpt2011 = filepath.Join("..", "..", "shared", "traces", "google-clusterdata-2011-2")
 
 // writeTable writes one gzipped shard of a 2011 table under dir.
 func writeTable(t *testing.T, dir, table string, lines ...string) {
@@ -174,5 +175,31 @@ func TestReplayExcerptDeterministic(t *testing.T) {
 		if len(a) == 0 {
 			t.Errorf("%s is empty", name)
 		}
+	}
+}
+
+// TestReplaySaturationWarnsOnStderr: a replay whose cell saturates says so
+// on stderr, with what replay's own flags can do about it (it has no
+// --load), and keeps the warning in summary.json.
+func TestReplaySaturationWarnsOnStderr(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(excerpt2011, "task_events")); errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("Google 2011 trace excerpt not found at %s; skipping", excerpt2011)
+	}
+	out := t.TempDir()
+	cmd := newRootCmd()
+	var stdout, stderr bytes.Buffer
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs([]string{"replay", "--format", "google2011", "--trace", excerpt2011, "--machines", "100", "--to", "1h", "--out", out})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := "warning: the cell is saturated: mean CPU utilisation"
+	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "raise --overcommit") || strings.Contains(stderr.String(), "--load") {
+		t.Fatalf("stderr %q, want %q naming --overcommit and not --load", stderr.String(), want)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil || !strings.Contains(string(b), "raise --overcommit") {
+		t.Fatalf("summary.json: %v, no warning naming --overcommit", err)
 	}
 }

@@ -227,6 +227,11 @@ func Build(ctx context.Context, cfg Config) (*Replay, error) {
 		return nil, err
 	}
 	cfg.fraction = cfg.Sample
+	if cfg.Sim.SaturationAdvice == "" {
+		// omega replay has no --load: a trace's jobs beyond its recorded
+		// capacity are placed by raising the machines' capacities.
+		cfg.Sim.SaturationAdvice = "the trace's work does not fit its machines as recorded: raise --overcommit (2, say)"
+	}
 	src, err := cfg.Open()
 	if err != nil {
 		return nil, err

@@ -138,13 +138,13 @@ func TestLostTasksPlacedAgain(t *testing.T) {
 func TestSaturationWarnings(t *testing.T) {
 	healthy := Summary{JobsSubmitted: 100, JobsScheduled: 99, JobsPending: 1, UtilizationMean: 0.6,
 		Schedulers: []SchedulerSummary{{Name: "batch-0", BusynessMedian: 0.3}}}
-	if w := saturation(healthy); len(w) != 0 {
+	if w := saturation(healthy, ""); len(w) != 0 {
 		t.Fatalf("a healthy run warns: %v", w)
 	}
 	sick := healthy
 	sick.UtilizationMean, sick.JobsPending = 0.95, 20
 	sick.Schedulers = []SchedulerSummary{{Name: "batch-0", BusynessMedian: 0.3}, {Name: "service-0", BusynessMedian: 0.85}}
-	w := saturation(sick)
+	w := saturation(sick, "")
 	want := []string{"the cell is saturated: mean CPU utilisation 95%", "scheduler service-0 is saturated: busy 85%", "20 of 100 submitted jobs (20%) were still pending"}
 	if len(w) != len(want) {
 		t.Fatalf("warnings %q, want %d", w, len(want))

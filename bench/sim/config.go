@@ -83,6 +83,11 @@ type Config struct {
 	// simulated time (default an hour).
 	Progress      func(time.Duration)
 	ProgressEvery time.Duration
+	// SaturationAdvice is what a saturated cell's warning tells the user to
+	// do, in the words of the command that ran it (default: the
+	// simulation's, "lower --load or add machines"; a replay has its own
+	// flags).
+	SaturationAdvice string
 	// AuditHistory audits every revision the run commits (audit.Stream),
 	// into summary.json's violations_history: what the final state's audit
 	// cannot show, and when each kind of violation was first detectable.

@@ -66,12 +66,16 @@ const (
 	SaturatedPending     = 0.1 // share of submitted jobs still pending at the end
 )
 
-// saturation returns the warnings for s.
-func saturation(s Summary) []string {
+// saturation returns the warnings for s; advice is what to do about a
+// saturated cell ("": the simulation's).
+func saturation(s Summary, advice string) []string {
+	if advice == "" {
+		advice = "lower --load or add machines"
+	}
 	var w []string
 	if s.UtilizationMean >= SaturatedUtilization {
-		w = append(w, fmt.Sprintf("the cell is saturated: mean CPU utilisation %.0f%% (from %.0f%% on, tasks wait for machines, not for schedulers); lower --load or add machines",
-			100*s.UtilizationMean, 100*SaturatedUtilization))
+		w = append(w, fmt.Sprintf("the cell is saturated: mean CPU utilisation %.0f%% (from %.0f%% on, tasks wait for machines, not for schedulers); %s",
+			100*s.UtilizationMean, 100*SaturatedUtilization, advice))
 	}
 	for _, ss := range s.Schedulers {
 		if ss.BusynessMedian >= SaturatedBusyness {
@@ -251,7 +255,7 @@ func (e *Sim) Summarize(seed uint64, machines int) Summary {
 		u = append(u, x.CPU)
 	}
 	s.UtilizationMean = mean(u)
-	s.Warnings = saturation(s)
+	s.Warnings = saturation(s, e.cfg.SaturationAdvice)
 	return s
 }
 
