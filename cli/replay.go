@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -146,6 +147,16 @@ func (f *replayFlags) config(cmd *cobra.Command) (replay.Config, error) {
 	cfg := replay.DefaultConfig()
 	cfg.Format, cfg.Trace, cfg.Strict, cfg.Fidelity, cfg.Evictions = f.format, f.trace, f.strict, f.fidelity, f.evictions
 	cfg.Sample, cfg.MachineCPU, cfg.Overcommit, cfg.Machines = f.sample, f.machineCPU, f.overcommit, f.machines
+	if f.trace != "" {
+		switch fi, err := os.Stat(f.trace); {
+		case errors.Is(err, fs.ErrNotExist):
+			p.add("--trace", strconv.Quote(f.trace), "no such file or directory")
+		case err != nil:
+			p.add("--trace", strconv.Quote(f.trace), "%v", err)
+		case !fi.IsDir() && f.format == "google2011":
+			p.add("--trace", strconv.Quote(f.trace), "not a directory (google2011 reads task_events/ and the other tables under it)")
+		}
+	}
 	if f.servicePriority < -1 || f.servicePriority > math.MaxInt32 {
 		p.add("--service-priority", strconv.Itoa(f.servicePriority), "want a priority of 0 or more")
 	}

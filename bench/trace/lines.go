@@ -17,42 +17,69 @@ import (
 const MaxLine = 1 << 20
 
 // Lines reads the rows of one table file, gzip-compressed or not (told by
-// its magic bytes), a row at a time, counting lines for errors.
+// its magic bytes), a row at a time, counting lines for errors. A file
+// named .gz must be gzip, and a file opened by OpenLines may not be empty:
+// a trace's table file that is either is not what it says, and reading it
+// as no rows would replay nothing without a word.
 type Lines struct {
 	name string
 	br   *bufio.Reader
 	gz   *gzip.Reader
-	file *os.File // owned, closed by Close; nil if the caller owns the input
+	in   *countingReader // the file's bytes read so far, for errors
+	file *os.File        // owned, closed by Close; nil if the caller owns the input
 	line int
 	long []byte // a row longer than the buffer, assembled
 }
 
-// NewLines reads rows from r; name is used in errors. Close releases the
-// decompressor but does not close r.
+// countingReader counts what it reads.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// NewLines reads rows from r; name is used in errors (and a name ending in
+// .gz says the input must be gzip). Close releases the decompressor but
+// does not close r.
 func NewLines(r io.Reader, name string) (*Lines, error) {
-	br := bufio.NewReaderSize(r, 256<<10)
-	l := &Lines{name: name}
+	in := &countingReader{r: r}
+	br := bufio.NewReaderSize(in, 256<<10)
+	l := &Lines{name: name, in: in}
 	magic, err := br.Peek(2)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+	switch {
+	case len(magic) == 0:
+		// No rows (OpenLines refuses an empty file).
+	case bytes.Equal(magic, []byte{0x1f, 0x8b}):
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%s: gzip: %w", name, err)
+			return nil, fmt.Errorf("%s: gzip, at byte %d of the file: %w", name, in.n, err)
 		}
 		l.gz = gz
 		br = bufio.NewReaderSize(gz, 256<<10)
+	case strings.HasSuffix(name, ".gz"):
+		return nil, fmt.Errorf("%s: not gzip, though its name says so: it starts %s, not gzip's 1f 8b", name, strconv.Quote(string(magic)))
 	}
 	l.br = br
 	return l, nil
 }
 
-// OpenLines opens a table file; Close closes it.
+// OpenLines opens a table file; Close closes it. An empty file is refused.
 func OpenLines(path string) (*Lines, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+		f.Close()
+		return nil, fmt.Errorf("%s: the file is empty (0 bytes): a table file holds rows", path)
 	}
 	l, err := NewLines(f, path)
 	if err != nil {
@@ -90,6 +117,10 @@ func (l *Lines) Next() ([]byte, error) {
 		b = l.long
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
+		if l.gz != nil {
+			// The decompressor's error: say where in the file it stopped.
+			err = fmt.Errorf("gzip, having read %d bytes of the file: the file is cut short or corrupt: %w", l.in.n, err)
+		}
 		return nil, &ParseError{File: l.name, Line: l.line + 1, Err: err}
 	}
 	if len(b) == 0 && errors.Is(err, io.EOF) {

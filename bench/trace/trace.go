@@ -211,7 +211,10 @@ func (e *ParseError) Error() string {
 	if e.Field != "" {
 		b = fmt.Appendf(b, "field %s: ", e.Field)
 	}
-	b = fmt.Appendf(b, "%q: %v", e.Value, e.Err)
+	if e.Value != "" || e.Field != "" {
+		b = fmt.Appendf(b, "%q: ", e.Value)
+	} // else no text to quote: a read error, a decompressor's
+	b = fmt.Appendf(b, "%v", e.Err)
 	return string(b)
 }
 

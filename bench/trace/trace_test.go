@@ -1,9 +1,13 @@
 package trace
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -133,5 +137,64 @@ func TestCause(t *testing.T) {
 	}
 	if c := Cause("t", FieldCountError("t", "1,2", ',', 3)); c != "t: wrong number of fields" {
 		t.Errorf("cause %q", c)
+	}
+}
+
+// TestOpenLinesRefusesWhatIsNotATable: a table file that is not what its
+// name says (not gzip under .gz), an empty one and a gzip cut short are
+// errors naming the file (and where the reading stopped), never no rows;
+// gzip and plain files of rows read alike.
+func TestOpenLinesRefusesWhatIsNotATable(t *testing.T) {
+	dir := t.TempDir()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	for i := range 2000 {
+		fmt.Fprintf(zw, "%d,row of a table with some text to compress poorly %x\n", i, i*7919)
+	}
+	zw.Close()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	readAll := func(p string) (int, error) {
+		l, err := OpenLines(p)
+		if err != nil {
+			return 0, err
+		}
+		defer l.Close()
+		n := 0
+		for {
+			if _, err := l.Next(); errors.Is(err, io.EOF) {
+				return n, nil
+			} else if err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+		rows int
+		want string
+	}{
+		{"rows.csv.gz", gz.Bytes(), 2000, ""},
+		{"rows.csv", []byte("a,b\nc,d\n"), 2, ""},
+		{"plain.csv.gz", []byte("a,b\nc,d\n"), 0, `not gzip, though its name says so: it starts "a,", not gzip's 1f 8b`},
+		{"empty.csv.gz", nil, 0, "the file is empty (0 bytes)"},
+		{"empty.csv", nil, 0, "the file is empty (0 bytes)"},
+		{"cut.csv.gz", gz.Bytes()[:gz.Len()/2], -1, fmt.Sprintf("gzip, having read %d bytes of the file: the file is cut short or corrupt: unexpected EOF", gz.Len()/2)},
+	} {
+		p := write(tc.name, tc.body)
+		n, err := readAll(p)
+		switch {
+		case tc.want == "" && (err != nil || n != tc.rows):
+			t.Errorf("%s: %d rows, %v; want %d rows", tc.name, n, err, tc.rows)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), p+":") || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %d rows, %v; want an error naming the file and %q", tc.name, n, err, tc.want)
+		}
 	}
 }
