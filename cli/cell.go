@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,11 +136,20 @@ non-zero.`,
 				return err
 			}
 			if len(args) == 2 {
-				if err := pick(l, args[1]); err != nil {
+				note, err := pick(l, args[1])
+				sayNote(cmd.ErrOrStderr(), note)
+				if err != nil {
 					return err
 				}
 			}
-			return printListing(cmd.OutOrStdout(), l, kind, output)
+			var names map[string]string
+			if kind == omegav1.ObjectKind_OBJECT_KIND_TASK && (output == "table" || output == "wide") {
+				// A person reads machines by name: one List of them.
+				if names, err = machineNames(ctx, tr); err != nil {
+					return err
+				}
+			}
+			return printListing(cmd.OutOrStdout(), l, kind, output, names)
 		},
 	}
 	cf.register(cmd.Flags())
@@ -149,31 +159,85 @@ non-zero.`,
 }
 
 // pick narrows a listing to the one object NAME names (its name, or a
-// prefix of its uid).
-func pick(l *remote.Listing, name string) error {
-	type hit struct{ name, uid string }
+// prefix of its uid). Several objects of that very name (a job's name used
+// again while the first is kept for the retention window) are narrowed to
+// the live one, else the newest, and note says so; several live ones, or
+// matches by uid prefix, are ambiguous.
+func pick(l *remote.Listing, name string) (note string, err error) {
+	type hit struct {
+		name, uid string
+		live      bool
+		rev       uint64
+	}
 	var hits []hit
-	match := func(m *omegav1.ObjectMeta) bool {
+	match := func(m *omegav1.ObjectMeta, live bool) bool {
 		ok := m.GetName() == name || strings.HasPrefix(m.GetUid(), name)
 		if ok {
-			hits = append(hits, hit{m.GetName(), m.GetUid()})
+			hits = append(hits, hit{m.GetName(), m.GetUid(), live, m.GetCreateRevision()})
 		}
 		return ok
 	}
-	l.Machines = filterMeta(l.Machines, func(x *omegav1.Machine) bool { return match(x.GetMeta()) })
-	l.Jobs = filterMeta(l.Jobs, func(x *omegav1.Job) bool { return match(x.GetMeta()) })
-	l.Tasks = filterMeta(l.Tasks, func(x *omegav1.Task) bool { return match(x.GetMeta()) })
+	l.Machines = filterMeta(l.Machines, func(x *omegav1.Machine) bool { return match(x.GetMeta(), true) })
+	l.Jobs = filterMeta(l.Jobs, func(x *omegav1.Job) bool { return match(x.GetMeta(), !jobPhaseDone(x.GetStatus().GetPhase())) })
+	l.Tasks = filterMeta(l.Tasks, func(x *omegav1.Task) bool { return match(x.GetMeta(), !txn.IsTerminal(x.GetStatus().GetState())) })
 	switch len(hits) {
 	case 0:
-		return fmt.Errorf("%q: no such object (by name or uid prefix)", name)
+		return "", fmt.Errorf("%s: no such object (by name or uid prefix)", txn.Quote(name))
 	case 1:
-		return nil
+		return "", nil
+	}
+	sameName := len(l.Machines) == 0 && (len(l.Jobs) == 0) != (len(l.Tasks) == 0) // one kind, and not machines (a ghost's name is for the operator to settle)
+	live := 0
+	for _, h := range hits {
+		sameName = sameName && h.name == name
+		if h.live {
+			live++
+		}
+	}
+	if sameName && live <= 1 {
+		best := 0
+		for i, h := range hits {
+			if h.live || (live == 0 && h.rev > hits[best].rev) {
+				best = i
+				if h.live {
+					break
+				}
+			}
+		}
+		keep := hits[best].uid
+		l.Jobs = filterMeta(l.Jobs, func(x *omegav1.Job) bool { return x.GetMeta().GetUid() == keep })
+		l.Tasks = filterMeta(l.Tasks, func(x *omegav1.Task) bool { return x.GetMeta().GetUid() == keep })
+		what := "the live one"
+		if live == 0 {
+			what = "the newest; none is live"
+		}
+		kind := "jobs"
+		if len(l.Tasks) > 0 {
+			kind = "tasks"
+		}
+		return fmt.Sprintf("%d %s named %s; this is %s (uid %s), the others ended", len(hits), kind, txn.Quote(name), what, keep), nil
 	}
 	var b strings.Builder
 	for _, h := range hits {
 		fmt.Fprintf(&b, "\n  %s  %s", h.uid, h.name)
 	}
-	return fmt.Errorf("%q is ambiguous: %d objects match%s", name, len(hits), b.String())
+	return "", fmt.Errorf("%s is ambiguous: %d objects match%s", txn.Quote(name), len(hits), b.String())
+}
+
+// jobPhaseDone reports whether a job's phase is final.
+func jobPhaseDone(p omegav1.JobPhase) bool {
+	switch p {
+	case omegav1.JobPhase_JOB_PHASE_SUCCEEDED, omegav1.JobPhase_JOB_PHASE_FAILED, omegav1.JobPhase_JOB_PHASE_ABANDONED, omegav1.JobPhase_JOB_PHASE_KILLED:
+		return true
+	}
+	return false
+}
+
+// sayNote writes a command's note on stderr, one line.
+func sayNote(w io.Writer, note string) {
+	if note != "" {
+		fmt.Fprintln(w, "omega: "+note)
+	}
 }
 
 func filterMeta[T any](xs []T, keep func(T) bool) []T {
@@ -197,7 +261,37 @@ func age(unixNanos int64, now time.Time) string {
 	return d.String()
 }
 
-func printListing(w io.Writer, l *remote.Listing, kind omegav1.ObjectKind, output string) error {
+// machineNames maps the cell's machines' uids to their names.
+func machineNames(ctx context.Context, tr *remote.Transport) (map[string]string, error) {
+	ml, err := tr.List(ctx, &cellgrpc.ListRequest{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE})
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]string, len(ml.Machines))
+	for _, m := range ml.Machines {
+		names[m.GetMeta().GetUid()] = m.GetMeta().GetName()
+	}
+	return names, nil
+}
+
+// machineName is how a person reads a machine: its name, or, for one no
+// longer in the cell (names does not hold it), its uid's first 8
+// characters marked deleted.
+func machineName(names map[string]string, uid string) string {
+	if uid == "" || uid == uuid.Nil.String() {
+		return ""
+	}
+	if n, ok := names[uid]; ok {
+		return n
+	}
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return "<deleted " + uid + "…>"
+}
+
+// printListing prints l; names (machine uid to name) is for tasks' tables.
+func printListing(w io.Writer, l *remote.Listing, kind omegav1.ObjectKind, output string, names map[string]string) error {
 	var items []proto.Message
 	switch kind {
 	case omegav1.ObjectKind_OBJECT_KIND_MACHINE:
@@ -272,10 +366,7 @@ func printListing(w io.Writer, l *remote.Listing, kind omegav1.ObjectKind, outpu
 		fmt.Fprintln(tw, "NAME\tSTATE\tMACHINE\tSCHEDULER\tAGE"+map[bool]string{true: "\tUID\tJOB\tMESSAGE", false: ""}[wide])
 		for _, t := range l.Tasks {
 			st := t.GetStatus()
-			m := st.GetMachineUid()
-			if len(m) > 8 {
-				m = m[:8]
-			}
+			m := machineName(names, st.GetMachineUid())
 			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", t.GetMeta().GetName(), strings.TrimPrefix(st.GetState().String(), "TASK_STATE_"), orDash(m), orDash(st.GetScheduler()), age(t.GetMeta().GetCreationUnixNanos(), now))
 			if wide {
 				job := ""
@@ -368,6 +459,9 @@ restart.`,
 			}
 			defer w.Close()
 			out := cmd.OutOrStdout()
+			// Machines by name: the snapshot's, and those the watch shows.
+			names := map[uuid.UUID]string{}
+			st.RangeMachines(func(m *txn.Machine) bool { names[m.UID] = m.Name(); return true })
 			fmt.Fprintf(out, "watching from revision %d\n", st.Revision())
 			for {
 				sets, err := w.Next(ctx, 0)
@@ -379,7 +473,10 @@ restart.`,
 				}
 				for _, ws := range sets {
 					for _, ch := range ws.Changes {
-						fmt.Fprintln(out, describeChange(ws.Revision, &ch))
+						if ch.Machine != nil && !ch.Deleted {
+							names[ch.Machine.UID] = ch.Machine.Name()
+						}
+						fmt.Fprintln(out, describeChange(ws.Revision, &ch, names))
 					}
 				}
 			}
@@ -390,7 +487,9 @@ restart.`,
 	return cmd
 }
 
-func describeChange(rev uint64, ch *txn.Change) string {
+// describeChange is a watched change as a line; names gives machines'
+// names (a machine it does not hold shows as its uid's first 8 characters).
+func describeChange(rev uint64, ch *txn.Change, names map[uuid.UUID]string) string {
 	verb := "changed"
 	switch {
 	case ch.Deleted:
@@ -403,7 +502,11 @@ func describeChange(rev uint64, ch *txn.Change) string {
 		t := ch.Task
 		where := ""
 		if t.Machine != uuid.Nil {
-			where = " on " + t.Machine.String()[:8]
+			n, ok := names[t.Machine]
+			if !ok {
+				n = t.Machine.String()[:8]
+			}
+			where = " on " + n
 		}
 		return fmt.Sprintf("%d\ttask/%s\t%s\t%s%s\t%s", rev, t.Name(), verb, strings.TrimPrefix(t.State.String(), "TASK_STATE_"), where, t.Message())
 	case ch.Job != nil:

@@ -77,6 +77,9 @@ tasks, a machine with its tasks, a task with its machine).`,
 			}
 			defer tr.Close()
 			d, err := gatherDescription(ctx, tr, kind, args[1])
+			if d != nil {
+				sayNote(cmd.ErrOrStderr(), d.note)
+			}
 			if err != nil {
 				return err
 			}
@@ -98,6 +101,7 @@ tasks, a machine with its tasks, a task with its machine).`,
 type description struct {
 	revision uint64
 	kind     omegav1.ObjectKind
+	note     string           // which of several objects of the name this is (pick)
 	job      *omegav1.Job     // describe job; a task's job, if still in the cell
 	task     *omegav1.Task    // describe task
 	machine  *omegav1.Machine // describe machine; a task's machine, if any
@@ -112,10 +116,11 @@ func gatherDescription(ctx context.Context, tr *remote.Transport, kind omegav1.O
 	if err != nil {
 		return nil, err
 	}
-	if err := pick(l, name); err != nil {
+	note, err := pick(l, name)
+	if err != nil {
 		return nil, err
 	}
-	d := &description{revision: l.Revision, kind: kind, names: map[string]string{}}
+	d := &description{revision: l.Revision, kind: kind, names: map[string]string{}, note: note}
 	machines, err := tr.List(ctx, &cellgrpc.ListRequest{Kind: omegav1.ObjectKind_OBJECT_KIND_MACHINE})
 	if err != nil {
 		return nil, err

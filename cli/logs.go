@@ -76,7 +76,9 @@ else --token-file's (the one it presents to the server).`,
 			if err != nil {
 				return err
 			}
-			if err := pick(l, args[0]); err != nil {
+			note, err := pick(l, args[0])
+			sayNote(cmd.ErrOrStderr(), note)
+			if err != nil {
 				if len(l.Tasks) > 0 { // ambiguous
 					return err
 				}
@@ -121,7 +123,7 @@ func onlyTaskOfJob(ctx context.Context, tr *remote.Transport, name string, notTa
 	if err != nil {
 		return nil, err
 	}
-	if pick(jobs, name) != nil {
+	if _, err := pick(jobs, name); err != nil {
 		return nil, notTask
 	}
 	j := jobs.Jobs[0]

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/google/uuid"
 	"strings"
 	"testing"
 
@@ -37,5 +38,32 @@ func TestFindMachine(t *testing.T) {
 	}
 	if _, err := findMachine(v, strings.Repeat("x", 100)); err == nil || !strings.Contains(err.Error(), "(100 bytes): no machine of that name or uid") {
 		t.Fatalf("a long name: %v", err)
+	}
+}
+
+// TestMachineNamesForPeople: a watched task's line and a task's table row
+// name its machine; one the cell no longer has reads as deleted (the
+// table) or as its uid's prefix (the watch, which may not have seen it).
+func TestMachineNamesForPeople(t *testing.T) {
+	m := testkit.UID('m', 1, 0)
+	gone := testkit.UID('m', 2, 0)
+	task := &txn.Task{UID: testkit.UID('t', 1, 0), Machine: m, State: 3}
+	line := describeChange(7, &txn.Change{Task: task}, map[uuid.UUID]string{m: "m1"})
+	if !strings.Contains(line, " on m1") {
+		t.Fatalf("watch line %q does not name m1", line)
+	}
+	task.Machine = gone
+	if line := describeChange(7, &txn.Change{Task: task}, map[uuid.UUID]string{m: "m1"}); !strings.Contains(line, " on "+gone.String()[:8]) {
+		t.Fatalf("watch line %q, want the uid's prefix", line)
+	}
+	names := map[string]string{m.String(): "m1"}
+	if got := machineName(names, m.String()); got != "m1" {
+		t.Fatalf("machineName = %q", got)
+	}
+	if got := machineName(names, gone.String()); got != "<deleted "+gone.String()[:8]+"…>" {
+		t.Fatalf("a deleted machine: %q", got)
+	}
+	if got := machineName(names, ""); got != "" {
+		t.Fatalf("no machine: %q", got)
 	}
 }
