@@ -205,20 +205,8 @@ func printContexts(w io.Writer, c *clientConfig, path, output string) error {
 			fmt.Fprintln(w, x.Name)
 		}
 		return nil
-	case "json":
-		b, err := json.MarshalIndent(c, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(c)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+	case "json", "yaml":
+		return printAs(w, output, c)
 	case "table":
 		if len(c.Contexts) == 0 {
 			fmt.Fprintf(w, "no contexts in %s (omega config set-context NAME --server ADDR)\n", path)
@@ -236,6 +224,23 @@ func printContexts(w io.Writer, c *clientConfig, path, output string) error {
 		return tw.Flush()
 	}
 	return fmt.Errorf("-o %s: want table, json, yaml or name", txn.Quote(output))
+}
+
+// printAs prints v as JSON (indented) or YAML.
+func printAs(w io.Writer, format string, v any) error {
+	var b []byte
+	var err error
+	if format == "json" {
+		b, err = json.MarshalIndent(v, "", "  ")
+		b = append(b, '\n')
+	} else {
+		b, err = yaml.Marshal(v)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 func dash(s string) string {
@@ -299,20 +304,8 @@ func newVersionCmd() *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s %s\n", v.GoVersion, v.Platform)
 				return nil
-			case "json":
-				b, err := json.MarshalIndent(v, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(w, "%s\n", b)
-				return err
-			case "yaml":
-				b, err := yaml.Marshal(v)
-				if err != nil {
-					return err
-				}
-				_, err = w.Write(b)
-				return err
+			case "json", "yaml":
+				return printAs(w, output, v)
 			}
 			return fmt.Errorf("-o %s: want text, json or yaml", txn.Quote(output))
 		},

@@ -76,8 +76,10 @@ func TestSubmitAndGet(t *testing.T) {
 	if out, _, err := run(t, "", "get", "jobs", "-o", "yaml", "--server", srv.grpc); err != nil || !strings.Contains(out, "items:") || !strings.Contains(out, "name: hello") {
 		t.Fatalf("get jobs -o yaml: %v\n%s", err, out)
 	}
-	if _, errs, err := run(t, "", "get", "jobs", "hello", "--server", srv.grpc); err == nil || !strings.Contains(errs, "ambiguous") {
-		t.Fatalf("an ambiguous name: %v\n%s", err, errs)
+	// Two jobs named hello, one killed (replaced): the live one (or, once it
+	// ended, the newest), said on stderr.
+	if out, errs, err := run(t, "", "get", "jobs", "hello", "--server", srv.grpc); err != nil || !strings.Contains(errs, `2 jobs named "hello"; this is the `) || strings.Count(out, "hello") != 1 {
+		t.Fatalf("a name used again: %v\n%s%s", err, out, errs)
 	}
 	if _, errs, err := run(t, "", "get", "tasks", "-l", "job in (hello", "--server", srv.grpc); err == nil || !strings.Contains(errs, "at byte") {
 		t.Fatalf("a bad selector: %v\n%s", err, errs)

@@ -194,8 +194,8 @@ func TestLogsAndDescribe(t *testing.T) {
 		return done
 	})
 	submit("echo", "meta: {name: echo}\nspec:\n  template:\n    resources: {cpu: 100m, memory: 16Mi}\n    command: {path: /bin/true}\n")
-	if _, errs, err := run(t, "", "describe", "job", "echo", "--server", srv.grpc); err == nil || !strings.Contains(errs, `"echo" is ambiguous: 2 objects match`) {
-		t.Errorf("describe of an ambiguous name: %v %s", err, errs)
+	if _, errs, err := run(t, "", "describe", "job", "echo", "--server", srv.grpc); err != nil || !strings.Contains(errs, `2 jobs named "echo"; this is the `) {
+		t.Errorf("describe of a name used again: %v %s", err, errs)
 	}
 
 	// Errors: a task not placed; machines whose agents publish no log
