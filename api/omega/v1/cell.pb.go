@@ -256,6 +256,73 @@ func (JobPhase) EnumDescriptor() ([]byte, []int) {
 	return file_omega_v1_cell_proto_rawDescGZIP(), []int{3}
 }
 
+// WaitReason is why a job's pending tasks are not placed.
+type WaitReason int32
+
+const (
+	WaitReason_WAIT_REASON_UNSPECIFIED WaitReason = 0
+	// No UP machine that meets the task's constraints has enough of one
+	// resource free (JobWaiting.resource names it: "cpu", "memory" or an
+	// extended resource).
+	WaitReason_WAIT_REASON_RESOURCES WaitReason = 1
+	// No UP machine meets the task's constraints.
+	WaitReason_WAIT_REASON_CONSTRAINTS WaitReason = 2
+	// The store refused the claims: they would take the scheduler past its
+	// quota (a mediated store's rule).
+	WaitReason_WAIT_REASON_QUOTA WaitReason = 3
+	// No live scheduler of the job's kind holds a lease in the cell.
+	WaitReason_WAIT_REASON_NO_SCHEDULER WaitReason = 4
+	// No machine is UP (none registered, or all down, draining or cordoned).
+	WaitReason_WAIT_REASON_NO_MACHINES WaitReason = 5
+)
+
+// Enum value maps for WaitReason.
+var (
+	WaitReason_name = map[int32]string{
+		0: "WAIT_REASON_UNSPECIFIED",
+		1: "WAIT_REASON_RESOURCES",
+		2: "WAIT_REASON_CONSTRAINTS",
+		3: "WAIT_REASON_QUOTA",
+		4: "WAIT_REASON_NO_SCHEDULER",
+		5: "WAIT_REASON_NO_MACHINES",
+	}
+	WaitReason_value = map[string]int32{
+		"WAIT_REASON_UNSPECIFIED":  0,
+		"WAIT_REASON_RESOURCES":    1,
+		"WAIT_REASON_CONSTRAINTS":  2,
+		"WAIT_REASON_QUOTA":        3,
+		"WAIT_REASON_NO_SCHEDULER": 4,
+		"WAIT_REASON_NO_MACHINES":  5,
+	}
+)
+
+func (x WaitReason) Enum() *WaitReason {
+	p := new(WaitReason)
+	*p = x
+	return p
+}
+
+func (x WaitReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WaitReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_omega_v1_cell_proto_enumTypes[4].Descriptor()
+}
+
+func (WaitReason) Type() protoreflect.EnumType {
+	return &file_omega_v1_cell_proto_enumTypes[4]
+}
+
+func (x WaitReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WaitReason.Descriptor instead.
+func (WaitReason) EnumDescriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{4}
+}
+
 type TaskState int32
 
 const (
@@ -314,11 +381,11 @@ func (x TaskState) String() string {
 }
 
 func (TaskState) Descriptor() protoreflect.EnumDescriptor {
-	return file_omega_v1_cell_proto_enumTypes[4].Descriptor()
+	return file_omega_v1_cell_proto_enumTypes[5].Descriptor()
 }
 
 func (TaskState) Type() protoreflect.EnumType {
-	return &file_omega_v1_cell_proto_enumTypes[4]
+	return &file_omega_v1_cell_proto_enumTypes[5]
 }
 
 func (x TaskState) Number() protoreflect.EnumNumber {
@@ -327,7 +394,7 @@ func (x TaskState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskState.Descriptor instead.
 func (TaskState) EnumDescriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{4}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{5}
 }
 
 type HealthState int32
@@ -364,11 +431,11 @@ func (x HealthState) String() string {
 }
 
 func (HealthState) Descriptor() protoreflect.EnumDescriptor {
-	return file_omega_v1_cell_proto_enumTypes[5].Descriptor()
+	return file_omega_v1_cell_proto_enumTypes[6].Descriptor()
 }
 
 func (HealthState) Type() protoreflect.EnumType {
-	return &file_omega_v1_cell_proto_enumTypes[5]
+	return &file_omega_v1_cell_proto_enumTypes[6]
 }
 
 func (x HealthState) Number() protoreflect.EnumNumber {
@@ -377,7 +444,7 @@ func (x HealthState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HealthState.Descriptor instead.
 func (HealthState) EnumDescriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{5}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{6}
 }
 
 type Constraint_Operator int32
@@ -419,11 +486,11 @@ func (x Constraint_Operator) String() string {
 }
 
 func (Constraint_Operator) Descriptor() protoreflect.EnumDescriptor {
-	return file_omega_v1_cell_proto_enumTypes[6].Descriptor()
+	return file_omega_v1_cell_proto_enumTypes[7].Descriptor()
 }
 
 func (Constraint_Operator) Type() protoreflect.EnumType {
-	return &file_omega_v1_cell_proto_enumTypes[6]
+	return &file_omega_v1_cell_proto_enumTypes[7]
 }
 
 func (x Constraint_Operator) Number() protoreflect.EnumNumber {
@@ -1565,8 +1632,14 @@ type JobStatus struct {
 	// LOST): the finish time so far, which a controller that starts again
 	// takes up, since those tasks may have expired.
 	LastEndUnixNanos int64 `protobuf:"varint,9,opt,name=last_end_unix_nanos,json=lastEndUnixNanos,proto3" json:"last_end_unix_nanos,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Why the job's pending tasks wait, while they do: written by the
+	// scheduler that failed to place them (or, for a kind no scheduler
+	// holds a lease for, by the job controller), only when the reason
+	// changes, and cleared once nothing waits. A task's version never moves
+	// for it: a claim checks that version, so the reason lives on the job.
+	Waiting       *JobWaiting `protobuf:"bytes,10,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
@@ -1662,6 +1735,102 @@ func (x *JobStatus) GetLastEndUnixNanos() int64 {
 	return 0
 }
 
+func (x *JobStatus) GetWaiting() *JobWaiting {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+type JobWaiting struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason WaitReason             `protobuf:"varint,1,opt,name=reason,proto3,enum=omega.v1.WaitReason" json:"reason,omitempty"`
+	// For WAIT_REASON_RESOURCES: the resource dimension that is short.
+	Resource string `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
+	// What a person reads: counts of machines by what ruled them out.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// Who wrote it: the scheduler instance, or the job controller.
+	Reporter string `protobuf:"bytes,4,opt,name=reporter,proto3" json:"reporter,omitempty"`
+	// When the reason was first written, Unix nanoseconds (the writer's clock).
+	SinceUnixNanos int64 `protobuf:"varint,5,opt,name=since_unix_nanos,json=sinceUnixNanos,proto3" json:"since_unix_nanos,omitempty"`
+	// How many of the job's tasks wait.
+	Tasks         int32 `protobuf:"varint,6,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobWaiting) Reset() {
+	*x = JobWaiting{}
+	mi := &file_omega_v1_cell_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobWaiting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobWaiting) ProtoMessage() {}
+
+func (x *JobWaiting) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobWaiting.ProtoReflect.Descriptor instead.
+func (*JobWaiting) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *JobWaiting) GetReason() WaitReason {
+	if x != nil {
+		return x.Reason
+	}
+	return WaitReason_WAIT_REASON_UNSPECIFIED
+}
+
+func (x *JobWaiting) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *JobWaiting) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *JobWaiting) GetReporter() string {
+	if x != nil {
+		return x.Reporter
+	}
+	return ""
+}
+
+func (x *JobWaiting) GetSinceUnixNanos() int64 {
+	if x != nil {
+		return x.SinceUnixNanos
+	}
+	return 0
+}
+
+func (x *JobWaiting) GetTasks() int32 {
+	if x != nil {
+		return x.Tasks
+	}
+	return 0
+}
+
 type Job struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Meta          *ObjectMeta            `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
@@ -1673,7 +1842,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_omega_v1_cell_proto_msgTypes[15]
+	mi := &file_omega_v1_cell_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1854,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[15]
+	mi := &file_omega_v1_cell_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1867,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{15}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Job) GetMeta() *ObjectMeta {
@@ -1742,7 +1911,7 @@ type TaskSpec struct {
 
 func (x *TaskSpec) Reset() {
 	*x = TaskSpec{}
-	mi := &file_omega_v1_cell_proto_msgTypes[16]
+	mi := &file_omega_v1_cell_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1923,7 @@ func (x *TaskSpec) String() string {
 func (*TaskSpec) ProtoMessage() {}
 
 func (x *TaskSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[16]
+	mi := &file_omega_v1_cell_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1936,7 @@ func (x *TaskSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSpec.ProtoReflect.Descriptor instead.
 func (*TaskSpec) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{16}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskSpec) GetResources() *Resources {
@@ -1848,7 +2017,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_omega_v1_cell_proto_msgTypes[17]
+	mi := &file_omega_v1_cell_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2029,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[17]
+	mi := &file_omega_v1_cell_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2042,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{17}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExitStatus) GetCode() int32 {
@@ -1915,7 +2084,7 @@ type TaskRun struct {
 
 func (x *TaskRun) Reset() {
 	*x = TaskRun{}
-	mi := &file_omega_v1_cell_proto_msgTypes[18]
+	mi := &file_omega_v1_cell_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2096,7 @@ func (x *TaskRun) String() string {
 func (*TaskRun) ProtoMessage() {}
 
 func (x *TaskRun) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[18]
+	mi := &file_omega_v1_cell_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2109,7 @@ func (x *TaskRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRun.ProtoReflect.Descriptor instead.
 func (*TaskRun) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{18}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskRun) GetRestarts() int32 {
@@ -1997,7 +2166,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_omega_v1_cell_proto_msgTypes[19]
+	mi := &file_omega_v1_cell_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2178,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[19]
+	mi := &file_omega_v1_cell_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2191,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{19}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskStatus) GetState() TaskState {
@@ -2106,7 +2275,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_omega_v1_cell_proto_msgTypes[20]
+	mi := &file_omega_v1_cell_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2287,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[20]
+	mi := &file_omega_v1_cell_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2300,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{20}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Task) GetMeta() *ObjectMeta {
@@ -2171,7 +2340,7 @@ type Offer struct {
 
 func (x *Offer) Reset() {
 	*x = Offer{}
-	mi := &file_omega_v1_cell_proto_msgTypes[21]
+	mi := &file_omega_v1_cell_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2352,7 @@ func (x *Offer) String() string {
 func (*Offer) ProtoMessage() {}
 
 func (x *Offer) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[21]
+	mi := &file_omega_v1_cell_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2365,7 @@ func (x *Offer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Offer.ProtoReflect.Descriptor instead.
 func (*Offer) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{21}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Offer) GetMeta() *ObjectMeta {
@@ -2232,7 +2401,7 @@ type OfferSpec struct {
 
 func (x *OfferSpec) Reset() {
 	*x = OfferSpec{}
-	mi := &file_omega_v1_cell_proto_msgTypes[22]
+	mi := &file_omega_v1_cell_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2413,7 @@ func (x *OfferSpec) String() string {
 func (*OfferSpec) ProtoMessage() {}
 
 func (x *OfferSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[22]
+	mi := &file_omega_v1_cell_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2426,7 @@ func (x *OfferSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferSpec.ProtoReflect.Descriptor instead.
 func (*OfferSpec) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{22}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OfferSpec) GetFramework() string {
@@ -2279,7 +2448,7 @@ type OfferStatus struct {
 
 func (x *OfferStatus) Reset() {
 	*x = OfferStatus{}
-	mi := &file_omega_v1_cell_proto_msgTypes[23]
+	mi := &file_omega_v1_cell_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2460,7 @@ func (x *OfferStatus) String() string {
 func (*OfferStatus) ProtoMessage() {}
 
 func (x *OfferStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[23]
+	mi := &file_omega_v1_cell_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2473,7 @@ func (x *OfferStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferStatus.ProtoReflect.Descriptor instead.
 func (*OfferStatus) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{23}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OfferStatus) GetLocks() []*OfferLock {
@@ -2324,7 +2493,7 @@ type OfferLock struct {
 
 func (x *OfferLock) Reset() {
 	*x = OfferLock{}
-	mi := &file_omega_v1_cell_proto_msgTypes[24]
+	mi := &file_omega_v1_cell_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2505,7 @@ func (x *OfferLock) String() string {
 func (*OfferLock) ProtoMessage() {}
 
 func (x *OfferLock) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[24]
+	mi := &file_omega_v1_cell_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2518,7 @@ func (x *OfferLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferLock.ProtoReflect.Descriptor instead.
 func (*OfferLock) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{24}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OfferLock) GetMachineUid() string {
@@ -2383,7 +2552,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_omega_v1_cell_proto_msgTypes[25]
+	mi := &file_omega_v1_cell_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2564,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[25]
+	mi := &file_omega_v1_cell_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2577,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{25}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Quota) GetMeta() *ObjectMeta {
@@ -2440,7 +2609,7 @@ type QuotaSpec struct {
 
 func (x *QuotaSpec) Reset() {
 	*x = QuotaSpec{}
-	mi := &file_omega_v1_cell_proto_msgTypes[26]
+	mi := &file_omega_v1_cell_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2621,7 @@ func (x *QuotaSpec) String() string {
 func (*QuotaSpec) ProtoMessage() {}
 
 func (x *QuotaSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_cell_proto_msgTypes[26]
+	mi := &file_omega_v1_cell_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2634,7 @@ func (x *QuotaSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaSpec.ProtoReflect.Descriptor instead.
 func (*QuotaSpec) Descriptor() ([]byte, []int) {
-	return file_omega_v1_cell_proto_rawDescGZIP(), []int{26}
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QuotaSpec) GetScheduler() string {
@@ -2480,6 +2649,158 @@ func (x *QuotaSpec) GetLimit() *Resources {
 		return x.Limit
 	}
 	return nil
+}
+
+// Lease announces a live component of the cell, renewed while it runs, as
+// Kubernetes' coordination.k8s.io Leases announce nodes and leaders. Each
+// scheduler instance holds one named after itself (its uid derived from the
+// name, txn.LeaseUID), so that "no scheduler of that kind" is knowable and
+// `omega get schedulers` lists them. The holder renews it (a put at the
+// version it holds) well within its duration; a lease not renewed for its
+// duration has expired, judged by a reader's own clock from when it saw the
+// lease change (so the clocks of holder and reader need not agree). A
+// holder that stops deletes its lease; the server deletes one left expired.
+type Lease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meta          *ObjectMeta            `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	Spec          *LeaseSpec             `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lease) Reset() {
+	*x = Lease{}
+	mi := &file_omega_v1_cell_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lease) ProtoMessage() {}
+
+func (x *Lease) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lease.ProtoReflect.Descriptor instead.
+func (*Lease) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Lease) GetMeta() *ObjectMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *Lease) GetSpec() *LeaseSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+type LeaseSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The process holding it, unique per run (host, pid, a random id): a
+	// second process taking the same name is told apart from a restart.
+	Holder string `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	// What the holder is: "scheduler".
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// For a scheduler: the kind of jobs it places ("batch").
+	SchedulerKind string `protobuf:"bytes,3,opt,name=scheduler_kind,json=schedulerKind,proto3" json:"scheduler_kind,omitempty"`
+	// How long the lease holds after a renewal, in milliseconds (> 0).
+	DurationMillis int64 `protobuf:"varint,4,opt,name=duration_millis,json=durationMillis,proto3" json:"duration_millis,omitempty"`
+	// When the holder took the lease and last renewed it, Unix nanoseconds,
+	// by the holder's clock (for people; expiry is judged by the reader's).
+	AcquireUnixNanos int64 `protobuf:"varint,5,opt,name=acquire_unix_nanos,json=acquireUnixNanos,proto3" json:"acquire_unix_nanos,omitempty"`
+	RenewUnixNanos   int64 `protobuf:"varint,6,opt,name=renew_unix_nanos,json=renewUnixNanos,proto3" json:"renew_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *LeaseSpec) Reset() {
+	*x = LeaseSpec{}
+	mi := &file_omega_v1_cell_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseSpec) ProtoMessage() {}
+
+func (x *LeaseSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_cell_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseSpec.ProtoReflect.Descriptor instead.
+func (*LeaseSpec) Descriptor() ([]byte, []int) {
+	return file_omega_v1_cell_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *LeaseSpec) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *LeaseSpec) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *LeaseSpec) GetSchedulerKind() string {
+	if x != nil {
+		return x.SchedulerKind
+	}
+	return ""
+}
+
+func (x *LeaseSpec) GetDurationMillis() int64 {
+	if x != nil {
+		return x.DurationMillis
+	}
+	return 0
+}
+
+func (x *LeaseSpec) GetAcquireUnixNanos() int64 {
+	if x != nil {
+		return x.AcquireUnixNanos
+	}
+	return 0
+}
+
+func (x *LeaseSpec) GetRenewUnixNanos() int64 {
+	if x != nil {
+		return x.RenewUnixNanos
+	}
+	return 0
 }
 
 var File_omega_v1_cell_proto protoreflect.FileDescriptor
@@ -2598,7 +2919,7 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\breplicas\x18\x05 \x01(\x05R\breplicas\x12\x12\n" +
 	"\x04gang\x18\x06 \x01(\bR\x04gang\x127\n" +
 	"\tmapreduce\x18\a \x01(\v2\x19.omega.v1.MapReduceParamsR\tmapreduce\x12*\n" +
-	"\x11submit_unix_nanos\x18\b \x01(\x03R\x0fsubmitUnixNanos\"\xc1\x02\n" +
+	"\x11submit_unix_nanos\x18\b \x01(\x03R\x0fsubmitUnixNanos\"\xf1\x02\n" +
 	"\tJobStatus\x12(\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x12.omega.v1.JobPhaseR\x05phase\x12\x18\n" +
 	"\apending\x18\x02 \x01(\x05R\apending\x12\x18\n" +
@@ -2608,7 +2929,17 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x11finish_unix_nanos\x18\x06 \x01(\x03R\x0ffinishUnixNanos\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12+\n" +
 	"\x11observed_revision\x18\b \x01(\x04R\x10observedRevision\x12-\n" +
-	"\x13last_end_unix_nanos\x18\t \x01(\x03R\x10lastEndUnixNanos\"\x83\x01\n" +
+	"\x13last_end_unix_nanos\x18\t \x01(\x03R\x10lastEndUnixNanos\x12.\n" +
+	"\awaiting\x18\n" +
+	" \x01(\v2\x14.omega.v1.JobWaitingR\awaiting\"\xcc\x01\n" +
+	"\n" +
+	"JobWaiting\x12,\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x14.omega.v1.WaitReasonR\x06reason\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1a\n" +
+	"\breporter\x18\x04 \x01(\tR\breporter\x12(\n" +
+	"\x10since_unix_nanos\x18\x05 \x01(\x03R\x0esinceUnixNanos\x12\x14\n" +
+	"\x05tasks\x18\x06 \x01(\x05R\x05tasks\"\x83\x01\n" +
 	"\x03Job\x12(\n" +
 	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12%\n" +
 	"\x04spec\x18\x02 \x01(\v2\x11.omega.v1.JobSpecR\x04spec\x12+\n" +
@@ -2668,7 +2999,17 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x04spec\x18\x02 \x01(\v2\x13.omega.v1.QuotaSpecR\x04spec\"T\n" +
 	"\tQuotaSpec\x12\x1c\n" +
 	"\tscheduler\x18\x01 \x01(\tR\tscheduler\x12)\n" +
-	"\x05limit\x18\x02 \x01(\v2\x13.omega.v1.ResourcesR\x05limit*w\n" +
+	"\x05limit\x18\x02 \x01(\v2\x13.omega.v1.ResourcesR\x05limit\"Z\n" +
+	"\x05Lease\x12(\n" +
+	"\x04meta\x18\x01 \x01(\v2\x14.omega.v1.ObjectMetaR\x04meta\x12'\n" +
+	"\x04spec\x18\x02 \x01(\v2\x13.omega.v1.LeaseSpecR\x04spec\"\xdf\x01\n" +
+	"\tLeaseSpec\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12%\n" +
+	"\x0escheduler_kind\x18\x03 \x01(\tR\rschedulerKind\x12'\n" +
+	"\x0fduration_millis\x18\x04 \x01(\x03R\x0edurationMillis\x12,\n" +
+	"\x12acquire_unix_nanos\x18\x05 \x01(\x03R\x10acquireUnixNanos\x12(\n" +
+	"\x10renew_unix_nanos\x18\x06 \x01(\x03R\x0erenewUnixNanos*w\n" +
 	"\fMachineState\x12\x1d\n" +
 	"\x19MACHINE_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10MACHINE_STATE_UP\x10\x01\x12\x1a\n" +
@@ -2691,7 +3032,15 @@ const file_omega_v1_cell_proto_rawDesc = "" +
 	"\x13JOB_PHASE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_PHASE_FAILED\x10\x04\x12\x17\n" +
 	"\x13JOB_PHASE_ABANDONED\x10\x05\x12\x14\n" +
-	"\x10JOB_PHASE_KILLED\x10\x06*\xe7\x01\n" +
+	"\x10JOB_PHASE_KILLED\x10\x06*\xb3\x01\n" +
+	"\n" +
+	"WaitReason\x12\x1b\n" +
+	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15WAIT_REASON_RESOURCES\x10\x01\x12\x1b\n" +
+	"\x17WAIT_REASON_CONSTRAINTS\x10\x02\x12\x15\n" +
+	"\x11WAIT_REASON_QUOTA\x10\x03\x12\x1c\n" +
+	"\x18WAIT_REASON_NO_SCHEDULER\x10\x04\x12\x1b\n" +
+	"\x17WAIT_REASON_NO_MACHINES\x10\x05*\xe7\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_PENDING\x10\x01\x12\x17\n" +
@@ -2719,105 +3068,113 @@ func file_omega_v1_cell_proto_rawDescGZIP() []byte {
 	return file_omega_v1_cell_proto_rawDescData
 }
 
-var file_omega_v1_cell_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_omega_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_omega_v1_cell_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_omega_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_omega_v1_cell_proto_goTypes = []any{
 	(MachineState)(0),        // 0: omega.v1.MachineState
 	(JobKind)(0),             // 1: omega.v1.JobKind
 	(RestartPolicy)(0),       // 2: omega.v1.RestartPolicy
 	(JobPhase)(0),            // 3: omega.v1.JobPhase
-	(TaskState)(0),           // 4: omega.v1.TaskState
-	(HealthState)(0),         // 5: omega.v1.HealthState
-	(Constraint_Operator)(0), // 6: omega.v1.Constraint.Operator
-	(*Resources)(nil),        // 7: omega.v1.Resources
-	(*OwnerReference)(nil),   // 8: omega.v1.OwnerReference
-	(*ObjectMeta)(nil),       // 9: omega.v1.ObjectMeta
-	(*MachineSpec)(nil),      // 10: omega.v1.MachineSpec
-	(*MachineStatus)(nil),    // 11: omega.v1.MachineStatus
-	(*Machine)(nil),          // 12: omega.v1.Machine
-	(*Constraint)(nil),       // 13: omega.v1.Constraint
-	(*Command)(nil),          // 14: omega.v1.Command
-	(*HealthCheck)(nil),      // 15: omega.v1.HealthCheck
-	(*ExecProbe)(nil),        // 16: omega.v1.ExecProbe
-	(*HttpProbe)(nil),        // 17: omega.v1.HttpProbe
-	(*TaskTemplate)(nil),     // 18: omega.v1.TaskTemplate
-	(*MapReduceParams)(nil),  // 19: omega.v1.MapReduceParams
-	(*JobSpec)(nil),          // 20: omega.v1.JobSpec
-	(*JobStatus)(nil),        // 21: omega.v1.JobStatus
-	(*Job)(nil),              // 22: omega.v1.Job
-	(*TaskSpec)(nil),         // 23: omega.v1.TaskSpec
-	(*ExitStatus)(nil),       // 24: omega.v1.ExitStatus
-	(*TaskRun)(nil),          // 25: omega.v1.TaskRun
-	(*TaskStatus)(nil),       // 26: omega.v1.TaskStatus
-	(*Task)(nil),             // 27: omega.v1.Task
-	(*Offer)(nil),            // 28: omega.v1.Offer
-	(*OfferSpec)(nil),        // 29: omega.v1.OfferSpec
-	(*OfferStatus)(nil),      // 30: omega.v1.OfferStatus
-	(*OfferLock)(nil),        // 31: omega.v1.OfferLock
-	(*Quota)(nil),            // 32: omega.v1.Quota
-	(*QuotaSpec)(nil),        // 33: omega.v1.QuotaSpec
-	nil,                      // 34: omega.v1.Resources.ExtendedEntry
-	nil,                      // 35: omega.v1.ObjectMeta.LabelsEntry
-	nil,                      // 36: omega.v1.ObjectMeta.AnnotationsEntry
-	nil,                      // 37: omega.v1.MachineSpec.AttributesEntry
-	nil,                      // 38: omega.v1.Command.EnvEntry
-	nil,                      // 39: omega.v1.TaskTemplate.LabelsEntry
+	(WaitReason)(0),          // 4: omega.v1.WaitReason
+	(TaskState)(0),           // 5: omega.v1.TaskState
+	(HealthState)(0),         // 6: omega.v1.HealthState
+	(Constraint_Operator)(0), // 7: omega.v1.Constraint.Operator
+	(*Resources)(nil),        // 8: omega.v1.Resources
+	(*OwnerReference)(nil),   // 9: omega.v1.OwnerReference
+	(*ObjectMeta)(nil),       // 10: omega.v1.ObjectMeta
+	(*MachineSpec)(nil),      // 11: omega.v1.MachineSpec
+	(*MachineStatus)(nil),    // 12: omega.v1.MachineStatus
+	(*Machine)(nil),          // 13: omega.v1.Machine
+	(*Constraint)(nil),       // 14: omega.v1.Constraint
+	(*Command)(nil),          // 15: omega.v1.Command
+	(*HealthCheck)(nil),      // 16: omega.v1.HealthCheck
+	(*ExecProbe)(nil),        // 17: omega.v1.ExecProbe
+	(*HttpProbe)(nil),        // 18: omega.v1.HttpProbe
+	(*TaskTemplate)(nil),     // 19: omega.v1.TaskTemplate
+	(*MapReduceParams)(nil),  // 20: omega.v1.MapReduceParams
+	(*JobSpec)(nil),          // 21: omega.v1.JobSpec
+	(*JobStatus)(nil),        // 22: omega.v1.JobStatus
+	(*JobWaiting)(nil),       // 23: omega.v1.JobWaiting
+	(*Job)(nil),              // 24: omega.v1.Job
+	(*TaskSpec)(nil),         // 25: omega.v1.TaskSpec
+	(*ExitStatus)(nil),       // 26: omega.v1.ExitStatus
+	(*TaskRun)(nil),          // 27: omega.v1.TaskRun
+	(*TaskStatus)(nil),       // 28: omega.v1.TaskStatus
+	(*Task)(nil),             // 29: omega.v1.Task
+	(*Offer)(nil),            // 30: omega.v1.Offer
+	(*OfferSpec)(nil),        // 31: omega.v1.OfferSpec
+	(*OfferStatus)(nil),      // 32: omega.v1.OfferStatus
+	(*OfferLock)(nil),        // 33: omega.v1.OfferLock
+	(*Quota)(nil),            // 34: omega.v1.Quota
+	(*QuotaSpec)(nil),        // 35: omega.v1.QuotaSpec
+	(*Lease)(nil),            // 36: omega.v1.Lease
+	(*LeaseSpec)(nil),        // 37: omega.v1.LeaseSpec
+	nil,                      // 38: omega.v1.Resources.ExtendedEntry
+	nil,                      // 39: omega.v1.ObjectMeta.LabelsEntry
+	nil,                      // 40: omega.v1.ObjectMeta.AnnotationsEntry
+	nil,                      // 41: omega.v1.MachineSpec.AttributesEntry
+	nil,                      // 42: omega.v1.Command.EnvEntry
+	nil,                      // 43: omega.v1.TaskTemplate.LabelsEntry
 }
 var file_omega_v1_cell_proto_depIdxs = []int32{
-	34, // 0: omega.v1.Resources.extended:type_name -> omega.v1.Resources.ExtendedEntry
-	35, // 1: omega.v1.ObjectMeta.labels:type_name -> omega.v1.ObjectMeta.LabelsEntry
-	36, // 2: omega.v1.ObjectMeta.annotations:type_name -> omega.v1.ObjectMeta.AnnotationsEntry
-	8,  // 3: omega.v1.ObjectMeta.owner_references:type_name -> omega.v1.OwnerReference
-	7,  // 4: omega.v1.MachineSpec.capacity:type_name -> omega.v1.Resources
-	37, // 5: omega.v1.MachineSpec.attributes:type_name -> omega.v1.MachineSpec.AttributesEntry
+	38, // 0: omega.v1.Resources.extended:type_name -> omega.v1.Resources.ExtendedEntry
+	39, // 1: omega.v1.ObjectMeta.labels:type_name -> omega.v1.ObjectMeta.LabelsEntry
+	40, // 2: omega.v1.ObjectMeta.annotations:type_name -> omega.v1.ObjectMeta.AnnotationsEntry
+	9,  // 3: omega.v1.ObjectMeta.owner_references:type_name -> omega.v1.OwnerReference
+	8,  // 4: omega.v1.MachineSpec.capacity:type_name -> omega.v1.Resources
+	41, // 5: omega.v1.MachineSpec.attributes:type_name -> omega.v1.MachineSpec.AttributesEntry
 	0,  // 6: omega.v1.MachineStatus.state:type_name -> omega.v1.MachineState
-	7,  // 7: omega.v1.MachineStatus.allocated:type_name -> omega.v1.Resources
-	9,  // 8: omega.v1.Machine.meta:type_name -> omega.v1.ObjectMeta
-	10, // 9: omega.v1.Machine.spec:type_name -> omega.v1.MachineSpec
-	11, // 10: omega.v1.Machine.status:type_name -> omega.v1.MachineStatus
-	6,  // 11: omega.v1.Constraint.operator:type_name -> omega.v1.Constraint.Operator
-	38, // 12: omega.v1.Command.env:type_name -> omega.v1.Command.EnvEntry
-	16, // 13: omega.v1.HealthCheck.exec:type_name -> omega.v1.ExecProbe
-	17, // 14: omega.v1.HealthCheck.http:type_name -> omega.v1.HttpProbe
-	7,  // 15: omega.v1.TaskTemplate.resources:type_name -> omega.v1.Resources
-	14, // 16: omega.v1.TaskTemplate.command:type_name -> omega.v1.Command
-	13, // 17: omega.v1.TaskTemplate.constraints:type_name -> omega.v1.Constraint
-	39, // 18: omega.v1.TaskTemplate.labels:type_name -> omega.v1.TaskTemplate.LabelsEntry
+	8,  // 7: omega.v1.MachineStatus.allocated:type_name -> omega.v1.Resources
+	10, // 8: omega.v1.Machine.meta:type_name -> omega.v1.ObjectMeta
+	11, // 9: omega.v1.Machine.spec:type_name -> omega.v1.MachineSpec
+	12, // 10: omega.v1.Machine.status:type_name -> omega.v1.MachineStatus
+	7,  // 11: omega.v1.Constraint.operator:type_name -> omega.v1.Constraint.Operator
+	42, // 12: omega.v1.Command.env:type_name -> omega.v1.Command.EnvEntry
+	17, // 13: omega.v1.HealthCheck.exec:type_name -> omega.v1.ExecProbe
+	18, // 14: omega.v1.HealthCheck.http:type_name -> omega.v1.HttpProbe
+	8,  // 15: omega.v1.TaskTemplate.resources:type_name -> omega.v1.Resources
+	15, // 16: omega.v1.TaskTemplate.command:type_name -> omega.v1.Command
+	14, // 17: omega.v1.TaskTemplate.constraints:type_name -> omega.v1.Constraint
+	43, // 18: omega.v1.TaskTemplate.labels:type_name -> omega.v1.TaskTemplate.LabelsEntry
 	2,  // 19: omega.v1.TaskTemplate.restart_policy:type_name -> omega.v1.RestartPolicy
-	15, // 20: omega.v1.TaskTemplate.health_check:type_name -> omega.v1.HealthCheck
+	16, // 20: omega.v1.TaskTemplate.health_check:type_name -> omega.v1.HealthCheck
 	1,  // 21: omega.v1.JobSpec.kind:type_name -> omega.v1.JobKind
-	18, // 22: omega.v1.JobSpec.template:type_name -> omega.v1.TaskTemplate
-	19, // 23: omega.v1.JobSpec.mapreduce:type_name -> omega.v1.MapReduceParams
+	19, // 22: omega.v1.JobSpec.template:type_name -> omega.v1.TaskTemplate
+	20, // 23: omega.v1.JobSpec.mapreduce:type_name -> omega.v1.MapReduceParams
 	3,  // 24: omega.v1.JobStatus.phase:type_name -> omega.v1.JobPhase
-	9,  // 25: omega.v1.Job.meta:type_name -> omega.v1.ObjectMeta
-	20, // 26: omega.v1.Job.spec:type_name -> omega.v1.JobSpec
-	21, // 27: omega.v1.Job.status:type_name -> omega.v1.JobStatus
-	7,  // 28: omega.v1.TaskSpec.resources:type_name -> omega.v1.Resources
-	14, // 29: omega.v1.TaskSpec.command:type_name -> omega.v1.Command
-	13, // 30: omega.v1.TaskSpec.constraints:type_name -> omega.v1.Constraint
-	2,  // 31: omega.v1.TaskSpec.restart_policy:type_name -> omega.v1.RestartPolicy
-	15, // 32: omega.v1.TaskSpec.health_check:type_name -> omega.v1.HealthCheck
-	24, // 33: omega.v1.TaskRun.last_exit:type_name -> omega.v1.ExitStatus
-	5,  // 34: omega.v1.TaskRun.health:type_name -> omega.v1.HealthState
-	4,  // 35: omega.v1.TaskStatus.state:type_name -> omega.v1.TaskState
-	7,  // 36: omega.v1.TaskStatus.claimed:type_name -> omega.v1.Resources
-	25, // 37: omega.v1.TaskStatus.run:type_name -> omega.v1.TaskRun
-	9,  // 38: omega.v1.Task.meta:type_name -> omega.v1.ObjectMeta
-	23, // 39: omega.v1.Task.spec:type_name -> omega.v1.TaskSpec
-	26, // 40: omega.v1.Task.status:type_name -> omega.v1.TaskStatus
-	9,  // 41: omega.v1.Offer.meta:type_name -> omega.v1.ObjectMeta
-	29, // 42: omega.v1.Offer.spec:type_name -> omega.v1.OfferSpec
-	30, // 43: omega.v1.Offer.status:type_name -> omega.v1.OfferStatus
-	31, // 44: omega.v1.OfferStatus.locks:type_name -> omega.v1.OfferLock
-	7,  // 45: omega.v1.OfferLock.resources:type_name -> omega.v1.Resources
-	9,  // 46: omega.v1.Quota.meta:type_name -> omega.v1.ObjectMeta
-	33, // 47: omega.v1.Quota.spec:type_name -> omega.v1.QuotaSpec
-	7,  // 48: omega.v1.QuotaSpec.limit:type_name -> omega.v1.Resources
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	23, // 25: omega.v1.JobStatus.waiting:type_name -> omega.v1.JobWaiting
+	4,  // 26: omega.v1.JobWaiting.reason:type_name -> omega.v1.WaitReason
+	10, // 27: omega.v1.Job.meta:type_name -> omega.v1.ObjectMeta
+	21, // 28: omega.v1.Job.spec:type_name -> omega.v1.JobSpec
+	22, // 29: omega.v1.Job.status:type_name -> omega.v1.JobStatus
+	8,  // 30: omega.v1.TaskSpec.resources:type_name -> omega.v1.Resources
+	15, // 31: omega.v1.TaskSpec.command:type_name -> omega.v1.Command
+	14, // 32: omega.v1.TaskSpec.constraints:type_name -> omega.v1.Constraint
+	2,  // 33: omega.v1.TaskSpec.restart_policy:type_name -> omega.v1.RestartPolicy
+	16, // 34: omega.v1.TaskSpec.health_check:type_name -> omega.v1.HealthCheck
+	26, // 35: omega.v1.TaskRun.last_exit:type_name -> omega.v1.ExitStatus
+	6,  // 36: omega.v1.TaskRun.health:type_name -> omega.v1.HealthState
+	5,  // 37: omega.v1.TaskStatus.state:type_name -> omega.v1.TaskState
+	8,  // 38: omega.v1.TaskStatus.claimed:type_name -> omega.v1.Resources
+	27, // 39: omega.v1.TaskStatus.run:type_name -> omega.v1.TaskRun
+	10, // 40: omega.v1.Task.meta:type_name -> omega.v1.ObjectMeta
+	25, // 41: omega.v1.Task.spec:type_name -> omega.v1.TaskSpec
+	28, // 42: omega.v1.Task.status:type_name -> omega.v1.TaskStatus
+	10, // 43: omega.v1.Offer.meta:type_name -> omega.v1.ObjectMeta
+	31, // 44: omega.v1.Offer.spec:type_name -> omega.v1.OfferSpec
+	32, // 45: omega.v1.Offer.status:type_name -> omega.v1.OfferStatus
+	33, // 46: omega.v1.OfferStatus.locks:type_name -> omega.v1.OfferLock
+	8,  // 47: omega.v1.OfferLock.resources:type_name -> omega.v1.Resources
+	10, // 48: omega.v1.Quota.meta:type_name -> omega.v1.ObjectMeta
+	35, // 49: omega.v1.Quota.spec:type_name -> omega.v1.QuotaSpec
+	8,  // 50: omega.v1.QuotaSpec.limit:type_name -> omega.v1.Resources
+	10, // 51: omega.v1.Lease.meta:type_name -> omega.v1.ObjectMeta
+	37, // 52: omega.v1.Lease.spec:type_name -> omega.v1.LeaseSpec
+	53, // [53:53] is the sub-list for method output_type
+	53, // [53:53] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_cell_proto_init() }
@@ -2834,8 +3191,8 @@ func file_omega_v1_cell_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_cell_proto_rawDesc), len(file_omega_v1_cell_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   33,
+			NumEnums:      8,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -132,6 +132,7 @@ const (
 	ObjectKind_OBJECT_KIND_MACHINE     ObjectKind = 3
 	ObjectKind_OBJECT_KIND_OFFER       ObjectKind = 4
 	ObjectKind_OBJECT_KIND_QUOTA       ObjectKind = 5
+	ObjectKind_OBJECT_KIND_LEASE       ObjectKind = 6
 )
 
 // Enum value maps for ObjectKind.
@@ -143,6 +144,7 @@ var (
 		3: "OBJECT_KIND_MACHINE",
 		4: "OBJECT_KIND_OFFER",
 		5: "OBJECT_KIND_QUOTA",
+		6: "OBJECT_KIND_LEASE",
 	}
 	ObjectKind_value = map[string]int32{
 		"OBJECT_KIND_UNSPECIFIED": 0,
@@ -151,6 +153,7 @@ var (
 		"OBJECT_KIND_MACHINE":     3,
 		"OBJECT_KIND_OFFER":       4,
 		"OBJECT_KIND_QUOTA":       5,
+		"OBJECT_KIND_LEASE":       6,
 	}
 )
 
@@ -419,6 +422,7 @@ type CreateOp struct {
 	//	*CreateOp_Machine
 	//	*CreateOp_Offer
 	//	*CreateOp_Quota
+	//	*CreateOp_Lease
 	Object        isCreateOp_Object `protobuf_oneof:"object"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -506,6 +510,15 @@ func (x *CreateOp) GetQuota() *Quota {
 	return nil
 }
 
+func (x *CreateOp) GetLease() *Lease {
+	if x != nil {
+		if x, ok := x.Object.(*CreateOp_Lease); ok {
+			return x.Lease
+		}
+	}
+	return nil
+}
+
 type isCreateOp_Object interface {
 	isCreateOp_Object()
 }
@@ -531,6 +544,10 @@ type CreateOp_Quota struct {
 	Quota *Quota `protobuf:"bytes,5,opt,name=quota,proto3,oneof"`
 }
 
+type CreateOp_Lease struct {
+	Lease *Lease `protobuf:"bytes,6,opt,name=lease,proto3,oneof"`
+}
+
 func (*CreateOp_Task) isCreateOp_Object() {}
 
 func (*CreateOp_Job) isCreateOp_Object() {}
@@ -540,6 +557,8 @@ func (*CreateOp_Machine) isCreateOp_Object() {}
 func (*CreateOp_Offer) isCreateOp_Object() {}
 
 func (*CreateOp_Quota) isCreateOp_Object() {}
+
+func (*CreateOp_Lease) isCreateOp_Object() {}
 
 // Claim places a PENDING task on a machine, reserving the declared resources.
 type ClaimOp struct {
@@ -773,7 +792,7 @@ func (x *SetStatusOp) GetRun() *TaskRun {
 	return nil
 }
 
-// Put replaces a machine, a job or a quota (meta labels/annotations, spec,
+// Put replaces a machine, a job, a quota or a lease (meta labels/annotations, spec,
 // and the client-owned part of status) at an expected version (0: any
 // version).
 type PutOp struct {
@@ -783,6 +802,7 @@ type PutOp struct {
 	//	*PutOp_Job
 	//	*PutOp_Machine
 	//	*PutOp_Quota
+	//	*PutOp_Lease
 	Object        isPutOp_Object `protobuf_oneof:"object"`
 	ExpectVersion uint64         `protobuf:"varint,3,opt,name=expect_version,json=expectVersion,proto3" json:"expect_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -853,6 +873,15 @@ func (x *PutOp) GetQuota() *Quota {
 	return nil
 }
 
+func (x *PutOp) GetLease() *Lease {
+	if x != nil {
+		if x, ok := x.Object.(*PutOp_Lease); ok {
+			return x.Lease
+		}
+	}
+	return nil
+}
+
 func (x *PutOp) GetExpectVersion() uint64 {
 	if x != nil {
 		return x.ExpectVersion
@@ -876,11 +905,17 @@ type PutOp_Quota struct {
 	Quota *Quota `protobuf:"bytes,4,opt,name=quota,proto3,oneof"`
 }
 
+type PutOp_Lease struct {
+	Lease *Lease `protobuf:"bytes,5,opt,name=lease,proto3,oneof"`
+}
+
 func (*PutOp_Job) isPutOp_Object() {}
 
 func (*PutOp_Machine) isPutOp_Object() {}
 
 func (*PutOp_Quota) isPutOp_Object() {}
+
+func (*PutOp_Lease) isPutOp_Object() {}
 
 // Delete removes an object at an expected version (0: any version).
 type DeleteOp struct {
@@ -1412,6 +1447,7 @@ type Change struct {
 	//	*Change_Machine
 	//	*Change_Offer
 	//	*Change_Quota
+	//	*Change_Lease
 	Object  isChange_Object `protobuf_oneof:"object"`
 	Deleted bool            `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// The object is new at this revision (a PENDING task that is created,
@@ -1516,6 +1552,15 @@ func (x *Change) GetQuota() *Quota {
 	return nil
 }
 
+func (x *Change) GetLease() *Lease {
+	if x != nil {
+		if x, ok := x.Object.(*Change_Lease); ok {
+			return x.Lease
+		}
+	}
+	return nil
+}
+
 func (x *Change) GetDeleted() bool {
 	if x != nil {
 		return x.Deleted
@@ -1568,6 +1613,10 @@ type Change_Quota struct {
 	Quota *Quota `protobuf:"bytes,9,opt,name=quota,proto3,oneof"`
 }
 
+type Change_Lease struct {
+	Lease *Lease `protobuf:"bytes,10,opt,name=lease,proto3,oneof"`
+}
+
 func (*Change_Task) isChange_Object() {}
 
 func (*Change_Job) isChange_Object() {}
@@ -1577,6 +1626,8 @@ func (*Change_Machine) isChange_Object() {}
 func (*Change_Offer) isChange_Object() {}
 
 func (*Change_Quota) isChange_Object() {}
+
+func (*Change_Lease) isChange_Object() {}
 
 // RevisionChanges is everything one revision changed.
 type RevisionChanges struct {
@@ -1663,8 +1714,10 @@ type SnapshotChunk struct {
 	Last     bool                   `protobuf:"varint,5,opt,name=last,proto3" json:"last,omitempty"`
 	// The outstanding offers (a two-level allocator's), after the tasks.
 	Offers []*Offer `protobuf:"bytes,6,rep,name=offers,proto3" json:"offers,omitempty"`
-	// The quotas, last.
-	Quotas        []*Quota `protobuf:"bytes,7,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	// The quotas.
+	Quotas []*Quota `protobuf:"bytes,7,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	// The leases, last.
+	Leases        []*Lease `protobuf:"bytes,8,rep,name=leases,proto3" json:"leases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1744,6 +1797,13 @@ func (x *SnapshotChunk) GetOffers() []*Offer {
 func (x *SnapshotChunk) GetQuotas() []*Quota {
 	if x != nil {
 		return x.Quotas
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetLeases() []*Lease {
+	if x != nil {
+		return x.Leases
 	}
 	return nil
 }
@@ -1834,13 +1894,14 @@ var File_omega_v1_txn_proto protoreflect.FileDescriptor
 
 const file_omega_v1_txn_proto_rawDesc = "" +
 	"\n" +
-	"\x12omega/v1/txn.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\"\xde\x01\n" +
+	"\x12omega/v1/txn.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\"\x87\x02\n" +
 	"\bCreateOp\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x02 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
 	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12'\n" +
 	"\x05offer\x18\x04 \x01(\v2\x0f.omega.v1.OfferH\x00R\x05offer\x12'\n" +
-	"\x05quota\x18\x05 \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quotaB\b\n" +
+	"\x05quota\x18\x05 \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quota\x12'\n" +
+	"\x05lease\x18\x06 \x01(\v2\x0f.omega.v1.LeaseH\x00R\x05leaseB\b\n" +
 	"\x06object\"\x9f\x01\n" +
 	"\aClaimOp\x12\x19\n" +
 	"\btask_uid\x18\x01 \x01(\tR\ataskUid\x12\x1f\n" +
@@ -1859,11 +1920,12 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\x0e2\x13.omega.v1.TaskStateR\x05state\x12%\n" +
 	"\x0eexpect_version\x18\x03 \x01(\x04R\rexpectVersion\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12#\n" +
-	"\x03run\x18\x05 \x01(\v2\x11.omega.v1.TaskRunR\x03run\"\xb3\x01\n" +
+	"\x03run\x18\x05 \x01(\v2\x11.omega.v1.TaskRunR\x03run\"\xdc\x01\n" +
 	"\x05PutOp\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
 	"\amachine\x18\x02 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12'\n" +
-	"\x05quota\x18\x04 \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quota\x12%\n" +
+	"\x05quota\x18\x04 \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quota\x12'\n" +
+	"\x05lease\x18\x05 \x01(\v2\x0f.omega.v1.LeaseH\x00R\x05lease\x12%\n" +
 	"\x0eexpect_version\x18\x03 \x01(\x04R\rexpectVersionB\b\n" +
 	"\x06object\"m\n" +
 	"\bDeleteOp\x12(\n" +
@@ -1901,13 +1963,15 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\tcommitted\x18\x04 \x01(\x05R\tcommitted\x12\x1c\n" +
 	"\tconflicts\x18\x05 \x01(\x05R\tconflicts\x12+\n" +
 	"\x11claims_conflicted\x18\x06 \x01(\x05R\x10claimsConflicted\x12\x1a\n" +
-	"\brejected\x18\a \x01(\x05R\brejected\"\xde\x02\n" +
+	"\brejected\x18\a \x01(\x05R\brejected\"\x87\x03\n" +
 	"\x06Change\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x02 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
 	"\amachine\x18\x03 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12'\n" +
 	"\x05offer\x18\b \x01(\v2\x0f.omega.v1.OfferH\x00R\x05offer\x12'\n" +
-	"\x05quota\x18\t \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quota\x12\x18\n" +
+	"\x05quota\x18\t \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quota\x12'\n" +
+	"\x05lease\x18\n" +
+	" \x01(\v2\x0f.omega.v1.LeaseH\x00R\x05lease\x12\x18\n" +
 	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x18\n" +
 	"\acreated\x18\x05 \x01(\bR\acreated\x12\x18\n" +
 	"\apartial\x18\x06 \x01(\bR\apartial\x122\n" +
@@ -1919,7 +1983,7 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\achanges\x18\x02 \x03(\v2\x10.omega.v1.ChangeR\achanges\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12\x12\n" +
-	"\x04more\x18\x04 \x01(\bR\x04more\"\x89\x02\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"\xb2\x02\n" +
 	"\rSnapshotChunk\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12-\n" +
 	"\bmachines\x18\x02 \x03(\v2\x11.omega.v1.MachineR\bmachines\x12!\n" +
@@ -1927,7 +1991,8 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x05tasks\x18\x04 \x03(\v2\x0e.omega.v1.TaskR\x05tasks\x12\x12\n" +
 	"\x04last\x18\x05 \x01(\bR\x04last\x12'\n" +
 	"\x06offers\x18\x06 \x03(\v2\x0f.omega.v1.OfferR\x06offers\x12'\n" +
-	"\x06quotas\x18\a \x03(\v2\x0f.omega.v1.QuotaR\x06quotas\"\xa3\x01\n" +
+	"\x06quotas\x18\a \x03(\v2\x0f.omega.v1.QuotaR\x06quotas\x12'\n" +
+	"\x06leases\x18\b \x03(\v2\x0f.omega.v1.LeaseR\x06leases\"\xa3\x01\n" +
 	"\vErrorDetail\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.omega.v1.ErrorCodeR\x04code\x12\x19\n" +
 	"\bop_index\x18\x02 \x01(\x05R\aopIndex\x12\x17\n" +
@@ -1941,7 +2006,7 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\n" +
 	"CommitMode\x12\x1b\n" +
 	"\x17COMMIT_MODE_INCREMENTAL\x10\x00\x12\x1e\n" +
-	"\x1aCOMMIT_MODE_ALL_OR_NOTHING\x10\x01*\x9b\x01\n" +
+	"\x1aCOMMIT_MODE_ALL_OR_NOTHING\x10\x01*\xb2\x01\n" +
 	"\n" +
 	"ObjectKind\x12\x1b\n" +
 	"\x17OBJECT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -1949,7 +2014,8 @@ const file_omega_v1_txn_proto_rawDesc = "" +
 	"\x0fOBJECT_KIND_JOB\x10\x02\x12\x17\n" +
 	"\x13OBJECT_KIND_MACHINE\x10\x03\x12\x15\n" +
 	"\x11OBJECT_KIND_OFFER\x10\x04\x12\x15\n" +
-	"\x11OBJECT_KIND_QUOTA\x10\x05*\xc3\x02\n" +
+	"\x11OBJECT_KIND_QUOTA\x10\x05\x12\x15\n" +
+	"\x11OBJECT_KIND_LEASE\x10\x06*\xc3\x02\n" +
 	"\vOutcomeCode\x12\x1a\n" +
 	"\x16OUTCOME_CODE_COMMITTED\x10\x00\x12\x18\n" +
 	"\x14OUTCOME_CODE_ABORTED\x10\x01\x12\x1d\n" +
@@ -2024,9 +2090,10 @@ var file_omega_v1_txn_proto_goTypes = []any{
 	(*Machine)(nil),           // 23: omega.v1.Machine
 	(*Offer)(nil),             // 24: omega.v1.Offer
 	(*Quota)(nil),             // 25: omega.v1.Quota
-	(*Resources)(nil),         // 26: omega.v1.Resources
-	(TaskState)(0),            // 27: omega.v1.TaskState
-	(*TaskRun)(nil),           // 28: omega.v1.TaskRun
+	(*Lease)(nil),             // 26: omega.v1.Lease
+	(*Resources)(nil),         // 27: omega.v1.Resources
+	(TaskState)(0),            // 28: omega.v1.TaskState
+	(*TaskRun)(nil),           // 29: omega.v1.TaskRun
 }
 var file_omega_v1_txn_proto_depIdxs = []int32{
 	21, // 0: omega.v1.CreateOp.task:type_name -> omega.v1.Task
@@ -2034,44 +2101,48 @@ var file_omega_v1_txn_proto_depIdxs = []int32{
 	23, // 2: omega.v1.CreateOp.machine:type_name -> omega.v1.Machine
 	24, // 3: omega.v1.CreateOp.offer:type_name -> omega.v1.Offer
 	25, // 4: omega.v1.CreateOp.quota:type_name -> omega.v1.Quota
-	26, // 5: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
-	27, // 6: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
-	28, // 7: omega.v1.SetStatusOp.run:type_name -> omega.v1.TaskRun
-	22, // 8: omega.v1.PutOp.job:type_name -> omega.v1.Job
-	23, // 9: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
-	25, // 10: omega.v1.PutOp.quota:type_name -> omega.v1.Quota
-	2,  // 11: omega.v1.DeleteOp.kind:type_name -> omega.v1.ObjectKind
-	6,  // 12: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
-	7,  // 13: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
-	8,  // 14: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
-	9,  // 15: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
-	10, // 16: omega.v1.Operation.put:type_name -> omega.v1.PutOp
-	11, // 17: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
-	12, // 18: omega.v1.Operation.answer:type_name -> omega.v1.AnswerOp
-	0,  // 19: omega.v1.Transaction.conflict:type_name -> omega.v1.ConflictMode
-	1,  // 20: omega.v1.Transaction.commit:type_name -> omega.v1.CommitMode
-	13, // 21: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
-	3,  // 22: omega.v1.Outcome.code:type_name -> omega.v1.OutcomeCode
-	4,  // 23: omega.v1.Outcome.reason:type_name -> omega.v1.RejectReason
-	15, // 24: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
-	21, // 25: omega.v1.Change.task:type_name -> omega.v1.Task
-	22, // 26: omega.v1.Change.job:type_name -> omega.v1.Job
-	23, // 27: omega.v1.Change.machine:type_name -> omega.v1.Machine
-	24, // 28: omega.v1.Change.offer:type_name -> omega.v1.Offer
-	25, // 29: omega.v1.Change.quota:type_name -> omega.v1.Quota
-	27, // 30: omega.v1.Change.prev_state:type_name -> omega.v1.TaskState
-	17, // 31: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
-	23, // 32: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
-	22, // 33: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
-	21, // 34: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
-	24, // 35: omega.v1.SnapshotChunk.offers:type_name -> omega.v1.Offer
-	25, // 36: omega.v1.SnapshotChunk.quotas:type_name -> omega.v1.Quota
-	5,  // 37: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	26, // 5: omega.v1.CreateOp.lease:type_name -> omega.v1.Lease
+	27, // 6: omega.v1.ClaimOp.resources:type_name -> omega.v1.Resources
+	28, // 7: omega.v1.SetStatusOp.state:type_name -> omega.v1.TaskState
+	29, // 8: omega.v1.SetStatusOp.run:type_name -> omega.v1.TaskRun
+	22, // 9: omega.v1.PutOp.job:type_name -> omega.v1.Job
+	23, // 10: omega.v1.PutOp.machine:type_name -> omega.v1.Machine
+	25, // 11: omega.v1.PutOp.quota:type_name -> omega.v1.Quota
+	26, // 12: omega.v1.PutOp.lease:type_name -> omega.v1.Lease
+	2,  // 13: omega.v1.DeleteOp.kind:type_name -> omega.v1.ObjectKind
+	6,  // 14: omega.v1.Operation.create:type_name -> omega.v1.CreateOp
+	7,  // 15: omega.v1.Operation.claim:type_name -> omega.v1.ClaimOp
+	8,  // 16: omega.v1.Operation.evict:type_name -> omega.v1.EvictOp
+	9,  // 17: omega.v1.Operation.set_status:type_name -> omega.v1.SetStatusOp
+	10, // 18: omega.v1.Operation.put:type_name -> omega.v1.PutOp
+	11, // 19: omega.v1.Operation.delete:type_name -> omega.v1.DeleteOp
+	12, // 20: omega.v1.Operation.answer:type_name -> omega.v1.AnswerOp
+	0,  // 21: omega.v1.Transaction.conflict:type_name -> omega.v1.ConflictMode
+	1,  // 22: omega.v1.Transaction.commit:type_name -> omega.v1.CommitMode
+	13, // 23: omega.v1.Transaction.ops:type_name -> omega.v1.Operation
+	3,  // 24: omega.v1.Outcome.code:type_name -> omega.v1.OutcomeCode
+	4,  // 25: omega.v1.Outcome.reason:type_name -> omega.v1.RejectReason
+	15, // 26: omega.v1.TransactionResult.outcomes:type_name -> omega.v1.Outcome
+	21, // 27: omega.v1.Change.task:type_name -> omega.v1.Task
+	22, // 28: omega.v1.Change.job:type_name -> omega.v1.Job
+	23, // 29: omega.v1.Change.machine:type_name -> omega.v1.Machine
+	24, // 30: omega.v1.Change.offer:type_name -> omega.v1.Offer
+	25, // 31: omega.v1.Change.quota:type_name -> omega.v1.Quota
+	26, // 32: omega.v1.Change.lease:type_name -> omega.v1.Lease
+	28, // 33: omega.v1.Change.prev_state:type_name -> omega.v1.TaskState
+	17, // 34: omega.v1.RevisionChanges.changes:type_name -> omega.v1.Change
+	23, // 35: omega.v1.SnapshotChunk.machines:type_name -> omega.v1.Machine
+	22, // 36: omega.v1.SnapshotChunk.jobs:type_name -> omega.v1.Job
+	21, // 37: omega.v1.SnapshotChunk.tasks:type_name -> omega.v1.Task
+	24, // 38: omega.v1.SnapshotChunk.offers:type_name -> omega.v1.Offer
+	25, // 39: omega.v1.SnapshotChunk.quotas:type_name -> omega.v1.Quota
+	26, // 40: omega.v1.SnapshotChunk.leases:type_name -> omega.v1.Lease
+	5,  // 41: omega.v1.ErrorDetail.code:type_name -> omega.v1.ErrorCode
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_txn_proto_init() }
@@ -2086,11 +2157,13 @@ func file_omega_v1_txn_proto_init() {
 		(*CreateOp_Machine)(nil),
 		(*CreateOp_Offer)(nil),
 		(*CreateOp_Quota)(nil),
+		(*CreateOp_Lease)(nil),
 	}
 	file_omega_v1_txn_proto_msgTypes[4].OneofWrappers = []any{
 		(*PutOp_Job)(nil),
 		(*PutOp_Machine)(nil),
 		(*PutOp_Quota)(nil),
+		(*PutOp_Lease)(nil),
 	}
 	file_omega_v1_txn_proto_msgTypes[7].OneofWrappers = []any{
 		(*Operation_Create)(nil),
@@ -2107,6 +2180,7 @@ func file_omega_v1_txn_proto_init() {
 		(*Change_Machine)(nil),
 		(*Change_Offer)(nil),
 		(*Change_Quota)(nil),
+		(*Change_Lease)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -205,6 +205,7 @@ type GetResponse struct {
 	//	*GetResponse_Machine
 	//	*GetResponse_Offer
 	//	*GetResponse_Quota
+	//	*GetResponse_Lease
 	Object        isGetResponse_Object `protobuf_oneof:"object"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -299,6 +300,15 @@ func (x *GetResponse) GetQuota() *v1.Quota {
 	return nil
 }
 
+func (x *GetResponse) GetLease() *v1.Lease {
+	if x != nil {
+		if x, ok := x.Object.(*GetResponse_Lease); ok {
+			return x.Lease
+		}
+	}
+	return nil
+}
+
 type isGetResponse_Object interface {
 	isGetResponse_Object()
 }
@@ -323,6 +333,10 @@ type GetResponse_Quota struct {
 	Quota *v1.Quota `protobuf:"bytes,6,opt,name=quota,proto3,oneof"`
 }
 
+type GetResponse_Lease struct {
+	Lease *v1.Lease `protobuf:"bytes,7,opt,name=lease,proto3,oneof"`
+}
+
 func (*GetResponse_Task) isGetResponse_Object() {}
 
 func (*GetResponse_Job) isGetResponse_Object() {}
@@ -332,6 +346,8 @@ func (*GetResponse_Machine) isGetResponse_Object() {}
 func (*GetResponse_Offer) isGetResponse_Object() {}
 
 func (*GetResponse_Quota) isGetResponse_Object() {}
+
+func (*GetResponse_Lease) isGetResponse_Object() {}
 
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -418,14 +434,15 @@ const file_omega_v1_service_proto_rawDesc = "" +
 	"GetRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xfd\x01\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xa6\x02\n" +
 	"\vGetResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12$\n" +
 	"\x04task\x18\x02 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
 	"\x03job\x18\x03 \x01(\v2\r.omega.v1.JobH\x00R\x03job\x12-\n" +
 	"\amachine\x18\x04 \x01(\v2\x11.omega.v1.MachineH\x00R\amachine\x12'\n" +
 	"\x05offer\x18\x05 \x01(\v2\x0f.omega.v1.OfferH\x00R\x05offer\x12'\n" +
-	"\x05quota\x18\x06 \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quotaB\b\n" +
+	"\x05quota\x18\x06 \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quota\x12'\n" +
+	"\x05lease\x18\a \x01(\v2\x0f.omega.v1.LeaseH\x00R\x05leaseB\b\n" +
 	"\x06object\"\x98\x01\n" +
 	"\vListRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12%\n" +
@@ -465,10 +482,11 @@ var file_omega_v1_service_proto_goTypes = []any{
 	(*v1.Machine)(nil),           // 8: omega.v1.Machine
 	(*v1.Offer)(nil),             // 9: omega.v1.Offer
 	(*v1.Quota)(nil),             // 10: omega.v1.Quota
-	(*v1.Transaction)(nil),       // 11: omega.v1.Transaction
-	(*v1.TransactionResult)(nil), // 12: omega.v1.TransactionResult
-	(*v1.SnapshotChunk)(nil),     // 13: omega.v1.SnapshotChunk
-	(*v1.RevisionChanges)(nil),   // 14: omega.v1.RevisionChanges
+	(*v1.Lease)(nil),             // 11: omega.v1.Lease
+	(*v1.Transaction)(nil),       // 12: omega.v1.Transaction
+	(*v1.TransactionResult)(nil), // 13: omega.v1.TransactionResult
+	(*v1.SnapshotChunk)(nil),     // 14: omega.v1.SnapshotChunk
+	(*v1.RevisionChanges)(nil),   // 15: omega.v1.RevisionChanges
 }
 var file_omega_v1_service_proto_depIdxs = []int32{
 	5,  // 0: omega.v1.GetRequest.kind:type_name -> omega.v1.ObjectKind
@@ -477,22 +495,23 @@ var file_omega_v1_service_proto_depIdxs = []int32{
 	8,  // 3: omega.v1.GetResponse.machine:type_name -> omega.v1.Machine
 	9,  // 4: omega.v1.GetResponse.offer:type_name -> omega.v1.Offer
 	10, // 5: omega.v1.GetResponse.quota:type_name -> omega.v1.Quota
-	5,  // 6: omega.v1.ListRequest.kind:type_name -> omega.v1.ObjectKind
-	11, // 7: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
-	0,  // 8: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
-	1,  // 9: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
-	2,  // 10: omega.v1.Cell.Get:input_type -> omega.v1.GetRequest
-	4,  // 11: omega.v1.Cell.List:input_type -> omega.v1.ListRequest
-	12, // 12: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
-	13, // 13: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
-	14, // 14: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
-	3,  // 15: omega.v1.Cell.Get:output_type -> omega.v1.GetResponse
-	13, // 16: omega.v1.Cell.List:output_type -> omega.v1.SnapshotChunk
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	11, // 6: omega.v1.GetResponse.lease:type_name -> omega.v1.Lease
+	5,  // 7: omega.v1.ListRequest.kind:type_name -> omega.v1.ObjectKind
+	12, // 8: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
+	0,  // 9: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
+	1,  // 10: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
+	2,  // 11: omega.v1.Cell.Get:input_type -> omega.v1.GetRequest
+	4,  // 12: omega.v1.Cell.List:input_type -> omega.v1.ListRequest
+	13, // 13: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
+	14, // 14: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
+	15, // 15: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
+	3,  // 16: omega.v1.Cell.Get:output_type -> omega.v1.GetResponse
+	14, // 17: omega.v1.Cell.List:output_type -> omega.v1.SnapshotChunk
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_service_proto_init() }
@@ -506,6 +525,7 @@ func file_omega_v1_service_proto_init() {
 		(*GetResponse_Machine)(nil),
 		(*GetResponse_Offer)(nil),
 		(*GetResponse_Quota)(nil),
+		(*GetResponse_Lease)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

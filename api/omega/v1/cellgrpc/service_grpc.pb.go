@@ -59,12 +59,21 @@ type CellClient interface {
 	// bare (no changes), as progress: a client resumes from it after a
 	// server restart.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.RevisionChanges], error)
-	// Get returns one object of a kind by uid, or by name (an error if more
-	// than one live object has it, naming them).
+	// Get returns one object of a kind (any of ObjectKind's but
+	// UNSPECIFIED) by uid, or by name (an error if more than one live object
+	// has it, naming them).
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
-	// List streams the objects of a kind (or all kinds) that match a label
-	// selector, a machine (tasks placed on it) and a job (its tasks), at one
-	// revision, in chunks like Snapshot.
+	// List streams the objects of a kind, or of every kind (machines, jobs,
+	// tasks, offers, quotas, leases) when kind is UNSPECIFIED, that match a label
+	// selector, a machine (the machine and the tasks placed on it) and a job
+	// (the job and its tasks), at one revision, in chunks like Snapshot.
+	// Offers, quotas and leases belong to no machine and no job: a machine or job
+	// filter leaves them out.
+	//
+	// Every call refuses a kind ObjectKind does not have, a uid that is not
+	// a uuid (empty where one is required) and a string longer than any
+	// object holds, as INVALID_ARGUMENT naming the field; an error quotes a
+	// string of the request cut to its first 64 bytes, with its length.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.SnapshotChunk], error)
 }
 
@@ -181,12 +190,21 @@ type CellServer interface {
 	// bare (no changes), as progress: a client resumes from it after a
 	// server restart.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[v1.RevisionChanges]) error
-	// Get returns one object of a kind by uid, or by name (an error if more
-	// than one live object has it, naming them).
+	// Get returns one object of a kind (any of ObjectKind's but
+	// UNSPECIFIED) by uid, or by name (an error if more than one live object
+	// has it, naming them).
 	Get(context.Context, *GetRequest) (*GetResponse, error)
-	// List streams the objects of a kind (or all kinds) that match a label
-	// selector, a machine (tasks placed on it) and a job (its tasks), at one
-	// revision, in chunks like Snapshot.
+	// List streams the objects of a kind, or of every kind (machines, jobs,
+	// tasks, offers, quotas, leases) when kind is UNSPECIFIED, that match a label
+	// selector, a machine (the machine and the tasks placed on it) and a job
+	// (the job and its tasks), at one revision, in chunks like Snapshot.
+	// Offers, quotas and leases belong to no machine and no job: a machine or job
+	// filter leaves them out.
+	//
+	// Every call refuses a kind ObjectKind does not have, a uid that is not
+	// a uuid (empty where one is required) and a string longer than any
+	// object holds, as INVALID_ARGUMENT naming the field; an error quotes a
+	// string of the request cut to its first 64 bytes, with its length.
 	List(*ListRequest, grpc.ServerStreamingServer[v1.SnapshotChunk]) error
 	mustEmbedUnimplementedCellServer()
 }

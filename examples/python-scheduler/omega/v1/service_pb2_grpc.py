@@ -85,17 +85,26 @@ class CellServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Get(self, request, context):
-        """Get returns one object of a kind by uid, or by name (an error if more
-        than one live object has it, naming them).
+        """Get returns one object of a kind (any of ObjectKind's but
+        UNSPECIFIED) by uid, or by name (an error if more than one live object
+        has it, naming them).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def List(self, request, context):
-        """List streams the objects of a kind (or all kinds) that match a label
-        selector, a machine (tasks placed on it) and a job (its tasks), at one
-        revision, in chunks like Snapshot.
+        """List streams the objects of a kind, or of every kind (machines, jobs,
+        tasks, offers, quotas, leases) when kind is UNSPECIFIED, that match a label
+        selector, a machine (the machine and the tasks placed on it) and a job
+        (the job and its tasks), at one revision, in chunks like Snapshot.
+        Offers, quotas and leases belong to no machine and no job: a machine or job
+        filter leaves them out.
+
+        Every call refuses a kind ObjectKind does not have, a uid that is not
+        a uuid (empty where one is required) and a string longer than any
+        object holds, as INVALID_ARGUMENT naming the field; an error quotes a
+        string of the request cut to its first 64 bytes, with its length.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
