@@ -14,6 +14,7 @@ import (
 
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/schedulers/live"
+	"github.com/omega-cell/omega/txn"
 )
 
 func newSchedulerCmd() *cobra.Command {
@@ -47,6 +48,8 @@ Without --join an instance takes every job of its kind.`,
 				return fmt.Errorf("--kind: required, one of %s", strings.Join(schedulers.Kinds(), ", "))
 			case name == "":
 				return errors.New("--name: required: the instance's name, unique among the kind's instances")
+			case txn.CheckLabel(name) != nil:
+				return fmt.Errorf("--name: %w", txn.CheckLabel(name))
 			case cf.server == "":
 				return errors.New("--server: required: the address of `omega server`")
 			case !validProfile(gf.profile):

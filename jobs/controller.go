@@ -315,7 +315,13 @@ func (jc *Controller) Tick(ctx context.Context, nowUnixNanos int64) (txn.Result,
 			continue
 		}
 		st := n.status(n.job)
-		if sameStatus(st, n.job.StatusProto()) && n.endedRev <= n.job.StatusProto().GetObservedRevision() {
+		if n.pending > 0 {
+			// Why the job waits is its scheduler's to say (JobStatus.waiting):
+			// kept while tasks wait, dropped once none does.
+			st.Waiting = n.job.StatusProto().GetWaiting()
+		}
+		if sameStatus(st, n.job.StatusProto()) && (st.Waiting == nil) == (n.job.StatusProto().GetWaiting() == nil) &&
+			n.endedRev <= n.job.StatusProto().GetObservedRevision() {
 			continue
 		}
 		st.ObservedRevision = jc.inf.Revision()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
@@ -526,5 +527,32 @@ func TestTasksCreatedBeforeTheirJob(t *testing.T) {
 			c.tick(t0.Add(6 * time.Second))
 			c.want("both ended", j, phSucceeded, 0, 0, 2, 0, t0.Add(5*time.Second))
 		})
+	}
+}
+
+// Why a job waits (JobStatus.waiting) is its scheduler's to write: the
+// controller's writes of the counts keep it while a task waits and drop it
+// once none does.
+func TestWaitingKeptWhilePendingThenCleared(t *testing.T) {
+	c := newCell(t, storekit.Options(t, store.DurabilityNone))
+	j, ts := c.job(2)
+	c.tick(t0)
+	job, _ := c.st.Snapshot().Job(j)
+	pj := job.Proto()
+	pj.Status = proto.Clone(job.Status).(*omegav1.JobStatus)
+	w := &omegav1.JobWaiting{Reason: omegav1.WaitReason_WAIT_REASON_RESOURCES, Resource: "cpu", Message: "0 of 1 UP machines", Reporter: "batch-0", Tasks: 2}
+	pj.Status.Waiting = w
+	c.commit(t0.Add(time.Second), txn.PutJob(pj, job.Version))
+	c.claim(t0.Add(2*time.Second), ts[0])
+	c.tick(t0.Add(2 * time.Second))
+	c.want("one placed", j, phRunning, 1, 1, 0, 0, time.Time{})
+	if got := c.status(j).GetWaiting(); !proto.Equal(got, w) {
+		t.Fatalf("one task still waits: waiting %v, want %v", got, w)
+	}
+	c.claim(t0.Add(3*time.Second), ts[1])
+	c.tick(t0.Add(3 * time.Second))
+	c.want("both placed", j, phRunning, 0, 2, 0, 0, time.Time{})
+	if got := c.status(j).GetWaiting(); got != nil {
+		t.Fatalf("nothing waits: waiting %v, want none", got)
 	}
 }

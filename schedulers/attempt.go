@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
@@ -346,6 +347,11 @@ func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now 
 			return OutcomeRetry, err
 		}
 	}
+	if r.cfg.Reasons && !d.Done && !d.GiveUp && (left > 0 || res.Rejected > 0) {
+		if err := r.noteWaiting(ctx, j, a, &res, left, now); err != nil {
+			return OutcomeRetry, err
+		}
+	}
 	switch {
 	case d.Done && j.inFlight > 0:
 		// Another attempt (RequeueEarly's) is in flight with the rest of
@@ -383,6 +389,9 @@ func (r *Runner) abandon(ctx context.Context, j *jobState, now time.Time) error 
 	if !j.AbandonedNoPlacement {
 		reason = fmt.Sprintf("%s gave up after %d attempts", r.c.Component(), j.Attempts)
 	}
+	if j.waiting != nil && r.cfg.Reasons {
+		reason += ": " + j.waiting.GetMessage()
+	}
 	before := r.c.Counters()
 	_, err := r.c.Transact(ctx, func(v client.View) (*txn.Txn, error) {
 		tx := r.c.NewTxn(v)
@@ -417,3 +426,82 @@ func (r *Runner) abandon(ctx context.Context, j *jobState, now time.Time) error 
 // that wrote abandoned jobs' verdicts: a report of scheduling attempts
 // subtracts them.
 func (r *Runner) VerdictCounters() client.Counters { return r.verdicts }
+
+// noteWaiting finds why the job's tasks wait after attempt a (the store's
+// quota refusal, or the scheduler's Explainer, or Explain on the view) and
+// writes it on the job when it differs from the job's own, in one
+// transaction of its own expecting the job's version: one that loses a
+// race (the job controller wrote the counts) is dropped, and the next
+// attempt that leaves tasks waiting writes it. Its transactions count with
+// the verdicts' (VerdictCounters), not as scheduling attempts.
+func (r *Runner) noteWaiting(ctx context.Context, j *jobState, a *Attempt, res *txn.Result, left int, now time.Time) error {
+	v := r.c.View()
+	job, ok := v.Job(j.UID)
+	if !ok || job.Finished() {
+		return nil
+	}
+	var w *omegav1.JobWaiting
+	for _, o := range res.Outcomes {
+		if o.Code == omegav1.OutcomeCode_OUTCOME_CODE_REJECTED && o.Reason == omegav1.RejectReason_REJECT_REASON_QUOTA {
+			w = &omegav1.JobWaiting{Reason: omegav1.WaitReason_WAIT_REASON_QUOTA, Message: o.Detail}
+			break
+		}
+	}
+	if w == nil {
+		if ex, ok := r.sched.(Explainer); ok {
+			req := Request{Job: job, Attempt: j.Attempts}
+			v.RangePendingTasks(j.UID, func(t *txn.Task) bool { req.Pending = append(req.Pending, t); return true })
+			w = ex.Explain(v, req)
+		} else {
+			var first *txn.Task
+			v.RangePendingTasks(j.UID, func(t *txn.Task) bool {
+				if first == nil || bytes.Compare(t.UID[:], first.UID[:]) < 0 {
+					first = t
+				}
+				return true
+			})
+			if first == nil && len(a.Decision.Ops) > 0 {
+				// A job whose tasks the scheduler creates (MapReduce's
+				// workers): explain the task it planned.
+				for _, op := range a.Decision.Ops {
+					if op.Kind == txn.OpCreate && op.NewTask != nil {
+						first = txn.PlannedTask(uuid.Nil, j.UID, op.NewTask, txn.ResourcesFromProto(op.NewTask.GetSpec().GetResources()))
+						break
+					}
+				}
+			}
+			if first != nil {
+				w = Explain(v, first)
+			}
+		}
+	}
+	j.waiting = w
+	old := job.StatusProto().GetWaiting()
+	if w == nil && old == nil || w != nil && old != nil && SameWaiting(w, old) {
+		return nil
+	}
+	if w != nil {
+		w.Reporter, w.SinceUnixNanos, w.Tasks = r.c.Component(), now.UnixNano(), int32(left)
+	}
+	pj := job.Proto()
+	st := proto.Clone(pj.GetStatus()).(*omegav1.JobStatus) // the state's status is shared: never written
+	if pj.GetStatus() == nil {
+		st = &omegav1.JobStatus{}
+	}
+	st.Waiting = w
+	pj.Status = st
+	tx := r.c.NewTxn(v)
+	tx.UnixNanos = now.UnixNano()
+	tx.Ops = []txn.Op{txn.PutJob(pj, job.Version)}
+	before := r.c.Counters()
+	_, err := r.c.Commit(ctx, tx)
+	after := r.c.Counters()
+	r.verdicts.Attempts += after.Attempts - before.Attempts
+	r.verdicts.Conflicted += after.Conflicted - before.Conflicted
+	r.verdicts.Partial += after.Partial - before.Partial
+	r.verdicts.GaveUp += after.GaveUp - before.GaveUp
+	if err != nil {
+		return fmt.Errorf("%s: why job %s waits: %w", r.c.Component(), j.UID, err)
+	}
+	return nil
+}

@@ -98,6 +98,9 @@ type jobState struct {
 	// lost holds tasks of the job lost with their machine, waiting for a
 	// replacement (created by the job's next attempt).
 	lost []*txn.Task
+	// waiting is the reason the runner last found for the job's tasks to
+	// wait (RunnerConfig.Reasons), said again in a verdict.
+	waiting *omegav1.JobWaiting
 }
 
 // NewRunner makes a Runner for sched committing through c. rng is the

@@ -241,6 +241,7 @@ func (h *runnerScript) newRunner(c *script.Command) string {
 	cfg.RetryDelay = dur(t, c, "retry-delay", cfg.RetryDelay)
 	cfg.TJob = dur(t, c, "tjob", cfg.TJob)
 	cfg.TTask = dur(t, c, "ttask", cfg.TTask)
+	cfg.Reasons = c.Has("reasons")
 	var sched Scheduler
 	switch k := c.String(t, "sched", "batch"); k {
 	case "batch":
@@ -568,12 +569,25 @@ func (h *runnerScript) state(c *script.Command) string {
 		if st := j.Status; st.GetMessage() != "" {
 			text += fmt.Sprintf(" %q at %s", st.GetMessage(), since(time.Unix(0, st.GetFinishUnixNanos()).UTC()))
 		}
+		if c.Has("versions") {
+			text += fmt.Sprintf(" (version %d)", j.Version)
+		}
+		if w := j.Status.GetWaiting(); w != nil {
+			text += fmt.Sprintf("\n  waiting: %s", strings.TrimPrefix(w.GetReason().String(), "WAIT_REASON_"))
+			if w.GetResource() != "" {
+				text += " " + w.GetResource()
+			}
+			text += fmt.Sprintf(", %d tasks, by %s since %s: %s", w.GetTasks(), w.GetReporter(), since(time.Unix(0, w.GetSinceUnixNanos()).UTC()), w.GetMessage())
+		}
 		var tasks []line
 		s.RangeTasks(func(tk *txn.Task) bool {
 			if tk.Job != j.UID {
 				return true
 			}
 			tl := fmt.Sprintf("  %s %s", h.name(tk.UID), strings.TrimPrefix(tk.State.String(), "TASK_STATE_"))
+			if c.Has("versions") {
+				tl += fmt.Sprintf(" (version %d)", tk.Version)
+			}
 			if tk.Placed() {
 				tl += fmt.Sprintf(" on %s by %s at %s", h.name(tk.Machine), tk.Scheduler, since(time.Unix(0, tk.Assigned).UTC()))
 			}

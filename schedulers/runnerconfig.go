@@ -36,6 +36,12 @@ type RunnerConfig struct {
 	// (Env.Machines): only for runners driven one at a time on one line of
 	// views, as the simulation's are. nil: each scheduler keeps its own.
 	Machines *MachineIndex
+	// Reasons: after an attempt that left tasks without a machine, write
+	// why on the job (JobStatus.waiting, see Explain), when the reason
+	// differs from the one the job has; a job given up on says it in its
+	// verdict. A live scheduler sets it. The simulation leaves it off: its
+	// commits, and so its outputs, are the paper's model's.
+	Reasons bool
 }
 
 // DecisionTime is a decision-time model: TJob + TTask × tasks considered.

@@ -11,6 +11,7 @@ import (
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/membership"
 	"github.com/omega-cell/omega/schedulers"
+	"github.com/omega-cell/omega/txn"
 )
 
 // Config configures Run: one scheduler instance of a live cell. Start from
@@ -27,7 +28,8 @@ type Config struct {
 	Transport client.Transport
 	// Runner bounds the instance's attempts and models its decision time
 	// (schedulers.DefaultRunnerConfig: TJob and TTask 0, so a decision
-	// commits as soon as it is made).
+	// commits as soon as it is made); DefaultConfig sets Runner.Reasons,
+	// so a job that waits says why.
 	Runner schedulers.RunnerConfig
 	// Membership, if set, is how the instance joins the cell's gossip
 	// membership (its Join the server's gossip address, its Bind this
@@ -47,7 +49,9 @@ type Config struct {
 // DefaultConfig is a Config with every default set; Scheduler, Name and
 // Transport are left for the caller.
 func DefaultConfig() Config {
-	return Config{Runner: schedulers.DefaultRunnerConfig(), Leave: time.Second}
+	r := schedulers.DefaultRunnerConfig()
+	r.Reasons = true
+	return Config{Runner: r, Leave: time.Second}
 }
 
 // Validate reports the first field that cannot run, by name.
@@ -57,6 +61,8 @@ func (c *Config) Validate() error {
 		return errors.New("scheduler config: Scheduler is required")
 	case c.Name == "":
 		return errors.New("scheduler config: Name is required: the instance's name, unique among the kind's instances")
+	case txn.CheckLabel(c.Name) != nil:
+		return fmt.Errorf("scheduler config: Name: %w", txn.CheckLabel(c.Name))
 	case c.Transport == nil:
 		return errors.New("scheduler config: Transport is required")
 	case c.Runner.TJob < 0 || c.Runner.TTask < 0:
