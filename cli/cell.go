@@ -352,13 +352,18 @@ func printListing(w io.Writer, l *remote.Listing, kind omegav1.ObjectKind, outpu
 			fmt.Fprintln(tw, line)
 		}
 	case omegav1.ObjectKind_OBJECT_KIND_JOB:
-		fmt.Fprintln(tw, "NAME\tKIND\tSCHEDULER\tPHASE\tPENDING\tRUNNING\tSUCCEEDED\tFAILED\tAGE"+map[bool]string{true: "\tUID\tMESSAGE", false: ""}[wide])
+		fmt.Fprintln(tw, "NAME\tKIND\tSCHEDULER\tPHASE\tPENDING\tRUNNING\tSUCCEEDED\tFAILED\tWAITING\tAGE"+map[bool]string{true: "\tUID\tMESSAGE", false: ""}[wide])
 		for _, j := range l.Jobs {
 			st := j.GetStatus()
-			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s", j.GetMeta().GetName(), strings.ToLower(strings.TrimPrefix(j.GetSpec().GetKind().String(), "JOB_KIND_")),
-				j.GetSpec().GetScheduler(), strings.TrimPrefix(st.GetPhase().String(), "JOB_PHASE_"), st.GetPending(), st.GetRunning(), st.GetSucceeded(), st.GetFailed(), age(j.GetSpec().GetSubmitUnixNanos(), now))
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s", j.GetMeta().GetName(), strings.ToLower(strings.TrimPrefix(j.GetSpec().GetKind().String(), "JOB_KIND_")),
+				j.GetSpec().GetScheduler(), strings.TrimPrefix(st.GetPhase().String(), "JOB_PHASE_"), st.GetPending(), st.GetRunning(), st.GetSucceeded(), st.GetFailed(),
+				orDash(waitingShort(st.GetWaiting())), age(j.GetSpec().GetSubmitUnixNanos(), now))
 			if wide {
-				line += "\t" + j.GetMeta().GetUid() + "\t" + st.GetMessage()
+				msg := st.GetMessage()
+				if w := st.GetWaiting(); w != nil && msg == "" {
+					msg = w.GetMessage()
+				}
+				line += "\t" + j.GetMeta().GetUid() + "\t" + msg
 			}
 			fmt.Fprintln(tw, line)
 		}
@@ -516,4 +521,25 @@ func describeChange(rev uint64, ch *txn.Change, names map[uuid.UUID]string) stri
 		return fmt.Sprintf("%d\tmachine/%s\t%s\t%s\tcpu %dm/%dm", rev, m.Name(), verb, strings.TrimPrefix(m.State.String(), "MACHINE_STATE_"), m.Allocated.CPU, m.Capacity.CPU)
 	}
 	return fmt.Sprintf("%d\t?", rev)
+}
+
+// waitingShort is a job's reason to wait in one word, for a table:
+// Resources:cpu, Constraints, Quota, NoScheduler, NoMachines ("" when it
+// does not wait).
+func waitingShort(w *omegav1.JobWaiting) string {
+	switch w.GetReason() {
+	case omegav1.WaitReason_WAIT_REASON_UNSPECIFIED:
+		return ""
+	case omegav1.WaitReason_WAIT_REASON_RESOURCES:
+		return "Resources:" + w.GetResource()
+	case omegav1.WaitReason_WAIT_REASON_CONSTRAINTS:
+		return "Constraints"
+	case omegav1.WaitReason_WAIT_REASON_QUOTA:
+		return "Quota"
+	case omegav1.WaitReason_WAIT_REASON_NO_SCHEDULER:
+		return "NoScheduler"
+	case omegav1.WaitReason_WAIT_REASON_NO_MACHINES:
+		return "NoMachines"
+	}
+	return strings.TrimPrefix(w.GetReason().String(), "WAIT_REASON_")
 }

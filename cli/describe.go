@@ -276,6 +276,9 @@ func (d *description) print(w io.Writer, now time.Time, last int) error {
 		field("Submitted", when(sp.GetSubmitUnixNanos(), now))
 		field("Finished", when(st.GetFinishUnixNanos(), now))
 		field("Message", orNone(st.GetMessage()))
+		if w := st.GetWaiting(); w != nil {
+			field("Waiting", fmt.Sprintf("%s, %d tasks, since %s (%s): %s", waitingShort(w), w.GetTasks(), when(w.GetSinceUnixNanos(), now), w.GetReporter(), w.GetMessage()))
+		}
 		field("Labels", mapText(j.GetMeta().GetLabels()))
 		field("Annotations", mapText(j.GetMeta().GetAnnotations()))
 		tmpl := sp.GetTemplate()
@@ -396,6 +399,10 @@ func jobTransitions(j *omegav1.Job) []transition {
 		sub = j.GetMeta().GetCreationUnixNanos()
 	}
 	out := []transition{{at: sub, key: sub, object: obj, what: fmt.Sprintf("submitted: %d replicas for scheduler %s", j.GetSpec().GetReplicas(), j.GetSpec().GetScheduler())}}
+	if w := j.GetStatus().GetWaiting(); w != nil && w.GetSinceUnixNanos() != 0 {
+		at := w.GetSinceUnixNanos()
+		out = append(out, transition{at: at, key: at, object: obj, what: fmt.Sprintf("waiting (%s, %s): %s", waitingShort(w), w.GetReporter(), w.GetMessage())})
+	}
 	if f := j.GetStatus().GetFinishUnixNanos(); f != 0 {
 		what := strings.TrimPrefix(j.GetStatus().GetPhase().String(), "JOB_PHASE_")
 		if m := j.GetStatus().GetMessage(); m != "" {
