@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,12 +22,15 @@ import (
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/objfile"
+	"github.com/omega-cell/omega/txn"
 )
 
 type agentFlags struct {
 	cell                                       cellFlags
 	join, gossip, name, data, memory, taskCIDR string
 	http, logsTokenFile                        string
+	attributes                                 []string
+	failureDomain                              string
 	gossipOpts                                 gossipFlags
 	cpu                                        float64
 }
@@ -109,6 +113,8 @@ tasks placed on it), watched with the server's machine filter.
 	fl.StringVar(&f.data, "data", "", "the agent's directory (created if missing)")
 	fl.Float64Var(&f.cpu, "cpu", 0, "cores (0: the host's)")
 	fl.StringVar(&f.memory, "memory", "", "memory, e.g. 8Gi (empty: the host's)")
+	fl.StringArrayVar(&f.attributes, "attribute", nil, "an attribute of the machine, name=value (repeatable), which task constraints match, e.g. zone=eu")
+	fl.StringVar(&f.failureDomain, "failure-domain", "", "the machine's failure domain (rack, power domain), which the service scheduler spreads replicas over (empty: a domain of its own)")
 	fl.StringVar(&f.http, "http", "127.0.0.1:0", "the log endpoint's address (omega logs), published on the machine as its omega.io/logs annotation (empty: none)")
 	fl.StringVar(&f.logsTokenFile, "logs-token-file", "", "bearer tokens the log endpoint accepts, one a line (the server's --tokens file works: its first column); none: served to anyone who reaches it")
 	fl.StringVar(&f.taskCIDR, "task-cidr", "", "the range the tasks' own IP addresses come from, passed as OMEGA_TASK_IP (empty: a /24 of 127.0.0.0/8 picked by the machine's uid)")
@@ -121,6 +127,20 @@ func agentConfig(f agentFlags, tr *remote.Transport) (live.Config, error) {
 	cfg := live.DefaultConfig()
 	cfg.Name, cfg.Data, cfg.Gossip = f.name, f.data, f.gossip
 	cfg.CPUMillis = int64(f.cpu * 1000)
+	cfg.FailureDomain = f.failureDomain
+	for _, kv := range f.attributes {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return cfg, fmt.Errorf("--attribute %s: want name=value", txn.Quote(kv))
+		}
+		if cfg.Attributes == nil {
+			cfg.Attributes = map[string]string{}
+		}
+		if _, dup := cfg.Attributes[k]; dup {
+			return cfg, fmt.Errorf("--attribute %s: %s given twice", txn.Quote(kv), txn.Quote(k))
+		}
+		cfg.Attributes[k] = v
+	}
 	if f.memory != "" {
 		mem, err := objfile.Quantity(f.memory, 1)
 		if err != nil {

@@ -49,6 +49,12 @@ type Config struct {
 	// machine is first registered. 0: the host's (its cores; its memory
 	// from /proc/meminfo), what a machine given to the cell whole has.
 	CPUMillis, MemoryBytes int64
+	// Attributes are the machine's attributes, which task constraints match
+	// (zone=eu, arch=arm64), and FailureDomain the domain the service
+	// scheduler spreads a job's replicas over (rack, power domain; none: the
+	// machine is a domain of its own). Put at every registration.
+	Attributes    map[string]string
+	FailureDomain string
 	// TaskPrefix is the range the tasks' own IP addresses come from. Zero: a
 	// /24 of 127.0.0.0/8 picked by the machine's uid
 	// (agents.DefaultTaskPrefix), which every process on one host can bind

@@ -82,6 +82,27 @@ func TestRegister(t *testing.T) {
 		p.GetSpec().GetCapacity().GetCpuMillis() != 4000 || got.State != omegav1.MachineState_MACHINE_STATE_UP {
 		t.Fatalf("after the put: %v", p)
 	}
+	// The agent's attributes and failure domain are its say: put when they
+	// differ, the capacity kept; the same again commits nothing.
+	m.Attributes, m.FailureDomain = map[string]string{"zone": "eu"}, "rack-1"
+	if err := Register(ctx, h.c, m); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = h.st.Snapshot().Machine(h.machine)
+	if got.Attributes()["zone"] != "eu" || got.FailureDomain() != "rack-1" || got.Capacity.CPU != 4000 {
+		t.Fatalf("after the attributes' put: %v", got.Proto())
+	}
+	rev = h.st.Revision()
+	if err := Register(ctx, h.c, m); err != nil || h.st.Revision() != rev {
+		t.Fatalf("the same attributes again: %v, revision %d, was %d", err, h.st.Revision(), rev)
+	}
+	m.Attributes, m.FailureDomain = nil, ""
+	if err := Register(ctx, h.c, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = h.st.Snapshot().Machine(h.machine); len(got.Attributes()) != 0 || got.FailureDomain() != "" {
+		t.Fatalf("attributes dropped by the agent stay: %v", got.Proto())
+	}
 	if err := Register(ctx, h.c, Machine{Name: "x"}); err == nil {
 		t.Fatal("a machine without a uid registered")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
@@ -28,6 +29,12 @@ type Machine struct {
 	// machine's omega.io/logs annotation ("": none, and an earlier one is
 	// removed).
 	LogsURL string
+	// Attributes are what task constraints match against (zone, arch, ...)
+	// and FailureDomain what the service scheduler spreads over (none: the
+	// machine is a domain of its own): the agent's say, so a registration
+	// puts them when the cell's differ.
+	Attributes    map[string]string
+	FailureDomain string
 }
 
 // Register makes the agent's machine UP in the cell (DRAINING, if an
@@ -52,17 +59,24 @@ func Register(ctx context.Context, c *client.Client, m Machine) error {
 			if state == omegav1.MachineState_MACHINE_STATE_DOWN {
 				state = cur.UpState() // a cordoned machine comes back DRAINING
 			}
-			if state == cur.State && cur.Agent == m.Agent && p.GetMeta().GetAnnotations()[process.LogsAnnotation] == m.LogsURL {
+			sameSpec := cur.FailureDomain() == m.FailureDomain && maps.Equal(cur.Attributes(), m.Attributes)
+			if state == cur.State && cur.Agent == m.Agent && p.GetMeta().GetAnnotations()[process.LogsAnnotation] == m.LogsURL && sameSpec {
 				return nil, nil
 			}
 			p.Status.State, p.Status.AgentAddress = state, m.Agent
+			if !sameSpec {
+				spec := proto.Clone(p.GetSpec()).(*omegav1.MachineSpec) // the state's: never written
+				spec.Attributes, spec.FailureDomain = m.Attributes, m.FailureDomain
+				p.Spec = spec
+			}
 			p.Meta = WithLogsAnnotation(p.Meta, m.LogsURL)
 			tx.Ops = []txn.Op{txn.PutMachine(p, cur.Version)}
 			return tx, nil
 		}
 		tx.Ops = []txn.Op{txn.CreateMachine(&omegav1.Machine{
 			Meta:   WithLogsAnnotation(&omegav1.ObjectMeta{Uid: m.UID.String(), Name: m.Name}, m.LogsURL),
-			Spec:   &omegav1.MachineSpec{Capacity: &omegav1.Resources{CpuMillis: m.CPUMillis, MemoryBytes: m.MemoryBytes}},
+			Spec: &omegav1.MachineSpec{Capacity: &omegav1.Resources{CpuMillis: m.CPUMillis, MemoryBytes: m.MemoryBytes},
+				Attributes: m.Attributes, FailureDomain: m.FailureDomain},
 			Status: &omegav1.MachineStatus{State: omegav1.MachineState_MACHINE_STATE_UP, AgentAddress: m.Agent},
 		})}
 		return tx, nil

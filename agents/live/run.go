@@ -112,7 +112,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if logs != nil {
 		defer logs.Close()
 	}
-	if err := Register(ctx, c, Machine{UID: uid, Name: cfg.Name, CPUMillis: cpu, MemoryBytes: mem, Agent: addr, LogsURL: logsURL}); err != nil {
+	if err := Register(ctx, c, Machine{UID: uid, Name: cfg.Name, CPUMillis: cpu, MemoryBytes: mem, Agent: addr, LogsURL: logsURL,
+		Attributes: cfg.Attributes, FailureDomain: cfg.FailureDomain}); err != nil {
 		return err
 	}
 	logger.Info("registered", "uid", uid, "cpu_millis", cpu, "memory_bytes", mem, "gossip", addr, "task_range", prefix, "logs", logsURL)
