@@ -282,6 +282,8 @@ func allowed(id Identity, op *txn.Op) error {
 			return "offer"
 		case op.NewQuota != nil:
 			return "quota" // an operator's (admin)
+		case op.NewLease != nil:
+			return "lease"
 		}
 		return "nothing"
 	}
@@ -292,10 +294,13 @@ func allowed(id Identity, op *txn.Op) error {
 		switch {
 		case role == RoleSubmitter && (k == "job" || k == "task"),
 			role == RoleScheduler && (k == "task" && op.Kind == txn.OpCreate || k == "job" && op.Kind == txn.OpPut),
-			role == RoleAgent && k == "machine" && op.NewMachine.GetMeta().GetName() == id.Name:
+			role == RoleAgent && k == "machine" && op.NewMachine.GetMeta().GetName() == id.Name,
+			role == RoleScheduler && k == "lease" && op.NewLease.GetMeta().GetName() == id.Name:
 			return nil
 		case role == RoleAgent && k == "machine":
 			return deny(op.Kind.String() + " machine " + txn.Quote(op.NewMachine.GetMeta().GetName()) + " (an agent's token is for its machine, " + txn.Quote(id.Name) + ")")
+		case role == RoleScheduler && k == "lease":
+			return deny(op.Kind.String() + " lease " + txn.Quote(op.NewLease.GetMeta().GetName()) + " (a scheduler's token is for its own lease, " + txn.Quote(id.Name) + ")")
 		}
 		return deny(op.Kind.String() + " a " + k)
 	case txn.OpClaim, txn.OpEvict:
@@ -327,6 +332,12 @@ func allowed(id Identity, op *txn.Op) error {
 	case txn.OpDelete:
 		if role == RoleSubmitter && (op.DeleteKind == omegav1.ObjectKind_OBJECT_KIND_JOB || op.DeleteKind == omegav1.ObjectKind_OBJECT_KIND_TASK) {
 			return nil
+		}
+		if role == RoleScheduler && op.DeleteKind == omegav1.ObjectKind_OBJECT_KIND_LEASE {
+			if op.DeleteUID == txn.LeaseUID(id.Name) {
+				return nil
+			}
+			return deny("delete lease " + op.DeleteUID.String() + " (a scheduler's token is for its own lease, " + txn.Quote(id.Name) + "'s)")
 		}
 		return deny("delete a " + strings.ToLower(strings.TrimPrefix(op.DeleteKind.String(), "OBJECT_KIND_")))
 	}

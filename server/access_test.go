@@ -66,10 +66,13 @@ func TestAuthorize(t *testing.T) {
 		"abandoned":      txn.SetStatus(u, omegav1.TaskState_TASK_STATE_ABANDONED, 1, ""),
 		"delete job":     txn.Delete(omegav1.ObjectKind_OBJECT_KIND_JOB, u, 0),
 		"delete machine": txn.Delete(omegav1.ObjectKind_OBJECT_KIND_MACHINE, u, 0),
+		"create lease":   txn.CreateLease(&omegav1.Lease{Meta: &omegav1.ObjectMeta{Name: "x1"}}),
+		"put lease":      txn.PutLease(&omegav1.Lease{Meta: &omegav1.ObjectMeta{Name: "x1"}}, 4),
+		"delete lease":   txn.Delete(omegav1.ObjectKind_OBJECT_KIND_LEASE, txn.LeaseUID("x1"), 4),
 	}
 	allowed := map[server.Role][]string{
 		server.RoleSubmitter: {"create job", "create task", "put job", "killed", "delete job"},
-		server.RoleScheduler: {"create task", "put job", "claim", "evict", "abandoned"},
+		server.RoleScheduler: {"create task", "put job", "claim", "evict", "abandoned", "create lease", "put lease", "delete lease"},
 		server.RoleAgent:     {"create machine", "put machine", "running", "succeeded"},
 	}
 	for role, may := range allowed {
@@ -118,6 +121,18 @@ func TestAuthorize(t *testing.T) {
 		err := server.Authorize(server.Identity{Role: server.RoleAgent, Name: "m1"}, &txn.Txn{Ops: []txn.Op{op}})
 		if err == nil || !errors.Is(err, server.ErrPermission) || !strings.Contains(err.Error(), `machine "m2" (an agent's token is for its machine, "m1")`) {
 			t.Errorf("agent m1 writing machine m2 (%s): %v", op.Kind, err)
+		}
+	}
+	// A scheduler's token is for its own lease: another instance's is not
+	// its to take, renew or give back.
+	for _, op := range []txn.Op{
+		txn.CreateLease(&omegav1.Lease{Meta: &omegav1.ObjectMeta{Name: "batch-1"}}),
+		txn.PutLease(&omegav1.Lease{Meta: &omegav1.ObjectMeta{Name: "batch-1"}}, 3),
+		txn.Delete(omegav1.ObjectKind_OBJECT_KIND_LEASE, txn.LeaseUID("batch-1"), 3),
+	} {
+		err := server.Authorize(server.Identity{Role: server.RoleScheduler, Name: "batch-0"}, &txn.Txn{Ops: []txn.Op{op}})
+		if err == nil || !errors.Is(err, server.ErrPermission) || !strings.Contains(err.Error(), `(a scheduler's token is for its own lease, "batch-0"`) {
+			t.Errorf("scheduler batch-0 writing batch-1's lease (%s): %v", op.Kind, err)
 		}
 	}
 }

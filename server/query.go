@@ -107,6 +107,8 @@ func (f *filter) changes(ws *txn.WriteSet) *txn.WriteSet {
 			keep = f.machine == uuid.Nil && f.sel.Matches(c.Offer.Meta.GetLabels())
 		case c.Quota != nil:
 			keep = f.machine == uuid.Nil && f.sel.Matches(c.Quota.Meta.GetLabels())
+		case c.Lease != nil:
+			keep = f.machine == uuid.Nil && f.sel.Matches(c.Lease.Meta.GetLabels())
 		}
 		if keep {
 			out.Changes = append(out.Changes, *c)
@@ -188,6 +190,13 @@ func (s *Service) Get(_ context.Context, req *cellgrpc.GetRequest) (*cellgrpc.Ge
 				return true
 			}
 			return see(q.UID, q.Name(), func() { resp.Object = &cellgrpc.GetResponse_Quota{Quota: q.Proto()} })
+		})
+	case omegav1.ObjectKind_OBJECT_KIND_LEASE:
+		st.RangeLeases(func(l *txn.Lease) bool {
+			if uid != uuid.Nil && l.UID != uid {
+				return true
+			}
+			return see(l.UID, l.Name(), func() { resp.Object = &cellgrpc.GetResponse_Lease{Lease: l.Proto()} })
 		})
 	}
 	switch len(found) {
@@ -306,6 +315,19 @@ func (s *Service) List(req *cellgrpc.ListRequest, stream grpc.ServerStreamingSer
 				return false
 			}
 			chunk.Quotas = append(chunk.Quotas, p)
+			return true
+		})
+	}
+	if serr == nil && (all || kind == omegav1.ObjectKind_OBJECT_KIND_LEASE) {
+		st.RangeLeases(func(l *txn.Lease) bool {
+			if !f.cellOK(l.Meta) {
+				return true
+			}
+			p := l.Proto()
+			if !room(p) {
+				return false
+			}
+			chunk.Leases = append(chunk.Leases, p)
 			return true
 		})
 	}

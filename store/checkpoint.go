@@ -276,6 +276,14 @@ func (e *encoder) encodeCheckpoint(out checkpointSink, chunk int, from uint64, c
 			case !newSince:
 				e.del(prefixQuota, t.uid)
 			}
+		case prefixLease:
+			l, ok := cur.Lease(t.uid)
+			switch {
+			case ok:
+				err = e.marshal(prefixLease, t.uid, l.Proto())
+			case !newSince:
+				e.del(prefixLease, t.uid)
+			}
 		case prefixOffer:
 			o, ok := cur.Offer(t.uid)
 			switch {

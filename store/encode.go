@@ -31,6 +31,7 @@ import (
 //	"o" + uid    → an outstanding offer: omegav1.Offer with its locks (a
 //	               two-level allocator's; deleted when it is answered)
 //	"q" + uid    → a quota: omegav1.Quota (its use is derived, not stored)
+//	"l" + uid    → a lease: omegav1.Lease (a live component's announcement)
 //	"s" + uid    → the task's status after later changes: 8-byte big-endian
 //	               version, then omegav1.TaskStatus; absent until the first
 //	               change after creation, and then it wins over "t"'s status
@@ -46,6 +47,7 @@ const (
 	prefixJob      = 'j'
 	prefixOffer    = 'o'
 	prefixQuota    = 'q'
+	prefixLease    = 'l'
 	prefixTask     = 't'
 	prefixStatus   = 's'
 )
@@ -284,6 +286,12 @@ func (e *encoder) change(c *txn.Change) error {
 			return nil
 		}
 		return e.marshal(prefixQuota, c.Quota.UID, c.Quota.Proto())
+	case c.Lease != nil:
+		if c.Deleted {
+			e.del(prefixLease, c.Lease.UID)
+			return nil
+		}
+		return e.marshal(prefixLease, c.Lease.UID, c.Lease.Proto())
 	}
 	return fmt.Errorf("change with no object")
 }
@@ -405,6 +413,18 @@ func load(db *pebble.DB) (*txn.State, error) {
 		}
 		if err := r.Quota(p); err != nil {
 			return fmt.Errorf("%w: quota %s: %v", ErrCorrupt, uid, err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := scan(db, prefixLease, func(uid uuid.UUID, val []byte) error {
+		p := &omegav1.Lease{}
+		if err := proto.Unmarshal(val, p); err != nil {
+			return fmt.Errorf("%w: lease %s: %v", ErrCorrupt, uid, err)
+		}
+		if err := r.Lease(p); err != nil {
+			return fmt.Errorf("%w: lease %s: %v", ErrCorrupt, uid, err)
 		}
 		return nil
 	}); err != nil {

@@ -129,6 +129,16 @@ func buildHistory(t *testing.T, s *Store, seed uint64) {
 	mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Component: "admin", Ops: []txn.Op{txn.CreateQuota(quota)}})
 	quota.Spec = &omegav1.QuotaSpec{Scheduler: "committer", Limit: &omegav1.Resources{CpuMillis: 1 << 21, MemoryBytes: 1 << 40}}
 	mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Component: "admin", Ops: []txn.Op{txn.PutQuota(quota, 0)}})
+	// Two schedulers' leases, one renewed, one given back: the renewed one
+	// reopens at its version.
+	for _, name := range []string{"batch-0", "batch-1"} {
+		l := &omegav1.Lease{Meta: &omegav1.ObjectMeta{Uid: txn.LeaseUID(name).String(), Name: name},
+			Spec: &omegav1.LeaseSpec{Holder: "h-" + name, Role: "scheduler", SchedulerKind: "batch", DurationMillis: 15_000, RenewUnixNanos: 1}}
+		mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Component: "admin", Ops: []txn.Op{txn.CreateLease(l)}})
+		l.Spec.RenewUnixNanos = 2
+		mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Component: "admin", Ops: []txn.Op{txn.PutLease(l, 0)}})
+	}
+	mustCommitAll(t, s, &txn.Txn{ViewRevision: s.Revision(), Component: "admin", Ops: []txn.Op{txn.Delete(omegav1.ObjectKind_OBJECT_KIND_LEASE, txn.LeaseUID("batch-1"), 0)}})
 	if err := txn.CheckInvariants(s.Snapshot()); err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
@@ -165,6 +175,10 @@ func TestReopen(t *testing.T) {
 		})
 		if err := txn.CheckInvariants(after); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
+		}
+		b0, _ := before.Lease(txn.LeaseUID("batch-0"))
+		if l, ok := after.Lease(txn.LeaseUID("batch-0")); !ok || l.Version != b0.Version || l.RenewUnixNanos() != 2 || after.NumLeases() != 1 {
+			t.Fatalf("seed %d, reopen %d: the renewed lease %+v (found %v), %d leases", seed, round, l, ok, after.NumLeases())
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)

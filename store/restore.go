@@ -159,6 +159,9 @@ func checkRevisions(st *txn.State, rev uint64) error {
 	if err == nil {
 		st.RangeQuotas(func(q *txn.Quota) bool { return check("quota", q.UID, q.Version, q.CreateRev) })
 	}
+	if err == nil {
+		st.RangeLeases(func(l *txn.Lease) bool { return check("lease", l.UID, l.Version, l.CreateRev) })
+	}
 	return err
 }
 
@@ -232,6 +235,11 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 			return add(txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_QUOTA, Quota: q, Created: true})
 		})
 	}
+	if err == nil {
+		st.RangeLeases(func(l *txn.Lease) bool {
+			return add(txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_LEASE, Lease: l, Created: true})
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("write the objects: %w", err)
 	}
@@ -247,7 +255,7 @@ func build(opts Options, dir string, st *txn.State, rev uint64) error {
 	if err != nil {
 		return fmt.Errorf("read the new store back: %w", err)
 	}
-	if got.Revision() != rev || got.NumMachines() != st.NumMachines() || got.NumJobs() != st.NumJobs() || got.NumTasks() != st.NumTasks() || got.NumQuotas() != st.NumQuotas() {
+	if got.Revision() != rev || got.NumMachines() != st.NumMachines() || got.NumJobs() != st.NumJobs() || got.NumTasks() != st.NumTasks() || got.NumQuotas() != st.NumQuotas() || got.NumLeases() != st.NumLeases() {
 		return fmt.Errorf("read the new store back: revision %d with %d machines, %d jobs, %d tasks, %d quotas; wrote %d with %d, %d, %d, %d",
 			got.Revision(), got.NumMachines(), got.NumJobs(), got.NumTasks(), got.NumQuotas(), rev, st.NumMachines(), st.NumJobs(), st.NumTasks(), st.NumQuotas())
 	}

@@ -22,24 +22,28 @@ import (
 // (`omega snapshot save` writes one from a running server, `omega snapshot
 // restore` builds a new store from it). It does not depend on the store's
 // on-disk format (FormatVersion): it carries a cell from a store of one
-// format to a store of another. The layout, version 2 (version 1, still
-// read, has no quotas: no 'q' record and three counts in its trailer):
+// format to a store of another. The layout, version 3 (versions 2 and 1,
+// still read, have no leases — no 'l' record and four counts in the
+// trailer — and version 1 no quotas either — no 'q' record, three counts):
 //
 //	header   "OMEGASNP" (8 bytes), the file's version (uint32, big endian),
 //	         the cell's revision (uint64, big endian)
 //	objects  one record per object: a kind byte ('m' machine, 'j' job,
-//	         't' task, 'q' quota), the length of what follows (uvarint),
-//	         and the object's protobuf wire form (omegav1.Machine, Job,
-//	         Task or Quota, as the gRPC Snapshot call lists them; a task's
+//	         't' task, 'q' quota, 'l' lease), the length of what follows
+//	         (uvarint), and the object's protobuf wire form (omegav1.Machine,
+//	         Job, Task, Quota or Lease, as the gRPC Snapshot call lists them; a task's
 //	         version is its meta's, and a machine's derived status is
 //	         ignored)
-//	trailer  'E', the number of machines, jobs, tasks and quotas (uint64
+//	trailer  'E', the number of machines, jobs, tasks, quotas and leases (uint64
 //	         each, big endian), then the SHA-256 of every byte before it
 //	         (32 bytes); nothing follows
 //
 // Outstanding offers (a two-level allocator's) are not written: a cell
 // restored from a file has none, as a Mesos master's failover rescinds
-// the offers it had made, and its frameworks ask again.
+// the offers it had made, and its frameworks ask again. Leases are
+// written, at their versions: a scheduler still running renews its own, and
+// one whose holder is gone expires as its readers judge it (from when they
+// first saw it).
 //
 // A reader refuses a file with another magic or version, one that ends
 // before its trailer or goes on after it, one whose checksum does not
@@ -51,7 +55,7 @@ const SnapshotMagic = "OMEGASNP"
 
 // SnapshotVersion is the snapshot file's layout this omega writes and
 // reads.
-const SnapshotVersion = 2
+const SnapshotVersion = 3
 
 // ErrSnapshot: the file is not a valid snapshot (another magic or
 // version, truncated, corrupt, or objects that make no valid state).
@@ -61,6 +65,7 @@ const (
 	snapHeaderBytes = len(SnapshotMagic) + 4 + 8
 	snapMachine     = 'm'
 	snapQuota       = 'q'
+	snapLease       = 'l'
 	snapJob         = 'j'
 	snapTask        = 't'
 	snapEnd         = 'E'
@@ -74,13 +79,13 @@ const (
 type SnapshotInfo struct {
 	Revision              uint64
 	Machines, Jobs, Tasks int
-	Quotas                int
+	Quotas, Leases        int
 	Bytes                 int64
 	SHA256                [sha256.Size]byte
 }
 
 func (i SnapshotInfo) String() string {
-	return fmt.Sprintf("revision %d, %d machines, %d jobs, %d tasks, %d quotas, %d bytes, sha256 %x", i.Revision, i.Machines, i.Jobs, i.Tasks, i.Quotas, i.Bytes, i.SHA256[:8])
+	return fmt.Sprintf("revision %d, %d machines, %d jobs, %d tasks, %d quotas, %d leases, %d bytes, sha256 %x", i.Revision, i.Machines, i.Jobs, i.Tasks, i.Quotas, i.Leases, i.Bytes, i.SHA256[:8])
 }
 
 // WriteSnapshot writes st to w in the snapshot file format. Its objects
@@ -119,11 +124,14 @@ func WriteSnapshot(w io.Writer, st *txn.State) (SnapshotInfo, error) {
 	if err == nil {
 		st.RangeQuotas(func(q *txn.Quota) bool { info.Quotas++; return put(snapQuota, q.Proto()) })
 	}
+	if err == nil {
+		st.RangeLeases(func(l *txn.Lease) bool { info.Leases++; return put(snapLease, l.Proto()) })
+	}
 	if err != nil {
 		return info, fmt.Errorf("write snapshot: %w", err)
 	}
 	buf = append(buf[:0], snapEnd)
-	for _, n := range []int{info.Machines, info.Jobs, info.Tasks, info.Quotas} {
+	for _, n := range []int{info.Machines, info.Jobs, info.Tasks, info.Quotas, info.Leases} {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(n))
 	}
 	if _, err := cw.Write(buf); err != nil {
@@ -218,8 +226,8 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 		return nil, info, fmt.Errorf("%w: it starts with %q, not %q", ErrSnapshot, hdr[:8], SnapshotMagic)
 	}
 	version := binary.BigEndian.Uint32(hdr[8:])
-	if version != 1 && version != SnapshotVersion {
-		return nil, info, fmt.Errorf("%w: snapshot format version %d; this omega reads versions 1 and %d", ErrSnapshot, version, SnapshotVersion)
+	if version < 1 || version > SnapshotVersion {
+		return nil, info, fmt.Errorf("%w: snapshot format version %d; this omega reads versions 1 to %d", ErrSnapshot, version, SnapshotVersion)
 	}
 	info.Revision = binary.BigEndian.Uint64(hdr[12:])
 
@@ -238,7 +246,7 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 		if kind == snapEnd {
 			break
 		}
-		if kind != snapMachine && kind != snapJob && kind != snapTask && (kind != snapQuota || version < 2) {
+		if kind != snapMachine && kind != snapJob && kind != snapTask && (kind != snapQuota || version < 2) && (kind != snapLease || version < 3) {
 			return nil, info, fmt.Errorf("%w: corrupt: unknown record kind 0x%02x at offset %d", ErrSnapshot, kind, at)
 		}
 		n, err := binary.ReadUvarint(hr)
@@ -264,6 +272,8 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 			info.Jobs++
 		case snapQuota:
 			info.Quotas++
+		case snapLease:
+			info.Leases++
 		default:
 			info.Tasks++
 		}
@@ -271,11 +281,8 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 			objErr = restoreRecord(rs, kind, buf, at)
 		}
 	}
-	var countBuf [4 * 8]byte
-	counts := countBuf[:3*8]
-	if version >= 2 {
-		counts = countBuf[:]
-	}
+	var countBuf [5 * 8]byte
+	counts := countBuf[:(2+version)*8] // three counts in version 1, a count more in each version after
 	if _, err := io.ReadFull(hr, counts); err != nil {
 		return nil, info, truncated(err, hr.n, "inside its trailer")
 	}
@@ -291,13 +298,16 @@ func ReadSnapshot(r io.Reader) (*txn.State, SnapshotInfo, error) {
 		return nil, info, fmt.Errorf("%w: corrupt: %d bytes after its trailer", ErrSnapshot, extra)
 	}
 	m, j, t := binary.BigEndian.Uint64(counts[0:]), binary.BigEndian.Uint64(counts[8:]), binary.BigEndian.Uint64(counts[16:])
-	var q uint64
+	var q, l uint64
 	if version >= 2 {
 		q = binary.BigEndian.Uint64(counts[24:])
 	}
-	if m != uint64(info.Machines) || j != uint64(info.Jobs) || t != uint64(info.Tasks) || q != uint64(info.Quotas) {
-		return nil, info, fmt.Errorf("%w: corrupt: its trailer counts %d machines, %d jobs, %d tasks and %d quotas; it holds %d, %d, %d and %d",
-			ErrSnapshot, m, j, t, q, info.Machines, info.Jobs, info.Tasks, info.Quotas)
+	if version >= 3 {
+		l = binary.BigEndian.Uint64(counts[32:])
+	}
+	if m != uint64(info.Machines) || j != uint64(info.Jobs) || t != uint64(info.Tasks) || q != uint64(info.Quotas) || l != uint64(info.Leases) {
+		return nil, info, fmt.Errorf("%w: corrupt: its trailer counts %d machines, %d jobs, %d tasks, %d quotas and %d leases; it holds %d, %d, %d, %d and %d",
+			ErrSnapshot, m, j, t, q, l, info.Machines, info.Jobs, info.Tasks, info.Quotas, info.Leases)
 	}
 	if objErr != nil {
 		return nil, info, objErr
@@ -339,6 +349,12 @@ func restoreRecord(rs *txn.Restorer, kind byte, b []byte, at int64) error {
 		p := &omegav1.Quota{}
 		if err = proto.Unmarshal(b, p); err == nil {
 			err = rs.Quota(p)
+		}
+	case snapLease:
+		what = "lease"
+		p := &omegav1.Lease{}
+		if err = proto.Unmarshal(b, p); err == nil {
+			err = rs.Lease(p)
 		}
 	default:
 		what = "task"

@@ -263,7 +263,7 @@ func rawSnapshot(version uint32, rev uint64, recs ...[2]any) []byte {
 	b := []byte(SnapshotMagic)
 	b = binary.BigEndian.AppendUint32(b, version)
 	b = binary.BigEndian.AppendUint64(b, rev)
-	var counts [4]uint64
+	var counts [5]uint64
 	for _, r := range recs {
 		kind := r[0].(byte)
 		v, ok := r[1].([]byte)
@@ -273,12 +273,15 @@ func rawSnapshot(version uint32, rev uint64, recs ...[2]any) []byte {
 		b = append(b, kind)
 		b = binary.AppendUvarint(b, uint64(len(v)))
 		b = append(b, v...)
-		counts[strings.IndexByte("mjtq", kind)]++
+		counts[strings.IndexByte("mjtql", kind)]++
 	}
 	b = append(b, 'E')
 	n := 3 // version 1's trailer: machines, jobs, tasks
 	if version >= 2 {
 		n = 4 // and quotas
+	}
+	if version >= 3 {
+		n = min(5, 2+int(version)) // and leases
 	}
 	for _, n := range counts[:n] {
 		b = binary.BigEndian.AppendUint64(b, n)
@@ -350,8 +353,8 @@ func TestSnapshotCorrupt(t *testing.T) {
 	if err := read([]byte("PK\x03\x04 not a snapshot at all, a zip file")); !strings.Contains(err.Error(), "not \"OMEGASNP\"") {
 		t.Fatalf("another file: %v", err)
 	}
-	if err := read(rawSnapshot(3, 1)); !strings.Contains(err.Error(), "version 3; this omega reads versions 1 and 2") {
-		t.Fatalf("version 3: %v", err)
+	if err := read(rawSnapshot(4, 1)); !strings.Contains(err.Error(), "version 4; this omega reads versions 1 to 3") {
+		t.Fatalf("version 4: %v", err)
 	}
 	// Version 1 (no quotas) is still read; a quota record in it is corrupt.
 	q := &omegav1.Quota{Meta: &omegav1.ObjectMeta{Uid: testUID('Q', 0, 0).String(), Name: "q"}, Spec: &omegav1.QuotaSpec{Scheduler: "batch", Limit: &omegav1.Resources{CpuMillis: 100}}}
@@ -363,6 +366,15 @@ func TestSnapshotCorrupt(t *testing.T) {
 	}
 	if st, info, err := ReadSnapshot(bytes.NewReader(rawSnapshot(2, 1, [2]any{byte('q'), q}))); err != nil || st.NumQuotas() != 1 || info.Quotas != 1 {
 		t.Fatalf("a quota in a version 2 file: %v (%+v)", err, info)
+	}
+	// Version 2 (no leases) is still read; a lease record in it is corrupt.
+	l := &omegav1.Lease{Meta: &omegav1.ObjectMeta{Uid: txn.LeaseUID("batch-0").String(), Name: "batch-0", Version: 1, CreateRevision: 1},
+		Spec: &omegav1.LeaseSpec{Holder: "h", Role: "scheduler", SchedulerKind: "batch", DurationMillis: 15_000}}
+	if err := read(rawSnapshot(2, 1, [2]any{byte('l'), l})); !strings.Contains(err.Error(), "unknown record kind 0x6c") {
+		t.Fatalf("a lease in a version 2 file: %v", err)
+	}
+	if st, info, err := ReadSnapshot(bytes.NewReader(rawSnapshot(3, 1, [2]any{byte('l'), l}))); err != nil || st.NumLeases() != 1 || info.Leases != 1 {
+		t.Fatalf("a lease in a version 3 file: %v (%+v)", err, info)
 	}
 
 	// Good checksums over objects that make no valid cell.

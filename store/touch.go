@@ -15,7 +15,7 @@ import (
 // touch is one object a published revision changed (not only in fields
 // the store derives): what the next checkpoint must write.
 type touch struct {
-	kind    byte   // prefixMachine, prefixJob, prefixOffer, prefixQuota or prefixTask
+	kind    byte   // prefixMachine, prefixJob, prefixLease, prefixOffer, prefixQuota or prefixTask
 	created bool   // the change created it
 	seq     uint32 // its place in the list: ties sort in revision order
 	uid     uuid.UUID
@@ -41,7 +41,7 @@ func compareTouches(a, b touch) int {
 // swaps do not miss), then each of those by comparison. The uids are
 // random, so that leaves a few dozen touches to sort by comparison at the
 // end. counts is scratch, returned for reuse. A list with a kind other
-// than the five objects' (there is none) is sorted by comparison.
+// than the six objects' (there is none) is sorted by comparison.
 func sortTouches(ts []touch, counts []int32) []int32 {
 	for i := range ts {
 		if touchRank(ts[i].kind) < 0 {
@@ -49,7 +49,7 @@ func sortTouches(ts []touch, counts []int32) []int32 {
 			return counts
 		}
 	}
-	const first = 5 * 256
+	const first = 6 * 256
 	if cap(counts) < 2*(first+1) {
 		counts = make([]int32, 2*(first+1))
 	}
@@ -79,14 +79,16 @@ func touchRank(k byte) int {
 	switch k {
 	case prefixJob:
 		return 0
-	case prefixMachine:
+	case prefixLease:
 		return 1
-	case prefixOffer:
+	case prefixMachine:
 		return 2
-	case prefixQuota:
+	case prefixOffer:
 		return 3
-	case prefixTask:
+	case prefixQuota:
 		return 4
+	case prefixTask:
+		return 5
 	}
 	return -1
 }
@@ -154,6 +156,8 @@ func (l *touchList) add(ws *txn.WriteSet) {
 			t.kind = prefixOffer
 		case c.Quota != nil:
 			t.kind = prefixQuota
+		case c.Lease != nil:
+			t.kind = prefixLease
 		default:
 			t.kind = prefixMachine
 		}

@@ -55,7 +55,7 @@ type changeCodec struct {
 // Which kinds go partial, and why (DESIGN.md "Partial changes"): a task's
 // meta and spec never change after it is created, so any change of an
 // existing task is its status; a machine's change the store derived (a
-// claim's, a release's) is its status. Jobs, offers and quotas always go
+// claim's, a release's) is its status. Jobs, offers, quotas and leases always go
 // whole: a job's or a quota's put changes its spec, which a partial form
 // would drop, and an offer never changes in place (it is created, with the
 // locks the store took, and deleted by its answer; Builder.Apply releases
@@ -146,6 +146,12 @@ var changeCodecs = [...]changeCodec{
 		has:     func(c *Change) bool { return c.Quota != nil },
 		message: func(c *Change) proto.Message { return c.Quota.Proto() },
 		set:     func(w *omegav1.Change, m proto.Message) { w.Object = &omegav1.Change_Quota{Quota: m.(*omegav1.Quota)} },
+	},
+	{
+		kind: omegav1.ObjectKind_OBJECT_KIND_LEASE, field: 10,
+		has:     func(c *Change) bool { return c.Lease != nil },
+		message: func(c *Change) proto.Message { return c.Lease.Proto() },
+		set:     func(w *omegav1.Change, m proto.Message) { w.Object = &omegav1.Change_Lease{Lease: m.(*omegav1.Lease)} },
 	},
 }
 

@@ -179,6 +179,10 @@ func everyKindHistory(t *testing.T) []historyStep {
 		return &omegav1.Quota{Meta: &omegav1.ObjectMeta{Uid: q1.String(), Name: "q1", Labels: map[string]string{"team": "a"}},
 			Spec: &omegav1.QuotaSpec{Scheduler: "fw", Limit: &omegav1.Resources{CpuMillis: cpu}}}
 	}
+	lease := func(holder string) *omegav1.Lease {
+		return &omegav1.Lease{Meta: &omegav1.ObjectMeta{Uid: LeaseUID("fw").String(), Name: "fw"},
+			Spec: &omegav1.LeaseSpec{Holder: holder, Role: "scheduler", SchedulerKind: "fw", DurationMillis: 15_000}}
+	}
 	r500 := Resources{CPU: 500, Memory: 1 << 30}
 	s := NewState()
 	var out []historyStep
@@ -192,15 +196,15 @@ func everyKindHistory(t *testing.T) []historyStep {
 		out = append(out, historyStep{before: s, ws: ws})
 		s = s.Apply(ws)
 	}
-	step("admin", CreateMachine(machine(m1)), CreateMachine(machine(m2)), CreateJob(job), CreateTask(task(t1)), CreateTask(task(t2)), CreateQuota(quota(2000)))
+	step("admin", CreateMachine(machine(m1)), CreateMachine(machine(m2)), CreateJob(job), CreateTask(task(t1)), CreateTask(task(t2)), CreateQuota(quota(2000)), CreateLease(lease("h1")))
 	step("fw", Claim(t1, m1, r500, s.versionOf(t1)))
 	step("admin", CreateOffer(&omegav1.Offer{Meta: &omegav1.ObjectMeta{Uid: o1.String(), Name: "offer-1"}, Spec: &omegav1.OfferSpec{Framework: "fw"}}))
 	step("fw", Answer(o1), Claim(t2, m2, r500, s.versionOf(t2)))
 	j := proto.Clone(job).(*omegav1.Job)
 	j.Spec.Replicas = 2
-	step("admin", PutQuota(quota(3000), 0), PutJob(j, 0), SetStatus(t1, omegav1.TaskState_TASK_STATE_RUNNING, s.versionOf(t1), "started"))
+	step("admin", PutQuota(quota(3000), 0), PutLease(lease("h2"), 0), PutJob(j, 0), SetStatus(t1, omegav1.TaskState_TASK_STATE_RUNNING, s.versionOf(t1), "started"))
 	step("admin", SetStatus(t1, omegav1.TaskState_TASK_STATE_SUCCEEDED, s.versionOf(t1), "done"))
-	step("admin", Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, t1, 0), Delete(omegav1.ObjectKind_OBJECT_KIND_QUOTA, q1, 0))
+	step("admin", Delete(omegav1.ObjectKind_OBJECT_KIND_TASK, t1, 0), Delete(omegav1.ObjectKind_OBJECT_KIND_QUOTA, q1, 0), Delete(omegav1.ObjectKind_OBJECT_KIND_LEASE, LeaseUID("fw"), 0))
 	step("admin", Delete(omegav1.ObjectKind_OBJECT_KIND_MACHINE, m1, 0))
 	return out
 }

@@ -53,6 +53,8 @@ func (s *State) ApplyChecked(ws *WriteSet) (*State, error) {
 			key = objKey{omegav1.ObjectKind_OBJECT_KIND_OFFER, c.Offer.UID}
 		case c.Quota != nil:
 			key = objKey{omegav1.ObjectKind_OBJECT_KIND_QUOTA, c.Quota.UID}
+		case c.Lease != nil:
+			key = objKey{omegav1.ObjectKind_OBJECT_KIND_LEASE, c.Lease.UID}
 		default:
 			return nil, fmt.Errorf("%w: revision %d, change %d has no object", ErrInvalid, ws.Revision, i)
 		}

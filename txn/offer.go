@@ -232,7 +232,7 @@ func (s *State) unofferedOn(uid uuid.UUID) Resources {
 }
 
 // OfferView returns the cell as the offer's framework may use it, the
-// paper's private cell state of an offer: s's jobs, tasks and quotas (with
+// paper's private cell state of an offer: s's jobs, tasks, quotas and leases (with
 // their use, which s's tasks make), and only the machines the offer
 // covers that are UP, each with what the offer locks on it as its free
 // resources (its allocation is the rest of its capacity), and no offers
@@ -302,7 +302,7 @@ func (v *OfferViews) View(s *State, o *Offer) *State {
 	v.locks, v.cell, v.machines = o.locks, s.machines, b.Persistent()
 	return &State{
 		rev: s.rev, machines: v.machines, tasks: s.tasks, jobs: s.jobs, pending: s.pending,
-		offers: pmap.New[*Offer](), quotas: s.quotas, quotaUse: s.quotaUse,
+		offers: pmap.New[*Offer](), quotas: s.quotas, quotaUse: s.quotaUse, leases: s.leases,
 		capacity: v.capacity, alloc: v.alloc, lastDelete: s.lastDelete, machineSet: o.CreateRev,
 	}
 }

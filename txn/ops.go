@@ -66,7 +66,7 @@ func namesObjects(op *Op) error {
 
 func exactlyOne(op *Op) error {
 	n := 0
-	for _, set := range []bool{op.NewTask != nil, op.NewJob != nil, op.NewMachine != nil, op.NewOffer != nil, op.NewQuota != nil} {
+	for _, set := range []bool{op.NewTask != nil, op.NewJob != nil, op.NewMachine != nil, op.NewOffer != nil, op.NewQuota != nil, op.NewLease != nil} {
 		if set {
 			n++
 		}
@@ -85,6 +85,16 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 	switch {
 	case op.NewOffer != nil:
 		return e.createOffer(op)
+	case op.NewLease != nil:
+		l, err := newLease(op.NewLease)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if _, _, exists := e.lease(l.UID); exists {
+			return Outcome{}, fmt.Errorf("%w: lease %s (%s)", ErrAlreadyExists, Quote(l.Name()), l.UID)
+		}
+		l.Version, l.CreateRev, l.Created = e.rev, e.rev, now
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_LEASE, Lease: l, Created: true})
 	case op.NewQuota != nil:
 		q, err := newQuota(op.NewQuota)
 		if err != nil {
@@ -280,6 +290,21 @@ func (e *evaluator) put(op *Op) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("%w: put of a task: a task changes only by claim, evict, set-status and delete", ErrInvalid)
 	case op.NewOffer != nil:
 		return Outcome{}, fmt.Errorf("%w: put of an offer: an offer changes only by its answer", ErrInvalid)
+	case op.NewLease != nil:
+		nl, err := newLease(op.NewLease)
+		if err != nil {
+			return Outcome{}, err
+		}
+		l, baseVer, ok := e.lease(nl.UID)
+		if !ok {
+			return e.missing(omegav1.ObjectKind_OBJECT_KIND_LEASE, "lease", nl.UID)
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
+			return conflict(omegav1.OutcomeCode_OUTCOME_CODE_VERSION_MISMATCH,
+				"lease %s is at version %d, expected %d (held by %s)", Quote(l.Name()), baseVer, op.ExpectVersion, Quote(l.Holder())), nil
+		}
+		nl.Version, nl.CreateRev, nl.Created = e.rev, l.CreateRev, l.Created
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_LEASE, Lease: nl})
 	case op.NewQuota != nil:
 		nq, err := newQuota(op.NewQuota)
 		if err != nil {
@@ -409,6 +434,15 @@ func (e *evaluator) delete(op *Op) (Outcome, error) {
 			return mismatch("quota", baseVer)
 		}
 		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_QUOTA, Quota: q, Deleted: true})
+	case omegav1.ObjectKind_OBJECT_KIND_LEASE:
+		l, baseVer, ok := e.lease(uid)
+		if !ok {
+			return e.missing(omegav1.ObjectKind_OBJECT_KIND_LEASE, "lease", uid)
+		}
+		if op.ExpectVersion != 0 && op.ExpectVersion != baseVer {
+			return mismatch("lease", baseVer)
+		}
+		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_LEASE, Lease: l, Deleted: true})
 	default:
 		return Outcome{}, fmt.Errorf("%w: delete of object kind %s", ErrInvalid, op.DeleteKind)
 	}

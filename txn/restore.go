@@ -59,6 +59,19 @@ func (r *Restorer) Offer(p *omegav1.Offer) error {
 	return nil
 }
 
+// Lease adds a stored lease.
+func (r *Restorer) Lease(p *omegav1.Lease) error {
+	l, err := leaseFromWire(p)
+	if err != nil {
+		return err
+	}
+	if _, dup := r.b.leases.Get(l.UID); dup {
+		return fmt.Errorf("%w: lease %s listed twice", ErrAlreadyExists, l.UID)
+	}
+	r.b.Apply(&Change{Kind: omegav1.ObjectKind_OBJECT_KIND_LEASE, Lease: l})
+	return nil
+}
+
 // Quota adds a stored quota (its use is counted from the tasks).
 func (r *Restorer) Quota(p *omegav1.Quota) error {
 	q, err := quotaFromWire(p)

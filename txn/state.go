@@ -41,6 +41,8 @@ type State struct {
 	// QuotaUsed saturates).
 	quotas   *pmap.Map[*Quota]
 	quotaUse *pmap.Map[total]
+	// leases: the live components' announcements (lease.go).
+	leases   *pmap.Map[*Lease]
 	capacity total // sum over machines
 	alloc    total // sum of machine allocations
 	// lastDelete is the newest revision that deleted an object: a view older
@@ -90,6 +92,7 @@ func NewState() *State {
 		offers:   pmap.New[*Offer](),
 		quotas:   pmap.New[*Quota](),
 		quotaUse: pmap.New[total](),
+		leases:   pmap.New[*Lease](),
 	}
 }
 
@@ -152,7 +155,7 @@ func (s *State) RangePendingJobs(f func(job uuid.UUID, pending int) bool) {
 }
 
 // Change is one object's new value at a revision, or its deletion. Exactly
-// one of Task, Job, Machine, Offer, Quota is set (on a deletion, the last
+// one of Task, Job, Machine, Offer, Quota, Lease is set (on a deletion, the last
 // value).
 type Change struct {
 	Kind omegav1.ObjectKind
@@ -166,6 +169,7 @@ type Change struct {
 	Machine   *Machine
 	Offer     *Offer
 	Quota     *Quota
+	Lease     *Lease
 	Deleted   bool
 	// Created: the object is new at this revision (its meta and spec must be
 	// stored). Derived: only fields the store derives changed (a machine's
@@ -198,6 +202,8 @@ func (c *Change) UID() uuid.UUID {
 		return c.Offer.UID
 	case c.Quota != nil:
 		return c.Quota.UID
+	case c.Lease != nil:
+		return c.Lease.UID
 	}
 	return uuid.Nil
 }
@@ -236,6 +242,7 @@ type Builder struct {
 	ix       offerIndex
 	quotas   *pmap.Builder[*Quota]
 	qx       quotaIndex
+	leases   *pmap.Builder[*Lease]
 	// jobSets holds the pending sets this builder edits, as transients, so
 	// adding a job's 10,000 tasks copies each path once, not per task.
 	jobSets     map[uuid.UUID]*pmap.Builder[struct{}]
@@ -257,6 +264,7 @@ func (s *State) Builder() *Builder {
 		ix:       newOfferIndex(s),
 		quotas:   s.quotas.Transient(),
 		qx:       quotaIndex{base: s},
+		leases:   s.leases.Transient(),
 		capacity: s.capacity,
 		alloc:    s.alloc,
 	}
@@ -302,6 +310,12 @@ func (b *Builder) Apply(c *Change) {
 			return
 		}
 		b.jobs.Set(c.Job.UID, c.Job)
+	case c.Lease != nil:
+		if c.Deleted {
+			b.deleted = b.leases.Delete(c.Lease.UID) || b.deleted
+		} else {
+			b.leases.Set(c.Lease.UID, c.Lease)
+		}
 	case c.Quota != nil:
 		if c.Deleted {
 			b.deleted = b.quotas.Delete(c.Quota.UID) || b.deleted
@@ -388,6 +402,7 @@ func (b *Builder) Finish(rev uint64) *State {
 		pending:    b.pending.Persistent(),
 		offers:     b.offers.Persistent(),
 		quotas:     b.quotas.Persistent(),
+		leases:     b.leases.Persistent(),
 		capacity:   b.capacity,
 		alloc:      b.alloc,
 	}

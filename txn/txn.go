@@ -154,6 +154,7 @@ type Op struct {
 	NewMachine *omegav1.Machine
 	NewOffer   *omegav1.Offer // Create only
 	NewQuota   *omegav1.Quota
+	NewLease   *omegav1.Lease
 	// Delete; Answer names its offer in DeleteUID.
 	DeleteKind omegav1.ObjectKind
 	DeleteUID  uuid.UUID

@@ -328,6 +328,13 @@ func (c *checker) job(p *omegav1.Job) {
 		c.msg(s)
 		c.n += 6 * boundScalar
 		c.str("status", "message", s.GetMessage())
+		if w := s.GetWaiting(); w != nil {
+			c.msg(w)
+			c.n += 3 * boundScalar
+			c.str("status.waiting", "resource", w.GetResource())
+			c.str("status.waiting", "message", w.GetMessage())
+			c.str("status.waiting", "reporter", w.GetReporter())
+		}
 	}
 }
 
@@ -386,6 +393,17 @@ func (c *checker) object(op *Op) int {
 		c.what, c.id = "offer", p.GetMeta().GetUid()
 		c.msg(p)
 		c.offer(p)
+	}
+	if p := op.NewLease; p != nil {
+		c.what, c.id = "lease", p.GetMeta().GetUid()
+		c.msg(p)
+		c.meta(p.GetMeta())
+		if s := p.GetSpec(); s != nil {
+			c.msg(s)
+			c.str("spec", "holder", s.GetHolder())
+			c.str("spec", "role", s.GetRole())
+			c.str("spec", "scheduler_kind", s.GetSchedulerKind())
+		}
 	}
 	if p := op.NewQuota; p != nil {
 		c.what, c.id = "quota", p.GetMeta().GetUid()
@@ -503,6 +521,8 @@ func (op *Op) object() proto.Message {
 		return op.NewOffer
 	case op.NewQuota != nil:
 		return op.NewQuota
+	case op.NewLease != nil:
+		return op.NewLease
 	}
 	return nil
 }

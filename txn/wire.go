@@ -44,6 +44,8 @@ func (op *Op) Proto() *omegav1.Operation {
 			c.Object = &omegav1.CreateOp_Offer{Offer: op.NewOffer}
 		case op.NewQuota != nil:
 			c.Object = &omegav1.CreateOp_Quota{Quota: op.NewQuota}
+		case op.NewLease != nil:
+			c.Object = &omegav1.CreateOp_Lease{Lease: op.NewLease}
 		}
 		return &omegav1.Operation{Op: &omegav1.Operation_Create{Create: c}}
 	case OpClaim:
@@ -70,6 +72,8 @@ func (op *Op) Proto() *omegav1.Operation {
 			p.Object = &omegav1.PutOp_Machine{Machine: op.NewMachine}
 		case op.NewQuota != nil:
 			p.Object = &omegav1.PutOp_Quota{Quota: op.NewQuota}
+		case op.NewLease != nil:
+			p.Object = &omegav1.PutOp_Lease{Lease: op.NewLease}
 		}
 		return &omegav1.Operation{Op: &omegav1.Operation_Put{Put: p}}
 	case OpDelete:
@@ -248,6 +252,8 @@ func opFromProto(o *omegav1.Operation) (Op, error) {
 			op.NewOffer = obj.Offer
 		case *omegav1.CreateOp_Quota:
 			op.NewQuota = obj.Quota
+		case *omegav1.CreateOp_Lease:
+			op.NewLease = obj.Lease
 		}
 		return op, nil
 	case *omegav1.Operation_Claim:
@@ -277,6 +283,8 @@ func opFromProto(o *omegav1.Operation) (Op, error) {
 			op.NewMachine = obj.Machine
 		case *omegav1.PutOp_Quota:
 			op.NewQuota = obj.Quota
+		case *omegav1.PutOp_Lease:
+			op.NewLease = obj.Lease
 		}
 		return op, nil
 	case *omegav1.Operation_Delete:
@@ -468,6 +476,9 @@ func WriteSetFromProto(p *omegav1.RevisionChanges) (*WriteSet, error) {
 		case *omegav1.Change_Quota:
 			c.Kind = omegav1.ObjectKind_OBJECT_KIND_QUOTA
 			c.Quota, err = quotaFromWire(obj.Quota)
+		case *omegav1.Change_Lease:
+			c.Kind = omegav1.ObjectKind_OBJECT_KIND_LEASE
+			c.Lease, err = leaseFromWire(obj.Lease)
 		default:
 			err = fmt.Errorf("%w: a change with no object", ErrInvalid)
 		}
@@ -527,7 +538,7 @@ func machineFromWire(p *omegav1.Machine, derived bool) (*Machine, error) {
 const DefaultSnapshotChunkBytes = 1 << 20
 
 // SnapshotChunks lists st for the wire: machines, then jobs, then tasks,
-// then offers, then quotas, in
+// then offers, then quotas, then leases, in
 // chunks of about maxBytes of wire encoding each (an object larger than
 // that has a chunk of its own), the last one marked. It calls send for
 // each chunk in order and stops at the first error.
@@ -582,6 +593,12 @@ func SnapshotChunks(st *State, maxBytes int, send func(*omegav1.SnapshotChunk) e
 		chunk.Quotas = append(chunk.Quotas, p)
 		return err == nil
 	})
+	st.RangeLeases(func(l *Lease) bool {
+		p := l.Proto()
+		add(p)
+		chunk.Leases = append(chunk.Leases, p)
+		return err == nil
+	})
 	if err != nil {
 		return err
 	}
@@ -631,6 +648,11 @@ func (s *SnapshotReader) Add(c *omegav1.SnapshotChunk) error {
 	}
 	for _, q := range c.GetQuotas() {
 		if err := s.r.Quota(q); err != nil {
+			return err
+		}
+	}
+	for _, l := range c.GetLeases() {
+		if err := s.r.Lease(l); err != nil {
 			return err
 		}
 	}

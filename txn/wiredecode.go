@@ -95,7 +95,7 @@ func decodeChange(b []byte, in *interned) (Change, error) {
 		}
 		b = b[n:]
 		switch {
-		case (num >= 1 && num <= 3 || num == 8 || num == 9) && typ == protowire.BytesType:
+		case (num >= 1 && num <= 3 || num == 8 || num == 9 || num == 10) && typ == protowire.BytesType:
 			obj, n = protowire.ConsumeBytes(b)
 			objNum = num // a oneof: the last one wins, as proto.Unmarshal has it
 		case num >= 4 && num <= 7 && typ == protowire.VarintType:
@@ -152,6 +152,12 @@ func decodeChange(b []byte, in *interned) (Change, error) {
 		p := &omegav1.Quota{}
 		if err = proto.Unmarshal(obj, p); err == nil {
 			c.Quota, err = quotaFromWire(p)
+		}
+	case 10:
+		c.Kind = omegav1.ObjectKind_OBJECT_KIND_LEASE
+		p := &omegav1.Lease{}
+		if err = proto.Unmarshal(obj, p); err == nil {
+			c.Lease, err = leaseFromWire(p)
 		}
 	case 8:
 		c.Kind = omegav1.ObjectKind_OBJECT_KIND_OFFER

@@ -47,6 +47,8 @@ func sameWriteSets(t testing.TB, a, b *txn.WriteSet) {
 			px, py = x.Offer.Proto(), y.Offer.Proto()
 		case x.Quota != nil:
 			px, py = x.Quota.Proto(), y.Quota.Proto()
+		case x.Lease != nil:
+			px, py = x.Lease.Proto(), y.Lease.Proto()
 		default:
 			t.Fatalf("change %d carries no object", i)
 		}

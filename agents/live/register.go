@@ -74,7 +74,7 @@ func Register(ctx context.Context, c *client.Client, m Machine) error {
 			return tx, nil
 		}
 		tx.Ops = []txn.Op{txn.CreateMachine(&omegav1.Machine{
-			Meta:   WithLogsAnnotation(&omegav1.ObjectMeta{Uid: m.UID.String(), Name: m.Name}, m.LogsURL),
+			Meta: WithLogsAnnotation(&omegav1.ObjectMeta{Uid: m.UID.String(), Name: m.Name}, m.LogsURL),
 			Spec: &omegav1.MachineSpec{Capacity: &omegav1.Resources{CpuMillis: m.CPUMillis, MemoryBytes: m.MemoryBytes},
 				Attributes: m.Attributes, FailureDomain: m.FailureDomain},
 			Status: &omegav1.MachineStatus{State: omegav1.MachineState_MACHINE_STATE_UP, AgentAddress: m.Agent},

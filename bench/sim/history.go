@@ -64,7 +64,7 @@ func (h *HistoryWriter) Flush() error {
 func (h *HistoryWriter) Records() int { return h.n }
 
 // StateWriteSet is a state as a write set that creates each of its
-// objects (machines, quotas, jobs, tasks, then offers) at the state's
+// objects (machines, quotas, leases, jobs, tasks, then offers) at the state's
 // revision: txn.NewState().ApplyChecked of it is the state again.
 func StateWriteSet(st *txn.State, unixNanos int64) *txn.WriteSet {
 	ws := &txn.WriteSet{Revision: st.Revision(), UnixNanos: unixNanos}
@@ -74,6 +74,10 @@ func StateWriteSet(st *txn.State, unixNanos int64) *txn.WriteSet {
 	})
 	st.RangeQuotas(func(q *txn.Quota) bool {
 		ws.Changes = append(ws.Changes, txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_QUOTA, Quota: q, Created: true})
+		return true
+	})
+	st.RangeLeases(func(l *txn.Lease) bool {
+		ws.Changes = append(ws.Changes, txn.Change{Kind: omegav1.ObjectKind_OBJECT_KIND_LEASE, Lease: l, Created: true})
 		return true
 	})
 	st.RangeJobs(func(j *txn.Job) bool {

@@ -431,6 +431,7 @@ type Listing struct {
 	Tasks    []*omegav1.Task
 	Offers   []*omegav1.Offer
 	Quotas   []*omegav1.Quota
+	Leases   []*omegav1.Lease
 }
 
 // List returns the objects the request selects.
@@ -453,6 +454,7 @@ func (t *Transport) List(ctx context.Context, req *cellgrpc.ListRequest) (*Listi
 		l.Tasks = append(l.Tasks, c.GetTasks()...)
 		l.Offers = append(l.Offers, c.GetOffers()...)
 		l.Quotas = append(l.Quotas, c.GetQuotas()...)
+		l.Leases = append(l.Leases, c.GetLeases()...)
 		if c.GetLast() {
 			return &l, nil
 		}

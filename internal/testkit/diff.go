@@ -178,6 +178,23 @@ func DiffStates(want, got *txn.State, o Compare) error {
 	if err != nil {
 		return err
 	}
+	// The leases.
+	if want.NumLeases() != got.NumLeases() {
+		return fmt.Errorf("holds %d leases, want %d", got.NumLeases(), want.NumLeases())
+	}
+	want.RangeLeases(func(w *txn.Lease) bool {
+		g, ok := got.Lease(w.UID)
+		switch {
+		case !ok:
+			err = fmt.Errorf("lease %s missing", w.UID)
+		case !proto.Equal(g.Proto(), w.Proto()):
+			err = fmt.Errorf("lease %s:\n  %v\nwant\n  %v", w.UID, g.Proto(), w.Proto())
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
 	// The pending index: got lists exactly want's PENDING tasks by job.
 	indexed := 0
 	got.RangePendingJobs(func(job uuid.UUID, n int) bool {

@@ -383,6 +383,29 @@ func (d *Decoder) QuotaObj() *omegav1.Quota {
 	return q
 }
 
+// LeaseObj reads a lease: of one of the fuzzed names (its uid the name's,
+// or another uid), or of a string of the decoder's; a holder and a
+// duration that may be missing.
+func (d *Decoder) LeaseObj() *omegav1.Lease {
+	name := LeaseName(d.choice(NumLeases))
+	if d.pick(3, 0) == 2 {
+		name = d.Str()
+	}
+	uid := txn.LeaseUID(name).String()
+	if d.pick(4, 0) == 3 {
+		uid = d.uidString('Q', NumQuotas)
+	}
+	l := &omegav1.Lease{Meta: &omegav1.ObjectMeta{Uid: uid, Name: name}, Spec: &omegav1.LeaseSpec{Role: "scheduler", SchedulerKind: d.Str()}}
+	if d.pick(4, 0) != 3 {
+		l.Spec.Holder = d.Str() + "-h"
+	}
+	l.Spec.DurationMillis = int64(d.pick(4, 1)) * 1000
+	return l
+}
+
+// LeaseName names the i-th of the leases the fuzzed transactions touch.
+func LeaseName(i int) string { return []string{"sched-a", "sched-b"}[i] }
+
 // OfferFramework names the i-th of the frameworks the fuzzed offers go
 // to; a transaction's component is the first when its string's byte is
 // StrFramework.

@@ -26,6 +26,7 @@ const (
 	OpOffer       // an offer created (a two-level allocator's)
 	OpAnswer      // an offer answered
 	OpQuota       // a quota created, put or deleted
+	OpLease       // a lease created, put or deleted
 	OpUnknown     // an operation of no known kind
 	numOps
 )
@@ -152,6 +153,15 @@ func (d *Decoder) op(view *txn.State, ops []txn.Op) []txn.Op {
 			return append(ops, txn.PutQuota(d.QuotaObj(), 0))
 		default:
 			return append(ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_QUOTA, d.uid('Q', NumQuotas), 0))
+		}
+	case OpLease:
+		switch d.pick(3, 0) {
+		case 0:
+			return append(ops, txn.CreateLease(d.LeaseObj()))
+		case 1:
+			return append(ops, txn.PutLease(d.LeaseObj(), 0))
+		default:
+			return append(ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_LEASE, txn.LeaseUID(LeaseName(d.choice(NumLeases))), 0))
 		}
 	}
 	return append(ops, txn.Op{Kind: txn.OpKind(d.Byte() | 0x80)})

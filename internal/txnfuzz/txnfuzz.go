@@ -36,6 +36,7 @@ const (
 	NumTasks    = 12
 	NumOffers   = 3
 	NumQuotas   = 2
+	NumLeases   = 2
 )
 
 func poolUID(kind byte, i int) uuid.UUID {

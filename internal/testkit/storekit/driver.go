@@ -48,10 +48,11 @@ type Cell interface {
 
 // Counts is what a driver's committed transactions did to the kinds the
 // rest of the history may leave out: offers made, answered with claims,
-// declined (answered with none); quotas created, put, deleted.
+// declined (answered with none); quotas and leases created, put, deleted.
 type Counts struct {
 	Offers, Answers, Declines       int
 	Quotas, QuotaPuts, QuotaDeletes int
+	Leases, LeasePuts, LeaseDeletes int
 }
 
 // Component is the component a Driver commits as, the framework its offers
@@ -81,13 +82,14 @@ func (c storeCell) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) 
 func (d *Driver) Counts() Counts { return d.counts }
 
 // RequireEveryKind fails the test unless the history so far made,
-// answered and declined offers and created, put and deleted quotas: a test
+// answered and declined offers and created, put and deleted quotas and leases: a test
 // that holds something to every kind of change calls it to know the
 // history had them.
 func (d *Driver) RequireEveryKind(t testing.TB) {
 	t.Helper()
 	c := d.counts
-	if c.Offers == 0 || c.Answers == 0 || c.Declines == 0 || c.Quotas == 0 || c.QuotaPuts == 0 || c.QuotaDeletes == 0 {
+	if c.Offers == 0 || c.Answers == 0 || c.Declines == 0 || c.Quotas == 0 || c.QuotaPuts == 0 || c.QuotaDeletes == 0 ||
+		c.Leases == 0 || c.LeasePuts == 0 || c.LeaseDeletes == 0 {
 		t.Fatalf("the driver's history left a kind of change out: %+v", c)
 	}
 }
@@ -144,6 +146,8 @@ func (d *Driver) TryStep() (uint64, error) {
 	})
 	var quotas []*txn.Quota
 	s.RangeQuotas(func(q *txn.Quota) bool { quotas = append(quotas, q); return true })
+	var leases []*txn.Lease
+	s.RangeLeases(func(l *txn.Lease) bool { leases = append(leases, l); return true })
 	var offer *txn.Offer // the driver keeps at most one outstanding
 	s.RangeOffers(func(o *txn.Offer) bool { offer = o; return false })
 	// claims appends claims of pending tasks on up machines, each fitting
@@ -227,6 +231,23 @@ func (d *Driver) TryStep() (uint64, error) {
 			}
 			ops = append(ops, txn.PutQuota(d.quota(q.UID, q.Name()), q.Version))
 			did = &d.counts.QuotaPuts
+		case k == 12:
+			// With quotas enough: a scheduler's lease taken, renewed or
+			// given back.
+			if len(leases) == 0 || len(leases) < 3 && d.rng.IntN(3) == 0 {
+				d.n++
+				ops = append(ops, txn.CreateLease(d.lease(fmt.Sprintf("sched-%03d", d.n))))
+				did = &d.counts.Leases
+				break
+			}
+			l := pick(d.rng, leases)
+			if d.counts.LeaseDeletes <= d.counts.LeasePuts/3 { // renewals mostly, a lease given back now and then
+				ops = append(ops, txn.Delete(omegav1.ObjectKind_OBJECT_KIND_LEASE, l.UID, l.Version))
+				did = &d.counts.LeaseDeletes
+				break
+			}
+			ops = append(ops, txn.PutLease(d.lease(l.Name()), l.Version))
+			did = &d.counts.LeasePuts
 		case k == 14 && offer == nil:
 			d.n++
 			ops = append(ops, txn.CreateOffer(&omegav1.Offer{
@@ -274,5 +295,15 @@ func (d *Driver) quota(uid uuid.UUID, name string) *omegav1.Quota {
 	return &omegav1.Quota{
 		Meta: &omegav1.ObjectMeta{Uid: uid.String(), Name: name, Labels: map[string]string{"team": pick(d.rng, []string{"a", "b"})}},
 		Spec: &omegav1.QuotaSpec{Scheduler: sched, Limit: testkit.Res(int64(1+d.rng.IntN(20))*1000, int64(1+d.rng.IntN(8))*gib).Proto()},
+	}
+}
+
+// lease is a scheduler's lease of that name, renewed now (the driver's
+// count of steps stands for the time).
+func (d *Driver) lease(name string) *omegav1.Lease {
+	return &omegav1.Lease{
+		Meta: &omegav1.ObjectMeta{Uid: txn.LeaseUID(name).String(), Name: name, Labels: map[string]string{"team": pick(d.rng, []string{"a", "b"})}},
+		Spec: &omegav1.LeaseSpec{Holder: fmt.Sprintf("host/%d", d.rng.IntN(1000)), Role: "scheduler", SchedulerKind: pick(d.rng, []string{"batch", "service"}),
+			DurationMillis: 15_000, AcquireUnixNanos: int64(d.n), RenewUnixNanos: int64(d.n)},
 	}
 }
