@@ -23,6 +23,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/internal/objfile"
 	"github.com/omega-cell/omega/jobs"
@@ -87,6 +88,9 @@ in the file names its line, column and field.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "job/%s created (uid %s, %d tasks)\n", job.GetMeta().GetName(), uid, n)
+			if kind := job.GetSpec().GetScheduler(); !schedulerLive(c.View(), kind, time.Now()) {
+				sayNote(cmd.ErrOrStderr(), fmt.Sprintf("no scheduler of kind %s runs in the cell (omega get schedulers): the job waits until one starts (omega scheduler --kind %s)", txn.Quote(kind), kind))
+			}
 			return nil
 		},
 	}
@@ -100,22 +104,30 @@ func newGetCmd() *cobra.Command {
 	var selector, output string
 	var cf cellFlags
 	cmd := &cobra.Command{
-		Use:   "get machines|jobs|tasks [NAME] [-l SELECTOR] [-o table|wide|json|yaml]",
-		Short: "List a cell's machines, jobs or tasks",
+		Use:   "get machines|jobs|tasks|schedulers|leases [NAME] [-l SELECTOR] [-o table|wide|json|yaml]",
+		Short: "List a cell's machines, jobs, tasks or schedulers",
 		Long: `Lists the objects of a kind from the cell's server, filtered there by a label
 selector (-l, Kubernetes syntax: k=v,k!=v,k in (a,b)). NAME picks one object by
 name or by a prefix of its uid; an ambiguous NAME lists its matches and exits
-non-zero.`,
+non-zero.
+
+schedulers lists the scheduler instances that announced themselves in the
+cell (each holds a lease named after it, renewed every third of its
+duration): LIVE while it was renewed within its duration by this machine's
+clock, EXPIRED after (an instance that stopped without giving it back).
+leases lists every lease.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kinds := map[string]omegav1.ObjectKind{
 				"machines": omegav1.ObjectKind_OBJECT_KIND_MACHINE, "machine": omegav1.ObjectKind_OBJECT_KIND_MACHINE,
 				"jobs": omegav1.ObjectKind_OBJECT_KIND_JOB, "job": omegav1.ObjectKind_OBJECT_KIND_JOB,
 				"tasks": omegav1.ObjectKind_OBJECT_KIND_TASK, "task": omegav1.ObjectKind_OBJECT_KIND_TASK,
+				"schedulers": omegav1.ObjectKind_OBJECT_KIND_LEASE, "scheduler": omegav1.ObjectKind_OBJECT_KIND_LEASE,
+				"leases": omegav1.ObjectKind_OBJECT_KIND_LEASE, "lease": omegav1.ObjectKind_OBJECT_KIND_LEASE,
 			}
 			kind, ok := kinds[args[0]]
 			if !ok {
-				return fmt.Errorf("%q: want machines, jobs or tasks", args[0])
+				return fmt.Errorf("%s: want machines, jobs, tasks, schedulers or leases", txn.Quote(args[0]))
 			}
 			switch output {
 			case "table", "wide", "json", "yaml":
@@ -134,6 +146,9 @@ non-zero.`,
 			l, err := tr.List(ctx, &cellgrpc.ListRequest{Kind: kind, LabelSelector: selector})
 			if err != nil {
 				return err
+			}
+			if strings.HasPrefix(args[0], "scheduler") {
+				l.Leases = filterMeta(l.Leases, func(x *omegav1.Lease) bool { return x.GetSpec().GetRole() == "scheduler" })
 			}
 			if len(args) == 2 {
 				note, err := pick(l, args[1])
@@ -180,6 +195,7 @@ func pick(l *remote.Listing, name string) (note string, err error) {
 	l.Machines = filterMeta(l.Machines, func(x *omegav1.Machine) bool { return match(x.GetMeta(), true) })
 	l.Jobs = filterMeta(l.Jobs, func(x *omegav1.Job) bool { return match(x.GetMeta(), !jobPhaseDone(x.GetStatus().GetPhase())) })
 	l.Tasks = filterMeta(l.Tasks, func(x *omegav1.Task) bool { return match(x.GetMeta(), !txn.IsTerminal(x.GetStatus().GetState())) })
+	l.Leases = filterMeta(l.Leases, func(x *omegav1.Lease) bool { return match(x.GetMeta(), true) })
 	switch len(hits) {
 	case 0:
 		return "", fmt.Errorf("%s: no such object (by name or uid prefix)", txn.Quote(name))
@@ -304,6 +320,11 @@ func printListing(w io.Writer, l *remote.Listing, kind omegav1.ObjectKind, outpu
 		for _, x := range l.Jobs {
 			items = append(items, x)
 		}
+	case omegav1.ObjectKind_OBJECT_KIND_LEASE:
+		sort.Slice(l.Leases, func(i, j int) bool { return l.Leases[i].GetMeta().GetName() < l.Leases[j].GetMeta().GetName() })
+		for _, x := range l.Leases {
+			items = append(items, x)
+		}
 	default:
 		sort.Slice(l.Tasks, func(i, j int) bool { return l.Tasks[i].GetMeta().GetName() < l.Tasks[j].GetMeta().GetName() })
 		for _, x := range l.Tasks {
@@ -348,6 +369,17 @@ func printListing(w io.Writer, l *remote.Listing, kind omegav1.ObjectKind, outpu
 				st.GetAllocated().GetCpuMillis(), cp.GetCpuMillis(), bytesH(st.GetAllocated().GetMemoryBytes()), bytesH(cp.GetMemoryBytes()), st.GetTasks(), age(m.GetMeta().GetCreationUnixNanos(), now))
 			if wide {
 				line += "\t" + m.GetMeta().GetUid() + "\t" + m.GetSpec().GetFailureDomain()
+			}
+			fmt.Fprintln(tw, line)
+		}
+	case omegav1.ObjectKind_OBJECT_KIND_LEASE:
+		fmt.Fprintln(tw, "NAME\tROLE\tKIND\tSTATUS\tRENEWED\tAGE"+map[bool]string{true: "\tDURATION\tHOLDER\tUID", false: ""}[wide])
+		for _, x := range l.Leases {
+			sp := x.GetSpec()
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s ago\t%s", x.GetMeta().GetName(), orDash(sp.GetRole()), orDash(sp.GetSchedulerKind()), leaseStatus(sp, now),
+				age(sp.GetRenewUnixNanos(), now), age(sp.GetAcquireUnixNanos(), now))
+			if wide {
+				line += fmt.Sprintf("\t%v\t%s\t%s", time.Duration(sp.GetDurationMillis())*time.Millisecond, sp.GetHolder(), x.GetMeta().GetUid())
 			}
 			fmt.Fprintln(tw, line)
 		}
@@ -542,4 +574,27 @@ func waitingShort(w *omegav1.JobWaiting) string {
 		return "NoMachines"
 	}
 	return strings.TrimPrefix(w.GetReason().String(), "WAIT_REASON_")
+}
+
+// leaseStatus is LIVE while the lease was renewed within its duration by
+// this machine's clock (the holder's renewal time is by its own), EXPIRED
+// after.
+func leaseStatus(sp *omegav1.LeaseSpec, now time.Time) string {
+	if now.Sub(time.Unix(0, sp.GetRenewUnixNanos())) > time.Duration(sp.GetDurationMillis())*time.Millisecond {
+		return "EXPIRED"
+	}
+	return "LIVE"
+}
+
+// schedulerLive reports whether a scheduler of kind holds a lease in v
+// renewed within its duration by now (this machine's clock).
+func schedulerLive(v client.View, kind string, now time.Time) bool {
+	live := false
+	v.RangeLeases(func(l *txn.Lease) bool {
+		if l.Role() == "scheduler" && l.SchedulerKind() == kind && now.Sub(time.Unix(0, l.RenewUnixNanos())) <= l.Duration() {
+			live = true
+		}
+		return !live
+	})
+	return live
 }

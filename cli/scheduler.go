@@ -22,7 +22,7 @@ func newSchedulerCmd() *cobra.Command {
 	var gf gossipFlags
 	var cf cellFlags
 	var params []string
-	var tJob, tTask time.Duration
+	var tJob, tTask, leaseDur time.Duration
 	cmd := &cobra.Command{
 		Use:   "scheduler --kind KIND --name NAME --server ADDR",
 		Short: "Run one scheduler instance against a cell over gRPC",
@@ -40,7 +40,14 @@ rendezvous hash of the job id over the live instances' names gives it, and when
 an instance dies (or leaves) the others take its jobs over. Until the membership
 has converged, two instances may both work on a job: the store's optimistic
 concurrency keeps that safe (one claim of a task commits, the other conflicts).
-Without --join an instance takes every job of its kind.`,
+Without --join an instance takes every job of its kind.
+
+The instance announces itself in the cell with a lease named after it (omega get
+schedulers), renewed every third of --lease-duration and given back when it
+stops; the server tells a job whose kind has no live lease that no scheduler of
+that kind runs. A lease another live process holds under the same --name is
+refused (that process renewed it while this one waited); one left by a process
+that died is taken over once it expires.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -56,6 +63,8 @@ Without --join an instance takes every job of its kind.`,
 				return fmt.Errorf("--gossip-profile %q: want lan, wan or local", gf.profile)
 			case tJob < 0 || tTask < 0:
 				return fmt.Errorf("--t-job %v, --t-task %v: want 0 or more", tJob, tTask)
+			case leaseDur < 30*time.Millisecond:
+				return fmt.Errorf("--lease-duration %v: want at least 30ms", leaseDur)
 			}
 			p := schedulers.Params{}
 			for _, kv := range params {
@@ -72,6 +81,7 @@ Without --join an instance takes every job of its kind.`,
 			cfg := live.DefaultConfig()
 			cfg.Scheduler, cfg.Name = s, name
 			cfg.Runner.TJob, cfg.Runner.TTask = tJob, tTask
+			cfg.LeaseDuration = leaseDur
 			if join != "" {
 				gc, err := gf.config()
 				if err != nil {
@@ -107,5 +117,6 @@ Without --join an instance takes every job of its kind.`,
 	f.StringArrayVar(&params, "param", nil, "a parameter of the kind, name=value (repeatable), e.g. policy=global-cap for mapreduce")
 	f.DurationVar(&tJob, "t-job", 0, "modelled decision time per job")
 	f.DurationVar(&tTask, "t-task", 0, "modelled decision time per task")
+	f.DurationVar(&leaseDur, "lease-duration", live.DefaultLeaseDuration, "how long the instance's lease holds after each renewal (renewed every third of it)")
 	return cmd
 }

@@ -83,6 +83,7 @@ must present a certificate that CA signed.`,
 	gf.register(f)
 	f.StringVar(&cfg.Gossip, "gossip", "", "gossip membership address agents join (memberlist, LAN defaults; empty: no membership)")
 	f.DurationVar(&cfg.AgentGrace, "agent-grace", cfg.AgentGrace, "with --gossip: how long after the start a machine UP may go without its agent joining before it goes DOWN")
+	f.DurationVar(&cfg.SchedulerGrace, "scheduler-grace", cfg.SchedulerGrace, "how long after the start a job waits for a scheduler of its kind before it is said that none runs (no live scheduler lease of that kind)")
 	f.DurationVar(&cfg.Retention, "retention", cfg.Retention, "how long finished tasks and jobs stay in the cell")
 	f.DurationVar(&cfg.ExpireEvery, "expire-every", cfg.ExpireEvery, "how often the store deletes what its retention window let go")
 	f.StringVar(&cfg.TokensFile, "tokens", "", "the token file: TOKEN,ROLE[,NAME] per line (empty: an open cell)")
@@ -96,7 +97,7 @@ must present a certificate that CA signed.`,
 var serverFlags = map[string]string{
 	"DataDir": "--data", "Listen": "--listen", "HTTP": "--http", "Drain": "--drain",
 	"GossipProfile": "--gossip-profile", "GossipKeyFile": "--gossip-key-file", "Gossip": "--gossip",
-	"AgentGrace": "--agent-grace", "Retention": "--retention", "ExpireEvery": "--expire-every",
+	"AgentGrace": "--agent-grace", "SchedulerGrace": "--scheduler-grace", "Retention": "--retention", "ExpireEvery": "--expire-every",
 	"TokensFile": "--tokens", "TLSCert": "--tls-cert", "TLSKey": "--tls-key", "TLSCA": "--tls-ca",
 }
 

@@ -41,6 +41,9 @@ type Counters struct {
 	Finished int64
 	// Relists counts the fresh views taken after the watch fell behind.
 	Relists int64
+	// LeasesDeleted counts the expired scheduler leases the controller
+	// deleted (WatchSchedulers).
+	LeasesDeleted int64
 }
 
 // count is what the controller knows of one job's tasks.
@@ -75,16 +78,25 @@ type Controller struct {
 	uncounted *uidmap.Map[struct{}]
 	dirty     []uuid.UUID // jobs whose status may have to change, in the order they changed
 	counters  Counters
+	sched     *schedulerLeases // nil unless WatchSchedulers
 }
 
 // New starts a controller over c: it lists the cell, counts every job's
 // tasks and watches from there. c should be the controller's own client
 // (its commits count in c's counters, under c's component name).
 func New(ctx context.Context, c *client.Client) (*Controller, error) {
+	return NewWith(ctx, c, Options{})
+}
+
+// NewWith is New with the optional duties o asks for.
+func NewWith(ctx context.Context, c *client.Client, o Options) (*Controller, error) {
 	if c == nil {
 		return nil, errors.New("new job controller: client is nil")
 	}
 	jc := &Controller{c: c}
+	if o.SchedulerLeases {
+		jc.sched = &schedulerLeases{grace: o.Grace, retention: o.Retention, leases: map[uuid.UUID]*leaseSeen{}, live: map[string]bool{}}
+	}
 	inf, err := client.NewInformer(c, feed{jc})
 	if err != nil {
 		return nil, err
@@ -112,6 +124,8 @@ func (f feed) Apply(ws *txn.WriteSet) error {
 			jc.noteJob(ch.Job)
 		case ch.Task != nil:
 			jc.noteTask(ch.Task, ch.Deleted, ch.Created, ch.PrevState, ws.UnixNanos, ws.Revision)
+		case ch.Lease != nil && jc.sched != nil:
+			jc.sched.note(ch.Lease, ch.Deleted)
 		}
 	}
 	return nil
@@ -146,6 +160,9 @@ func (jc *Controller) relisted(st *txn.State) {
 		observed[j.UID] = j.StatusProto().GetObservedRevision()
 		return true
 	})
+	if jc.sched != nil {
+		jc.sched.relisted(st)
+	}
 	st.RangeTasks(func(t *txn.Task) bool {
 		if t.Terminal() && t.Version <= observed[t.Job] {
 			return true // counted in the job's status
@@ -305,6 +322,10 @@ func (jc *Controller) Tick(ctx context.Context, nowUnixNanos int64) (txn.Result,
 	}
 	var ops []txn.Op
 	var uids []uuid.UUID
+	if jc.sched != nil {
+		ops = jc.sched.tick(jc, nowUnixNanos)
+		uids = make([]uuid.UUID, len(ops)) // lease deletions, no job's
+	}
 	for _, u := range jc.dirty {
 		n := jc.jobs[u]
 		if n == nil {
@@ -320,7 +341,10 @@ func (jc *Controller) Tick(ctx context.Context, nowUnixNanos int64) (txn.Result,
 			// kept while tasks wait, dropped once none does.
 			st.Waiting = n.job.StatusProto().GetWaiting()
 		}
-		if sameStatus(st, n.job.StatusProto()) && (st.Waiting == nil) == (n.job.StatusProto().GetWaiting() == nil) &&
+		if jc.sched != nil && n.pending > 0 {
+			st.Waiting = jc.sched.waiting(n.job, st.Waiting, n.pending, nowUnixNanos)
+		}
+		if sameStatus(st, n.job.StatusProto()) && st.Waiting == n.job.StatusProto().GetWaiting() &&
 			n.endedRev <= n.job.StatusProto().GetObservedRevision() {
 			continue
 		}
@@ -344,7 +368,7 @@ func (jc *Controller) Tick(ctx context.Context, nowUnixNanos int64) (txn.Result,
 	})
 	if err != nil {
 		for _, u := range uids { // look again next tick
-			if n := jc.jobs[u]; n != nil {
+			if n := jc.jobs[u]; n != nil && u != uuid.Nil {
 				jc.mark(u, n)
 			}
 		}
@@ -352,6 +376,12 @@ func (jc *Controller) Tick(ctx context.Context, nowUnixNanos int64) (txn.Result,
 	}
 	jc.counters.Txns++
 	for i := range ops {
+		if ops[i].Kind == txn.OpDelete {
+			if res.Outcomes[i].Committed() {
+				jc.counters.LeasesDeleted++
+			}
+			continue
+		}
 		if !res.Outcomes[i].Committed() {
 			jc.counters.Conflicts++
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -554,5 +555,71 @@ func TestWaitingKeptWhilePendingThenCleared(t *testing.T) {
 	c.want("both placed", j, phRunning, 0, 2, 0, 0, time.Time{})
 	if got := c.status(j).GetWaiting(); got != nil {
 		t.Fatalf("nothing waits: waiting %v, want none", got)
+	}
+}
+
+// leaseOp makes or renews a scheduler's lease of kind, held for 10 s.
+func leaseOp(name, kind string, create bool) txn.Op {
+	l := &omegav1.Lease{Meta: &omegav1.ObjectMeta{Uid: txn.LeaseUID(name).String(), Name: name},
+		Spec: &omegav1.LeaseSpec{Holder: "h-" + name, Role: "scheduler", SchedulerKind: kind, DurationMillis: 10_000}}
+	if create {
+		return txn.CreateLease(l)
+	}
+	return txn.PutLease(l, 0)
+}
+
+// With the scheduler leases' duty, a job whose kind no live lease names is
+// said to wait for a scheduler (after the grace from the first tick); a
+// lease of its kind clears that; a lease not renewed for its duration, by
+// the controller's clock, counts no more; one left expired past the
+// retention is deleted. Another kind's lease does not count.
+func TestNoSchedulerOfTheKind(t *testing.T) {
+	c := newCell(t, storekit.Options(t, store.DurabilityNone))
+	jc, err := NewWith(context.Background(), c.cl, Options{SchedulerLeases: true, Grace: 5 * time.Second, Retention: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(jc.Close)
+	c.jc = jc
+	reason := func(j uuid.UUID) omegav1.WaitReason { return c.status(j).GetWaiting().GetReason() }
+	j, _ := c.job(2)
+	c.commit(t0, leaseOp("service-0", "service", true))
+	c.tick(t0)
+	if r := reason(j); r != omegav1.WaitReason_WAIT_REASON_UNSPECIFIED {
+		t.Fatalf("within the grace: %s", r)
+	}
+	c.tick(t0.Add(5 * time.Second))
+	w := c.status(j).GetWaiting()
+	if w.GetReason() != omegav1.WaitReason_WAIT_REASON_NO_SCHEDULER || w.GetReporter() != Component || w.GetTasks() != 2 ||
+		!strings.Contains(w.GetMessage(), `no scheduler of kind "batch" runs in the cell`) {
+		t.Fatalf("after the grace: %v", w)
+	}
+	// Written once: a tick with nothing new writes nothing.
+	rev := c.st.Revision()
+	c.tick(t0.Add(6 * time.Second))
+	if c.st.Revision() != rev {
+		t.Fatal("the reason was written again")
+	}
+	c.commit(t0.Add(7*time.Second), leaseOp("batch-0", "batch", true))
+	c.tick(t0.Add(7 * time.Second))
+	if r := reason(j); r != omegav1.WaitReason_WAIT_REASON_UNSPECIFIED {
+		t.Fatalf("a batch scheduler's lease came: %s", r)
+	}
+	// Renewed within its duration: still live at 7+10 s.
+	c.commit(t0.Add(12*time.Second), leaseOp("batch-0", "batch", false))
+	c.tick(t0.Add(17 * time.Second))
+	if r := reason(j); r != omegav1.WaitReason_WAIT_REASON_UNSPECIFIED {
+		t.Fatalf("the lease was renewed: %s", r)
+	}
+	// Not renewed for its duration since the controller saw it at 17 s.
+	c.tick(t0.Add(27*time.Second + time.Millisecond))
+	if r := reason(j); r != omegav1.WaitReason_WAIT_REASON_NO_SCHEDULER {
+		t.Fatalf("the lease expired: %s", r)
+	}
+	// Expired past the retention: deleted (the service one too, which was
+	// never renewed).
+	c.tick(t0.Add(27*time.Second + time.Minute + time.Second))
+	if n := c.st.Snapshot().NumLeases(); n != 0 || jc.Counters().LeasesDeleted != 2 {
+		t.Fatalf("%d leases left, %d deleted", n, jc.Counters().LeasesDeleted)
 	}
 }

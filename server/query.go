@@ -54,7 +54,7 @@ func parseFilter(selector, machine, job string) (filter, error) {
 func checkKind(call string, kind omegav1.ObjectKind, any bool) error {
 	switch kind {
 	case omegav1.ObjectKind_OBJECT_KIND_MACHINE, omegav1.ObjectKind_OBJECT_KIND_JOB, omegav1.ObjectKind_OBJECT_KIND_TASK,
-		omegav1.ObjectKind_OBJECT_KIND_OFFER, omegav1.ObjectKind_OBJECT_KIND_QUOTA:
+		omegav1.ObjectKind_OBJECT_KIND_OFFER, omegav1.ObjectKind_OBJECT_KIND_QUOTA, omegav1.ObjectKind_OBJECT_KIND_LEASE:
 		return nil
 	case omegav1.ObjectKind_OBJECT_KIND_UNSPECIFIED:
 		if any {

@@ -70,7 +70,14 @@ type Config struct {
 	// its agent joining the membership before it goes DOWN. Default 30 s:
 	// time for the agents to notice a restarted server and rejoin.
 	AgentGrace time.Duration
-	// Retention is how long finished tasks and jobs stay in the cell.
+	// SchedulerGrace is how long after the start a job may wait for a
+	// scheduler of its kind before the job controller says none runs
+	// (WAIT_REASON_NO_SCHEDULER: no live scheduler lease of that kind).
+	// Default 15 s: a scheduler instance's lease duration, time for the
+	// instances to take their leases.
+	SchedulerGrace time.Duration
+	// Retention is how long finished tasks and jobs stay in the cell; a
+	// scheduler lease left expired this long is deleted too.
 	// Default 15 minutes: long enough to look at what just ended.
 	Retention time.Duration
 	// ExpireEvery is how often the store deletes what Retention let go.
@@ -99,13 +106,14 @@ type Addrs struct {
 // DataDir, which the caller sets.
 func DefaultConfig() Config {
 	return Config{
-		Listen:        "127.0.0.1:7070",
-		HTTP:          "127.0.0.1:7071",
-		Drain:         30 * time.Second,
-		GossipProfile: "lan",
-		AgentGrace:    30 * time.Second,
-		Retention:     15 * time.Minute,
-		ExpireEvery:   10 * time.Second,
+		Listen:         "127.0.0.1:7070",
+		HTTP:           "127.0.0.1:7071",
+		Drain:          30 * time.Second,
+		GossipProfile:  "lan",
+		AgentGrace:     30 * time.Second,
+		SchedulerGrace: 15 * time.Second,
+		Retention:      15 * time.Minute,
+		ExpireEvery:    10 * time.Second,
 	}
 }
 
@@ -127,7 +135,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"Drain", c.Drain}, {"Retention", c.Retention}, {"ExpireEvery", c.ExpireEvery}, {"AgentGrace", c.AgentGrace}} {
+	}{{"Drain", c.Drain}, {"Retention", c.Retention}, {"ExpireEvery", c.ExpireEvery}, {"AgentGrace", c.AgentGrace}, {"SchedulerGrace", c.SchedulerGrace}} {
 		if d.v <= 0 {
 			return bad(d.field, "%v: want a positive duration", d.v)
 		}
@@ -291,7 +299,7 @@ func Run(ctx context.Context, c Config) error {
 	go func() { served <- g.Serve(lis) }()
 	// The job controller: a client of the store like any other, in this
 	// process, writing the jobs' status from their tasks once a second.
-	jc, err := startJobController(ctx, st)
+	jc, err := startJobController(ctx, st, c.SchedulerGrace, c.Retention)
 	if err != nil {
 		g.Stop()
 		if members != nil {
@@ -422,13 +430,14 @@ func Run(ctx context.Context, c Config) error {
 	return err
 }
 
-// startJobController starts the job controller on st, in process.
-func startJobController(ctx context.Context, st *store.Store) (*jobs.Controller, error) {
+// startJobController starts the job controller on st, in process, with
+// the scheduler leases' duty (jobs.Options.SchedulerLeases).
+func startJobController(ctx context.Context, st *store.Store, grace, retention time.Duration) (*jobs.Controller, error) {
 	jcc, err := client.New(ctx, inproc.New(st), client.Config{Component: jobs.Component, Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
 	if err != nil {
 		return nil, err
 	}
-	return jobs.New(ctx, jcc)
+	return jobs.NewWith(ctx, jcc, jobs.Options{SchedulerLeases: true, Grace: grace, Retention: retention})
 }
 
 // every calls f with the time on a ticker of interval d until stop is

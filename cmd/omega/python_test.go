@@ -130,6 +130,10 @@ func TestPythonScheduler(t *testing.T) {
 		}
 	}
 	out.waitFor(t, "task "+tasks[0].Name()+" on a1", 10*time.Second)
+	// It announced itself with a lease of its name, as the Go schedulers do.
+	if o, errs, err := run(t, "", "get", "schedulers", "--server", srv.grpc, "--token-file", admin); err != nil || !strings.Contains(o, "py-0") || !strings.Contains(o, "python") || !strings.Contains(o, "LIVE") {
+		t.Fatalf("get schedulers: %v\n%s%s", err, o, errs)
+	}
 
 	if err := py.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -144,4 +148,8 @@ func TestPythonScheduler(t *testing.T) {
 		t.Fatal("the scheduler did not exit within 30 s of SIGTERM")
 	}
 	out.waitFor(t, "SIGTERM: stopping", 5*time.Second)
+	// Stopped, it gave its lease back.
+	if o, errs, err := run(t, "", "get", "schedulers", "--server", srv.grpc, "--token-file", admin); err != nil || strings.Contains(o, "py-0") {
+		t.Fatalf("get schedulers after the stop: %v\n%s%s", err, o, errs)
+	}
 }

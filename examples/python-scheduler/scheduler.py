@@ -29,10 +29,14 @@ stops it (exit 0).
 
 import argparse
 import logging
+import os
 import random
 import signal
+import socket
 import sys
+import threading
 import time
+import uuid
 
 import grpc
 
@@ -48,6 +52,12 @@ LIST_SECONDS = 60
 WATCH_SECONDS = 300
 # The header the server sends once a watch is established.
 WATCH_HEADER = "omega-watch"
+# The instance's lease holds this long after each renewal; it is renewed
+# every third of it (the Go schedulers' default, schedulers/live).
+LEASE_SECONDS = 15
+# A lease's uid is a version-5 (SHA-1) uuid of its name in this namespace
+# (txn.LeaseNamespace, txn.LeaseUID): one name, one lease.
+LEASE_NAMESPACE = uuid.UUID("6f6d6567-612e-4c65-8173-652e6f6d6567")
 
 PENDING = cell_pb2.TASK_STATE_PENDING
 PLACED = (cell_pb2.TASK_STATE_ASSIGNED, cell_pb2.TASK_STATE_RUNNING)
@@ -112,6 +122,74 @@ def allowed(task, machine, job_machines):
 
 # ---------------------------------------------------------------------------
 
+class Lease(threading.Thread):
+    """The instance's announcement in the cell: an omega.v1.Lease named after
+    it (as Kubernetes components hold coordination.k8s.io Leases), renewed
+    every third of its duration while the scheduler runs and deleted when it
+    stops. The server's job controller reads the leases to tell a job that no
+    scheduler of its kind runs; `omega get schedulers` lists them. This
+    example takes the lease over if another process holds it; the Go
+    schedulers wait for it to expire and refuse a second live instance of a
+    name (schedulers/live/lease.go)."""
+
+    def __init__(self, stub, name, kind, metadata):
+        super().__init__(name="lease", daemon=True)
+        self.stub, self.name, self.kind, self.metadata = stub, name, kind, metadata
+        self.uid = str(uuid.uuid5(LEASE_NAMESPACE, name))
+        self.holder = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self.acquired = time.time_ns()
+        self.version = 0  # the version this process last wrote; 0: none yet
+        self.stopping = threading.Event()
+
+    def lease(self):
+        return cell_pb2.Lease(
+            meta=cell_pb2.ObjectMeta(uid=self.uid, name=self.name),
+            spec=cell_pb2.LeaseSpec(holder=self.holder, role="scheduler", scheduler_kind=self.kind,
+                                    duration_millis=LEASE_SECONDS * 1000,
+                                    acquire_unix_nanos=self.acquired, renew_unix_nanos=time.time_ns()))
+
+    def commit(self, op):
+        tx = txn_pb2.Transaction(component=self.name, unix_nanos=time.time_ns(), ops=[op])
+        return self.stub.Commit(tx, timeout=COMMIT_SECONDS, metadata=self.metadata)
+
+    def write(self):
+        """Renew the lease at the version written last; make it (or take it
+        over) when there is none yet, it is gone, or another wrote it."""
+        if self.version:
+            res = self.commit(txn_pb2.Operation(put=txn_pb2.PutOp(lease=self.lease(), expect_version=self.version)))
+            if res.outcomes[0].code == txn_pb2.OUTCOME_CODE_COMMITTED:
+                self.version = res.revision
+                return
+            log.warning("lease %s: %s: taking it again", self.name, res.outcomes[0].detail)
+        try:
+            res = self.commit(txn_pb2.Operation(create=txn_pb2.CreateOp(lease=self.lease())))
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+            res = self.commit(txn_pb2.Operation(put=txn_pb2.PutOp(lease=self.lease(), expect_version=0)))
+        if res.outcomes[0].code == txn_pb2.OUTCOME_CODE_COMMITTED:
+            self.version = res.revision
+
+    def run(self):
+        while not self.stopping.is_set():
+            try:
+                self.write()
+            except grpc.RpcError as err:
+                log.warning("lease %s: %s: again in %d s", self.name, err.code().name, LEASE_SECONDS // 3)
+            self.stopping.wait(LEASE_SECONDS / 3)
+
+    def release(self):
+        """Stop renewing and give the lease back, so the cell knows at once."""
+        self.stopping.set()
+        if not self.version:
+            return
+        try:
+            self.commit(txn_pb2.Operation(delete=txn_pb2.DeleteOp(
+                kind=txn_pb2.OBJECT_KIND_LEASE, uid=self.uid, expect_version=self.version)))
+        except grpc.RpcError as err:
+            log.warning("lease %s: not given back (%s): it expires by itself", self.name, err.code().name)
+
+
 class Scheduler:
     def __init__(self, stub, name, kind, metadata):
         self.stub = stub
@@ -130,6 +208,8 @@ class Scheduler:
         self.offers = {}
         # Quotas: what a mediated store lets each scheduler hold in all.
         self.quotas = {}
+        # Leases: the live components that announced themselves (schedulers).
+        self.leases = {}
         # Decide again only once the copy has reached this revision: after a
         # commit, the store's result says which revision holds its outcome
         # and everything it conflicted with.
@@ -141,9 +221,9 @@ class Scheduler:
 
     def list(self):
         """Snapshot: the whole cell at one revision, in chunks (machines,
-        then jobs, then tasks, then offers, then quotas); the last chunk says
+        then jobs, then tasks, then offers, quotas and leases); the last chunk says
         so."""
-        machines, jobs, tasks, offers, quotas, revision = {}, {}, {}, {}, {}, 0
+        machines, jobs, tasks, offers, quotas, leases, revision = {}, {}, {}, {}, {}, {}, 0
         for chunk in self.stub.Snapshot(service_pb2.SnapshotRequest(), timeout=LIST_SECONDS, metadata=self.metadata):
             revision = chunk.revision
             machines.update((m.meta.uid, m) for m in chunk.machines)
@@ -151,11 +231,13 @@ class Scheduler:
             tasks.update((t.meta.uid, t) for t in chunk.tasks)
             offers.update((o.meta.uid, o) for o in chunk.offers)
             quotas.update((q.meta.uid, q) for q in chunk.quotas)
+            leases.update((l.meta.uid, l) for l in chunk.leases)
             if chunk.last:
                 break
         else:
             raise Retry("the snapshot ended before its last chunk")
         self.machines, self.jobs, self.tasks, self.offers, self.quotas = machines, jobs, tasks, offers, quotas
+        self.leases = leases
         self.revision = revision
         self.wait_for = 0
         log.info("listed the cell at revision %d: %d machines, %d jobs, %d tasks",
@@ -167,7 +249,7 @@ class Scheduler:
         for ch in changes:
             kind = ch.WhichOneof("object")
             table = {"machine": self.machines, "job": self.jobs, "task": self.tasks,
-                     "offer": self.offers, "quota": self.quotas}[kind]
+                     "offer": self.offers, "quota": self.quotas, "lease": self.leases}[kind]
             obj = getattr(ch, kind)
             if ch.deleted:
                 table.pop(obj.meta.uid, None)
@@ -397,15 +479,20 @@ def main():
     ]
     # Plaintext for now: the server has no TLS yet (issue 8).
     with grpc.insecure_channel(args.server, options=options) as channel:
-        sched = Scheduler(service_pb2_grpc.CellStub(channel), args.name, args.kind, metadata)
+        stub = service_pb2_grpc.CellStub(channel)
+        sched = Scheduler(stub, args.name, args.kind, metadata)
+        lease = Lease(stub, args.name, args.kind, metadata)
         log.info("%s for jobs of spec.scheduler %r, cell %s", sched.component, args.kind, args.server)
         try:
+            lease.start()
             sched.run()
         except Shutdown as s:
             log.info("%s: stopping", s)
         except Fatal as err:
             log.error("%s", err)
             return 1
+        finally:
+            lease.release()
     return 0
 
 

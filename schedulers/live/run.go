@@ -42,6 +42,10 @@ type Config struct {
 	// at once). 0: the default, 1 s (memberlist's Leave would wait without
 	// a bound).
 	Leave time.Duration
+	// LeaseDuration is how long the instance's lease (its announcement in
+	// the cell, see lease.go) holds after each renewal; it is renewed every
+	// third of it. 0: DefaultLeaseDuration.
+	LeaseDuration time.Duration
 	// Logger says what the instance does. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -69,6 +73,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("scheduler config: Runner.TJob %v, Runner.TTask %v: want 0 or more", c.Runner.TJob, c.Runner.TTask)
 	case c.Leave < 0:
 		return fmt.Errorf("scheduler config: Leave %v: want 0 or more", c.Leave)
+	case c.LeaseDuration < 0 || c.LeaseDuration > 0 && c.LeaseDuration < 30*time.Millisecond:
+		return fmt.Errorf("scheduler config: LeaseDuration %v: want 0 (the default, %v) or at least 30ms", c.LeaseDuration, DefaultLeaseDuration)
 	}
 	return nil
 }
@@ -100,6 +106,32 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	dur := cfg.LeaseDuration
+	if dur == 0 {
+		dur = DefaultLeaseDuration
+	}
+	lease := &leaseKeeper{tr: cfg.Transport, name: cfg.Name, kind: kind, holder: newHolder(), duration: dur,
+		poll: min(dur/10, 500*time.Millisecond), logger: logger, clock: client.RealClock{}}
+	if err := lease.take(ctx, c); err != nil {
+		return err
+	}
+	dctx, stopDriver := context.WithCancel(ctx)
+	defer stopDriver()
+	var leaseErr error
+	kept := make(chan struct{})
+	go func() { // live code: the lease renewed beside the driver
+		defer close(kept)
+		if leaseErr = lease.keep(dctx); leaseErr != nil {
+			stopDriver()
+		}
+	}()
+	defer func() {
+		stopDriver()
+		<-kept
+		if leaseErr == nil {
+			lease.release(2 * time.Second)
+		}
+	}()
 	in := schedulers.NewIntake()
 	if err := in.Add(r); err != nil {
 		return err
@@ -118,8 +150,15 @@ func Run(ctx context.Context, cfg Config) error {
 		defer func() { stopMembers(); <-followed }()
 		members = m.Members()
 	}
-	logger.Info("scheduling", "kind", kind, "name", cfg.Name, "revision", c.View().Revision())
-	err = (&Driver{Runner: r, Intake: in, Clock: client.RealClock{}, Members: members}).Run(ctx)
+	logger.Info("scheduling", "kind", kind, "name", cfg.Name, "revision", c.View().Revision(), "lease", lease.holder)
+	err = (&Driver{Runner: r, Intake: in, Clock: client.RealClock{}, Members: members}).Run(dctx)
+	if dctx.Err() != nil && ctx.Err() == nil {
+		stopDriver()
+		<-kept
+		if leaseErr != nil {
+			return leaseErr
+		}
+	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		logger.Info("stopped", "name", cfg.Name, "jobs", len(r.Records()))
 		return nil
