@@ -11,7 +11,7 @@ import (
 // TestSortTouchesMatchesComparisonSort holds the radix sort to
 // slices.SortFunc by compareTouches, on lists with repeated uids (an object
 // touched many times), few distinct leading bytes (crowded buckets) and
-// all three kinds.
+// every kind of object.
 func TestSortTouchesMatchesComparisonSort(t *testing.T) {
 	var scratch []int32
 	rapid.Check(t, func(rt *rapid.T) {
@@ -25,11 +25,11 @@ func TestSortTouchesMatchesComparisonSort(t *testing.T) {
 			}
 			pool[i][0] = byte(int(pool[i][0]) % lead)
 		}
-		kinds := []byte{prefixTask, prefixMachine, prefixJob}
+		kinds := []byte{prefixTask, prefixMachine, prefixJob, prefixOffer, prefixQuota, prefixLease}
 		ts := make([]touch, n)
 		for i := range ts {
 			ts[i] = touch{
-				kind: kinds[rapid.IntRange(0, 2).Draw(rt, "kind")],
+				kind: kinds[rapid.IntRange(0, len(kinds)-1).Draw(rt, "kind")],
 				seq:  uint32(i),
 				uid:  pool[rapid.IntRange(0, uids-1).Draw(rt, "uid")],
 			}

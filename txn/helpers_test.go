@@ -413,6 +413,10 @@ func dump(s *txn.State) string {
 		lines = append(lines, fmt.Sprintf("quota %s v%d c%d at %d used{%v} | %s", q.UID, q.Version, q.CreateRev, q.Created, s.QuotaUsed(q.UID), text(q.Proto())))
 		return true
 	})
+	s.RangeLeases(func(l *txn.Lease) bool {
+		lines = append(lines, fmt.Sprintf("lease %s v%d c%d at %d | %s", l.UID, l.Version, l.CreateRev, l.Created, text(l.Proto())))
+		return true
+	})
 	s.RangeOffers(func(o *txn.Offer) bool {
 		lines = append(lines, fmt.Sprintf("offer %s v%d c%d at %d to %q over %d machines, total{%v} | %s", o.UID, o.Version, o.CreateRev, o.Created, o.Framework, o.Len(), o.Total(), text(o.Proto())))
 		return true

@@ -82,7 +82,7 @@ func newLease(p *omegav1.Lease) (*Lease, error) {
 	case spec.GetHolder() == "":
 		return nil, fmt.Errorf("%w: lease %s names no holder (spec.holder)", ErrInvalid, Quote(name))
 	case spec.GetDurationMillis() <= 0:
-		return nil, fmt.Errorf("%w: lease %s spec.duration_millis %d: want more than 0", ErrInvalid, Quote(name), spec.GetDurationMillis())
+		return nil, fmt.Errorf("%w: lease %s spec.duration_millis is %d: want more than 0", ErrInvalid, Quote(name), spec.GetDurationMillis())
 	}
 	return &Lease{UID: uid, Meta: p.GetMeta(), Spec: spec}, nil
 }
@@ -114,6 +114,24 @@ func (s *State) NumLeases() int { return s.leases.Len() }
 // set of uids, until f returns false.
 func (s *State) RangeLeases(f func(*Lease) bool) {
 	s.leases.Range(func(_ uuid.UUID, l *Lease) bool { return f(l) })
+}
+
+// checkLeases holds every lease to what the store takes of one
+// (CheckInvariants): a lease restored or applied from elsewhere is one the
+// store would have taken.
+func (s *State) checkLeases() error {
+	var err error
+	s.leases.Range(func(uid uuid.UUID, l *Lease) bool {
+		if l.UID != uid {
+			err = fmt.Errorf("lease %s is held under uid %s", l.UID, uid)
+			return false
+		}
+		if _, e := newLease(l.Proto()); e != nil {
+			err = fmt.Errorf("lease %s: %v", uid, e)
+		}
+		return err == nil
+	})
+	return err
 }
 
 // lease is the lease uid as the transaction sees it so far.

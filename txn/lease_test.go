@@ -8,10 +8,6 @@ import (
 	"github.com/omega-cell/omega/txn"
 )
 
-func leaseP(name, holder string) *omegav1.Lease {
-	return &omegav1.Lease{Meta: &omegav1.ObjectMeta{Uid: txn.LeaseUID(name).String(), Name: name, Labels: map[string]string{"team": "a"}},
-		Spec: &omegav1.LeaseSpec{Holder: holder, Role: "scheduler", SchedulerKind: "batch", DurationMillis: 15_000, AcquireUnixNanos: 7, RenewUnixNanos: 9}}
-}
 
 // TestLeaseLife: a lease is created once, renewed by a put at the version
 // its holder wrote (a put at an older one conflicts: another process took
@@ -19,21 +15,21 @@ func leaseP(name, holder string) *omegav1.Lease {
 func TestLeaseLife(t *testing.T) {
 	c := newCell(t)
 	u := txn.LeaseUID("batch-0")
-	r := c.commit(c.tx(txn.CreateLease(leaseP("batch-0", "h1"))))
+	r := c.commit(c.tx(txn.CreateLease(leaseP("batch-0", "h1", 9))))
 	l, ok := c.s.Lease(u)
 	if !ok || l.Version != r.Revision || l.CreateRev != r.Revision || l.Holder() != "h1" || l.SchedulerKind() != "batch" ||
 		l.Duration().Seconds() != 15 || l.Name() != "batch-0" || c.s.NumLeases() != 1 {
 		t.Fatalf("created: %+v (found %v)", l, ok)
 	}
-	c.mustErr(c.tx(txn.CreateLease(leaseP("batch-0", "h2"))), txn.ErrAlreadyExists, 0)
+	c.mustErr(c.tx(txn.CreateLease(leaseP("batch-0", "h2", 9))), txn.ErrAlreadyExists, 0)
 	v1 := l.Version
-	renewed := leaseP("batch-0", "h1")
+	renewed := leaseP("batch-0", "h1", 9)
 	renewed.Spec.RenewUnixNanos = 99
 	r = c.commit(c.tx(txn.PutLease(renewed, v1)))
 	if l, _ = c.s.Lease(u); l.Version != r.Revision || l.CreateRev != v1 || l.RenewUnixNanos() != 99 {
 		t.Fatalf("renewed: %+v", l)
 	}
-	r = c.commit(c.tx(txn.PutLease(leaseP("batch-0", "h2"), v1)))
+	r = c.commit(c.tx(txn.PutLease(leaseP("batch-0", "h2", 9), v1)))
 	if r.Committed != 0 || r.Outcomes[0].Code != omegav1.OutcomeCode_OUTCOME_CODE_VERSION_MISMATCH || !strings.Contains(r.Outcomes[0].Detail, `held by "h1"`) {
 		t.Fatalf("a put at a stale version: %+v", r.Outcomes)
 	}
@@ -43,14 +39,14 @@ func TestLeaseLife(t *testing.T) {
 	}
 	// Its renewal from a view before the delete: gone; from a view after
 	// it, no such lease.
-	stale := c.tx(txn.PutLease(leaseP("batch-0", "h1"), 0))
+	stale := c.tx(txn.PutLease(leaseP("batch-0", "h1", 9), 0))
 	stale.ViewRevision = r.Revision - 1
 	if r = c.commit(stale); r.Outcomes[0].Code != omegav1.OutcomeCode_OUTCOME_CODE_NOT_FOUND {
 		t.Fatalf("a put of a deleted lease: %+v", r.Outcomes)
 	}
-	c.mustErr(c.tx(txn.PutLease(leaseP("batch-0", "h1"), 0)), txn.ErrNotFound, 0)
+	c.mustErr(c.tx(txn.PutLease(leaseP("batch-0", "h1", 9), 0)), txn.ErrNotFound, 0)
 	// Made again under its name: the same uid.
-	c.commit(c.tx(txn.CreateLease(leaseP("batch-0", "h3"))))
+	c.commit(c.tx(txn.CreateLease(leaseP("batch-0", "h3", 9))))
 	if l, ok := c.s.Lease(u); !ok || l.Holder() != "h3" {
 		t.Fatalf("made again: %+v", l)
 	}
@@ -70,14 +66,14 @@ func TestLeaseRules(t *testing.T) {
 		}, `meta.name: "Bad Name!": not a DNS label`},
 		{"another name's uid", func(l *omegav1.Lease) { l.Meta.Uid = txn.LeaseUID("batch-1").String() }, `is not LeaseUID("batch-0")`},
 		{"no holder", func(l *omegav1.Lease) { l.Spec.Holder = "" }, `lease "batch-0" names no holder (spec.holder)`},
-		{"no duration", func(l *omegav1.Lease) { l.Spec.DurationMillis = 0 }, `spec.duration_millis 0: want more than 0`},
-		{"a negative duration", func(l *omegav1.Lease) { l.Spec.DurationMillis = -5 }, `spec.duration_millis -5`},
+		{"no duration", func(l *omegav1.Lease) { l.Spec.DurationMillis = 0 }, `spec.duration_millis is 0: want more than 0`},
+		{"a negative duration", func(l *omegav1.Lease) { l.Spec.DurationMillis = -5 }, `spec.duration_millis is -5`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, put := range []bool{false, true} {
 				c := newCell(t)
-				c.commit(c.tx(txn.CreateLease(leaseP("batch-0", "h1"))))
-				p := leaseP("batch-0", "h1")
+				c.commit(c.tx(txn.CreateLease(leaseP("batch-0", "h1", 9))))
+				p := leaseP("batch-0", "h1", 9)
 				tc.edit(p)
 				op := txn.CreateLease(p)
 				if put {
@@ -99,7 +95,7 @@ func TestLeaseRules(t *testing.T) {
 // encoding and the snapshot's chunks) and comes back equal.
 func TestLeaseOnTheWire(t *testing.T) {
 	c := newCell(t)
-	_, ws, err := c.eval(c.tx(txn.CreateLease(leaseP("batch-0", "h1"))))
+	_, ws, err := c.eval(c.tx(txn.CreateLease(leaseP("batch-0", "h1", 9))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -400,6 +400,29 @@ func TestOfferViewQuotas(t *testing.T) {
 	_ = txn.CheckInvariants(v) // the view leaves out machines the cell's tasks are on: an error, but no panic
 }
 
+// TestOfferViewLeases: the offer's view holds the cell's leases (a
+// framework deciding on it may read which schedulers are live), and a
+// lease renewed on it applies.
+func TestOfferViewLeases(t *testing.T) {
+	c := std(t)
+	o1 := uid(901)
+	c.commit(c.tx(txn.CreateLease(leaseP("fw-a", "host/1", 1))))
+	c.commit(c.as("allocator", txn.CreateOffer(offerP(o1, "fw-a"))))
+	v := c.s.OfferView(c.offer(o1))
+	l, ok := v.Lease(txn.LeaseUID("fw-a"))
+	if v.NumLeases() != 1 || !ok || l.Holder() != "host/1" {
+		t.Fatalf("the offer view holds %d leases (fw-a's: %v)", v.NumLeases(), ok)
+	}
+	tx := &txn.Txn{ViewRevision: v.Revision(), Component: "fw-a", UnixNanos: 1, Ops: []txn.Op{txn.PutLease(leaseP("fw-a", "host/1", 2), l.Version)}}
+	r, ws, err := txn.Evaluate(v, tx, v.Revision()+1, c.lim)
+	if err != nil || r.Committed != 1 {
+		t.Fatalf("a renewal on the offer view: %+v %v", r, err)
+	}
+	if got, _ := v.Apply(ws).Lease(l.UID); got.RenewUnixNanos() != 2 {
+		t.Fatalf("renewed on the offer view: %+v", got)
+	}
+}
+
 // TestApplyCheckedOffers: a revision from elsewhere that answers an offer
 // with locks other than the stored offer's, makes an offer whose uid is
 // outstanding, or changes an offer in place (an offer is only made or

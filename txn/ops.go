@@ -90,8 +90,8 @@ func (e *evaluator) create(op *Op) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, err
 		}
-		if _, _, exists := e.lease(l.UID); exists {
-			return Outcome{}, fmt.Errorf("%w: lease %s (%s)", ErrAlreadyExists, Quote(l.Name()), l.UID)
+		if cur, _, exists := e.lease(l.UID); exists {
+			return Outcome{}, fmt.Errorf("%w: lease %s (%s), held by %s", ErrAlreadyExists, Quote(l.Name()), l.UID, Quote(cur.Holder()))
 		}
 		l.Version, l.CreateRev, l.Created = e.rev, e.rev, now
 		e.record(Change{Kind: omegav1.ObjectKind_OBJECT_KIND_LEASE, Lease: l, Created: true})

@@ -481,6 +481,9 @@ func CheckInvariants(s *State) error {
 	if err := s.checkQuotaUse(); err != nil {
 		return err
 	}
+	if err := s.checkLeases(); err != nil {
+		return err
+	}
 	if !capacity.equal(s.capacity) || !alloc.equal(s.alloc) {
 		return fmt.Errorf("totals: capacity %v allocated %v, state says %v and %v", capacity.resources(), alloc.resources(), s.Capacity(), s.Allocated())
 	}

@@ -138,7 +138,7 @@ func TestValidationCoversEveryString(t *testing.T) {
 		{"machine put", machineP(m1, res(4000, 4000, "gpu", 2)), func(p proto.Message) []txn.Op {
 			return []txn.Op{txn.PutMachine(p.(*omegav1.Machine), 0)}
 		}},
-		{"lease", leaseP("batch-0", "h1"), func(p proto.Message) []txn.Op { return []txn.Op{txn.CreateLease(p.(*omegav1.Lease))} }},
+		{"lease", leaseP("batch-0", "h1", 9), func(p proto.Message) []txn.Op { return []txn.Op{txn.CreateLease(p.(*omegav1.Lease))} }},
 	}
 	covered := 0
 	for _, k := range kinds {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/audit"
 	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
@@ -135,5 +136,31 @@ func TestStateWriteSetOffers(t *testing.T) {
 	runConfig(t, cfg)
 	if !r.checked {
 		t.Fatal("no offer was ever outstanding")
+	}
+}
+
+// A history's first record holds the state's leases: a state with one,
+// written as a write set, builds the same lease at the same version.
+func TestStateWriteSetLeases(t *testing.T) {
+	st := txn.NewState()
+	commit := func(op txn.Op) {
+		t.Helper()
+		_, ws, err := txn.Evaluate(st, &txn.Txn{ViewRevision: st.Revision(), Component: "batch-0", UnixNanos: 1, Ops: []txn.Op{op}}, st.Revision()+1, txn.DefaultLimits())
+		if err != nil || ws == nil {
+			t.Fatalf("%v: %v", op.Kind, err)
+		}
+		st = st.Apply(ws)
+	}
+	p := &omegav1.Lease{Meta: &omegav1.ObjectMeta{Uid: txn.LeaseUID("batch-0").String(), Name: "batch-0"},
+		Spec: &omegav1.LeaseSpec{Holder: "h", Role: "scheduler", SchedulerKind: "batch", DurationMillis: 1000}}
+	commit(txn.CreateLease(p))
+	commit(txn.PutLease(p, st.Revision()))
+	back, err := txn.NewState().ApplyChecked(StateWriteSet(st, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := st.Lease(txn.LeaseUID("batch-0"))
+	if got, ok := back.Lease(want.UID); !ok || got.Version != want.Version || got.CreateRev != want.CreateRev || got.Version != 2 {
+		t.Fatalf("rebuilt lease %+v, want %+v", got, want)
 	}
 }
