@@ -8,7 +8,6 @@ import (
 	"github.com/omega-cell/omega/txn"
 )
 
-
 // TestLeaseLife: a lease is created once, renewed by a put at the version
 // its holder wrote (a put at an older one conflicts: another process took
 // it meanwhile), and deleted; each is a change of the lease alone.
