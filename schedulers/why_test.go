@@ -1,6 +1,7 @@
 package schedulers
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/internal/testkit/storekit"
+	"github.com/omega-cell/omega/store"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -139,4 +142,42 @@ func TestExplainAgreesWithFeasible(t *testing.T) {
 			t.Fatalf("message %q does not count the %d UP machines", w.GetMessage(), up)
 		}
 	})
+}
+
+// TestReasonQuota: under a mediated store, a claim past the scheduler's
+// quota is refused; the Runner (with Reasons) says the job waits on its
+// quota, in the store's words, and a verdict carries it.
+func TestReasonQuota(t *testing.T) {
+	o := storekit.Options(t, store.DurabilityNone)
+	o.Policy = store.Mediated()
+	c := &testCell{t: t, st: storekit.Open(t, o), ids: newIDs(1)}
+	c.addMachines(uniform(2, 4000, 16*gib, 0)...)
+	c.commit(txn.CreateQuota(&omegav1.Quota{Meta: &omegav1.ObjectMeta{Uid: c.ids.next().String(), Name: "small"},
+		Spec: &omegav1.QuotaSpec{Scheduler: "batch", Limit: &omegav1.Resources{CpuMillis: 1000}}}))
+	job, _ := c.addJob("big", jobSpec{kind: batchKind, scheduler: "batch", tasks: 2, cpu: 2000, mem: gib})
+	cfg := testConfig()
+	cfg.Reasons, cfg.MaxAttemptsNoPlacement = true, 2
+	r := c.runner(NewBatch(), "batch-0", 1, cfg, nil)
+	r.Submit(job, t0)
+	now := t0
+	for range 2 {
+		a, ok, err := r.Begin(context.Background(), now)
+		if err != nil || !ok {
+			t.Fatalf("begin: %v %v", ok, err)
+		}
+		now = now.Add(a.DecisionTime)
+		if _, err := r.Finish(context.Background(), a, now); err != nil {
+			t.Fatal(err)
+		}
+		j, _ := c.state().Job(job)
+		if w := j.StatusProto().GetWaiting(); j.Phase() != omegav1.JobPhase_JOB_PHASE_ABANDONED &&
+			(w.GetReason() != omegav1.WaitReason_WAIT_REASON_QUOTA || !strings.Contains(w.GetMessage(), `past quota "small"`)) {
+			t.Fatalf("waiting %v", w)
+		}
+		now = now.Add(cfg.RetryDelay)
+	}
+	j, _ := c.state().Job(job)
+	if j.Phase() != omegav1.JobPhase_JOB_PHASE_ABANDONED || !strings.Contains(j.StatusProto().GetMessage(), `without a placement: the claim of task`) {
+		t.Fatalf("the verdict: %v %q", j.Phase(), j.StatusProto().GetMessage())
+	}
 }
