@@ -263,7 +263,7 @@ func (d *description) print(w io.Writer, now time.Time, last int) error {
 		field("Kind", strings.ToLower(strings.TrimPrefix(sp.GetKind().String(), "JOB_KIND_")))
 		field("Scheduler", sp.GetScheduler())
 		field("Priority", strconv.Itoa(int(sp.GetPriority())))
-		reps := strconv.Itoa(int(sp.GetReplicas()))
+		reps := strconv.Itoa(int(max(sp.GetReplicas(), 1))) // unset is one, as every reader takes it (txn.Job.Replicas)
 		if sp.GetGang() {
 			reps += " (gang: all or none)"
 		}
@@ -398,7 +398,7 @@ func jobTransitions(j *omegav1.Job) []transition {
 	if sub == 0 {
 		sub = j.GetMeta().GetCreationUnixNanos()
 	}
-	out := []transition{{at: sub, key: sub, object: obj, what: fmt.Sprintf("submitted: %d replicas for scheduler %s", j.GetSpec().GetReplicas(), j.GetSpec().GetScheduler())}}
+	out := []transition{{at: sub, key: sub, object: obj, what: fmt.Sprintf("submitted: %d replicas for scheduler %s", max(j.GetSpec().GetReplicas(), 1), j.GetSpec().GetScheduler())}}
 	if w := j.GetStatus().GetWaiting(); w != nil && w.GetSinceUnixNanos() != 0 {
 		at := w.GetSinceUnixNanos()
 		out = append(out, transition{at: at, key: at, object: obj, what: fmt.Sprintf("waiting (%s, %s): %s", waitingShort(w), w.GetReporter(), w.GetMessage())})

@@ -126,3 +126,42 @@ func TestNaturalLess(t *testing.T) {
 		t.Error("a name is not less than itself")
 	}
 }
+
+// A job that waits says why, in its fields and among its transitions; an
+// unset replica count reads as the one every reader takes it for.
+func TestDescribeWaitingJob(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	job := &omegav1.Job{
+		Meta: &omegav1.ObjectMeta{Uid: "j-uid", Name: "big"},
+		Spec: &omegav1.JobSpec{Kind: omegav1.JobKind_JOB_KIND_BATCH, Scheduler: "batch", SubmitUnixNanos: now.Add(-time.Minute).UnixNano()},
+		Status: &omegav1.JobStatus{Phase: omegav1.JobPhase_JOB_PHASE_PENDING, Pending: 1, Waiting: &omegav1.JobWaiting{
+			Reason: omegav1.WaitReason_WAIT_REASON_RESOURCES, Resource: "cpu", Reporter: "batch-0", Tasks: 1,
+			SinceUnixNanos: now.Add(-50 * time.Second).UnixNano(), Message: "0 of 1 UP machines can take a task of cpu 64"}},
+	}
+	d := &description{kind: omegav1.ObjectKind_OBJECT_KIND_JOB, job: job}
+	var b bytes.Buffer
+	if err := d.print(&b, now, 0); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"Replicas:     1",
+		"Waiting:      Resources:cpu, 1 tasks, since ",
+		"(50s ago) (batch-0): 0 of 1 UP machines can take a task of cpu 64",
+		"job/big  submitted: 1 replicas for scheduler batch",
+		"job/big  waiting (Resources:cpu, batch-0): 0 of 1 UP machines can take a task of cpu 64",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	for w, short := range map[omegav1.WaitReason]string{
+		omegav1.WaitReason_WAIT_REASON_UNSPECIFIED: "", omegav1.WaitReason_WAIT_REASON_CONSTRAINTS: "Constraints",
+		omegav1.WaitReason_WAIT_REASON_QUOTA: "Quota", omegav1.WaitReason_WAIT_REASON_NO_SCHEDULER: "NoScheduler",
+		omegav1.WaitReason_WAIT_REASON_NO_MACHINES: "NoMachines",
+	} {
+		if got := waitingShort(&omegav1.JobWaiting{Reason: w}); got != short {
+			t.Errorf("%s: %q, want %q", w, got, short)
+		}
+	}
+}
