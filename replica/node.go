@@ -1,0 +1,527 @@
+// Package replica is the cell-state store as a replicated state machine: a
+// raft member (go.etcd.io/raft/v3's RawNode, a pure core driven from
+// outside by Tick, Step, Ready and Advance) whose committed log is the
+// cell's revisions, each entry one write set.
+//
+// The shape is Nomad's plan applier and etcd's apply: the leader evaluates
+// a transaction with the same txn code the single store runs, against its
+// head — the state of its whole log, entries proposed and not yet
+// committed included — and proposes the write set; every member applies
+// the committed write sets in order, so the revisions are dense and the
+// same everywhere. A commit is answered once its entry is committed and
+// applied: never before a majority has it. A leader that steps down drops
+// its head and answers every commit still waiting "outcome unknown"
+// (ErrOutcomeUnknown), never a failure that may yet turn out committed. A
+// new leader evaluates nothing until it has applied its whole log up to
+// the entry its election appended (so the entries of earlier terms it
+// holds are in its head). Reads go through raft's read index
+// (linearizable: the leader confirms it still leads before it answers);
+// the applied state serves watches.
+//
+// It is decision code: no clock, no goroutine, no I/O. A driver (the
+// server, or a test's simulated network) ticks it, delivers its messages,
+// and persists what Process hands it before sending anything.
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
+)
+
+var (
+	// ErrNotLeader: this member does not lead; NotLeaderError says which
+	// member does, if it knows.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNotReady: this member leads but has not yet applied the log its
+	// election left it; try again in a moment.
+	ErrNotReady = errors.New("leader not ready")
+	// ErrOutcomeUnknown: the commit was proposed, and this member stopped
+	// leading (or lost the proposal) before it knew whether it committed.
+	// Read the cell to find out.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+)
+
+// NotLeaderError is ErrNotLeader naming the leader (0: none known).
+type NotLeaderError struct{ Leader uint64 }
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == 0 {
+		return "not the leader, and no leader is known"
+	}
+	return fmt.Sprintf("not the leader: member %d leads", e.Leader)
+}
+
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+
+// Config configures a Node.
+type Config struct {
+	// ID is this member's raft id (not 0).
+	ID uint64
+	// Peers are every member's ids, this one's included, for a new cell.
+	Peers []uint64
+	// ElectionTick and HeartbeatTick are raft's, in ticks. Defaults 10
+	// and 1.
+	ElectionTick, HeartbeatTick int
+	// Limits bound the transactions (txn.Limits; zero fields default).
+	Limits txn.Limits
+	// SnapshotEvery: after this many entries applied since the last
+	// snapshot, the member snapshots its state and compacts raft's log
+	// (keeping SnapshotEvery/2 entries for followers a little behind).
+	// Default 1,000.
+	SnapshotEvery uint64
+	// Logger is raft's. Default: one that says nothing.
+	Logger raft.Logger
+	// OnApply, if set, is called with every write set the member applies,
+	// in revision order (a store publishing to its watchers; a test
+	// checking that no acknowledged commit was lost).
+	OnApply func(ws *txn.WriteSet)
+}
+
+// Proposal is a commit waiting for its entry to be committed and applied.
+type Proposal struct {
+	Revision uint64
+	// Result is the evaluation's (the outcomes of the operations); valid
+	// once Done, if Err is nil.
+	Result txn.Result
+	// Err is nil when the write set committed, else ErrOutcomeUnknown.
+	Err  error
+	Done bool
+	seq  uint64
+}
+
+// Read is a linearizable read waiting for its read index to be applied.
+type Read struct {
+	id    uint64
+	index uint64 // 0 until the leader confirmed it
+	// State is the applied state the read sees, once Done.
+	State *txn.State
+	Done  bool
+}
+
+// Node is one member of a replicated cell.
+type Node struct {
+	cfg     Config
+	rn      *raft.RawNode
+	storage *raft.MemoryStorage
+	conf    *raftpb.ConfState
+
+	applied      *txn.State // every committed entry applied
+	appliedIndex uint64
+	snapIndex    uint64 // the newest snapshot's index
+
+	// Leading: head is the state of the whole log (nil until the log the
+	// election left is applied: appliedIndex ≥ readyAt).
+	leading    bool
+	leaderTerm uint64
+	readyAt    uint64
+	head       *txn.State
+	lead       uint64
+	scratch    txn.Scratch
+
+	seq   uint64
+	props map[uint64]*Proposal // by proposal seq
+	reads map[uint64]*Read     // by read id
+	// waiting reads whose index the leader confirmed, not yet applied.
+	confirmed []*Read
+}
+
+// Storage is what a member keeps across a crash: raft's hard state, log
+// and snapshot (whose data is the cell state at its index, EncodeState's).
+// In tests it is kept aside in memory; a server keeps it on disk.
+type Storage = raft.MemoryStorage
+
+// NewStorage returns the storage of a new member of a cell of peers: a
+// snapshot at index 1 holding the empty cell and the voters.
+func NewStorage(peers []uint64) (*Storage, error) {
+	st := raft.NewMemoryStorage()
+	data, err := EncodeState(txn.NewState())
+	if err != nil {
+		return nil, err
+	}
+	snap := &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+		Index: new(uint64(1)), Term: new(uint64(1)), ConfState: &raftpb.ConfState{Voters: append([]uint64(nil), peers...)}}}
+	if err := st.ApplySnapshot(snap); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// New starts a member on storage (NewStorage's for a new cell, or what a
+// member that stopped kept): its state is the snapshot's, and the
+// committed entries after it are applied again as raft hands them over.
+func New(cfg Config, storage *Storage) (*Node, error) {
+	if cfg.ID == 0 {
+		return nil, errors.New("replica: Config.ID is 0")
+	}
+	if cfg.ElectionTick == 0 {
+		cfg.ElectionTick = 10
+	}
+	if cfg.HeartbeatTick == 0 {
+		cfg.HeartbeatTick = 1
+	}
+	if cfg.SnapshotEvery == 0 {
+		cfg.SnapshotEvery = 1000
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger{}
+	}
+	snap, err := storage.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	st, err := DecodeState(snap.GetData())
+	if err != nil {
+		return nil, fmt.Errorf("replica %d: the snapshot at index %d: %w", cfg.ID, snap.GetMetadata().GetIndex(), err)
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID: cfg.ID, ElectionTick: cfg.ElectionTick, HeartbeatTick: cfg.HeartbeatTick, Storage: storage,
+		Applied: snap.GetMetadata().GetIndex(), MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
+		MaxUncommittedEntriesSize: 1 << 30, CheckQuorum: true, PreVote: true, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replica %d: %w", cfg.ID, err)
+	}
+	return &Node{
+		cfg: cfg, rn: rn, storage: storage, conf: snap.GetMetadata().GetConfState(),
+		applied: st, appliedIndex: snap.GetMetadata().GetIndex(), snapIndex: snap.GetMetadata().GetIndex(),
+		props: map[uint64]*Proposal{}, reads: map[uint64]*Read{},
+	}, nil
+}
+
+// ID is the member's id.
+func (n *Node) ID() uint64 { return n.cfg.ID }
+
+// Tick advances raft's logical clock by one tick.
+func (n *Node) Tick() { n.rn.Tick() }
+
+// Step hands the member a message from another.
+func (n *Node) Step(m *raftpb.Message) error { return n.rn.Step(m) }
+
+// Campaign makes the member stand for election at once.
+func (n *Node) Campaign() error { return n.rn.Campaign() }
+
+// Applied is the state of every entry this member applied: what it serves
+// watches and stale reads from.
+func (n *Node) Applied() *txn.State { return n.applied }
+
+// AppliedIndex is raft's index of the last entry applied.
+func (n *Node) AppliedIndex() uint64 { return n.appliedIndex }
+
+// Leader is the member this one believes leads (0: none), and whether
+// this one leads and may evaluate.
+func (n *Node) Leader() (lead uint64, ready bool) { return n.lead, n.leading && n.head != nil }
+
+// Status is raft's.
+func (n *Node) Status() raft.Status { return n.rn.Status() }
+
+// Commit evaluates tx against the head and proposes its write set. It
+// returns the Proposal to wait on (nil if nothing committed: every
+// operation conflicted, and res says why), or ErrNotLeader, ErrNotReady,
+// or the transaction's own error (bad input), with nothing changed.
+func (n *Node) Commit(tx *txn.Txn) (*Proposal, txn.Result, error) {
+	if !n.leading {
+		return nil, txn.Result{}, &NotLeaderError{Leader: n.lead}
+	}
+	if n.head == nil {
+		return nil, txn.Result{}, ErrNotReady
+	}
+	res, ws, err := n.scratch.EvaluateRules(n.head, tx, n.head.Revision()+1, n.cfg.Limits, nil)
+	if err != nil || ws == nil {
+		return nil, res, err
+	}
+	n.seq++
+	data, err := encodeEntry(n.cfg.ID, n.seq, ws)
+	if err != nil {
+		return nil, txn.Result{}, err
+	}
+	if err := n.rn.Propose(data); err != nil {
+		// Dropped (leadership moving): nothing was appended, but the
+		// head is not the log's any more. Start again from the log.
+		n.resync()
+		return nil, txn.Result{}, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	}
+	n.head = n.head.Apply(ws)
+	p := &Proposal{Revision: ws.Revision, Result: res, seq: n.seq}
+	n.props[n.seq] = p
+	return p, res, nil
+}
+
+// ReadIndex asks for a linearizable read: once the leader has confirmed it
+// leads (a heartbeat round) and this member has applied the log up to the
+// commit index of that moment, the Read is Done with that state. A read
+// that gets no confirmation (no leader, a partition) stays pending: the
+// caller gives up on it.
+func (n *Node) ReadIndex() *Read {
+	n.seq++
+	r := &Read{id: n.seq}
+	n.reads[r.id] = r
+	var ctx [8]byte
+	binary.BigEndian.PutUint64(ctx[:], r.id)
+	n.rn.ReadIndex(ctx[:])
+	return r
+}
+
+// Process handles what raft has ready: it persists the hard state, the
+// new entries and any snapshot in storage (the caller makes storage
+// durable before it sends the messages returned), applies the committed
+// entries — answering the proposals and reads they complete — and returns
+// the messages to send. Call it after every Tick, Step, Commit and
+// ReadIndex.
+func (n *Node) Process() ([]*raftpb.Message, error) {
+	var out []*raftpb.Message
+	for n.rn.HasReady() {
+		rd := n.rn.Ready()
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil {
+				return out, err
+			}
+			if err := n.restore(rd.Snapshot); err != nil {
+				return out, err
+			}
+		}
+		if err := n.storage.Append(rd.Entries); err != nil {
+			return out, err
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			if err := n.storage.SetHardState(rd.HardState); err != nil {
+				return out, err
+			}
+		}
+		if rd.SoftState != nil {
+			n.lead = rd.SoftState.Lead
+			n.leadership(rd.SoftState.RaftState == raft.StateLeader)
+		}
+		for _, rs := range rd.ReadStates {
+			if len(rs.RequestCtx) == 8 {
+				if r := n.reads[binary.BigEndian.Uint64(rs.RequestCtx)]; r != nil {
+					r.index = rs.Index
+					n.confirmed = append(n.confirmed, r)
+				}
+			}
+		}
+		if err := n.apply(rd.CommittedEntries); err != nil {
+			return out, err
+		}
+		out = append(out, rd.Messages...)
+		n.rn.Advance(rd)
+	}
+	if n.leading && n.head == nil && n.appliedIndex >= n.readyAt {
+		n.head = n.applied
+	}
+	n.answerReads()
+	if err := n.maybeSnapshot(); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// leadership notes this member's leading or not: a leader that steps down
+// (or leads again in a new term) answers every waiting commit "outcome
+// unknown" and drops its head; a new leader waits for its log.
+func (n *Node) leadership(leading bool) {
+	term := n.rn.BasicStatus().GetTerm()
+	if n.leading && (!leading || term != n.leaderTerm) {
+		n.leading, n.head = false, nil
+		for seq, p := range n.props {
+			p.Err, p.Done = ErrOutcomeUnknown, true
+			delete(n.props, seq)
+		}
+	}
+	if leading && !n.leading {
+		n.leading, n.leaderTerm = true, term
+		n.resync()
+	}
+}
+
+// resync makes the head wait until everything in the log now is applied.
+func (n *Node) resync() {
+	n.head = nil
+	last, _ := n.storage.LastIndex()
+	n.readyAt = max(last, n.rn.BasicStatus().GetCommit())
+}
+
+// apply applies committed entries in order: each data entry is the next
+// revision's write set.
+func (n *Node) apply(ents []*raftpb.Entry) error {
+	for _, e := range ents {
+		if e.GetIndex() <= n.appliedIndex {
+			continue
+		}
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.Data) == 0 {
+				break // a new leader's empty entry: no revision
+			}
+			from, seq, ws, err := decodeEntry(e.Data)
+			if err != nil {
+				return fmt.Errorf("replica %d: entry %d: %w", n.cfg.ID, e.GetIndex(), err)
+			}
+			if ws.Revision != n.applied.Revision()+1 {
+				return fmt.Errorf("replica %d: entry %d holds revision %d, the state is at %d: the log broke the revisions' order", n.cfg.ID, e.GetIndex(), ws.Revision, n.applied.Revision())
+			}
+			next, err := n.applied.ApplyChecked(ws)
+			if err != nil {
+				return fmt.Errorf("replica %d: entry %d (revision %d): %w", n.cfg.ID, e.GetIndex(), ws.Revision, err)
+			}
+			n.applied = next
+			if n.cfg.OnApply != nil {
+				n.cfg.OnApply(ws)
+			}
+			if from == n.cfg.ID {
+				if p := n.props[seq]; p != nil {
+					p.Done = true
+					delete(n.props, seq)
+				}
+			}
+		case raftpb.EntryConfChange:
+			cc := &raftpb.ConfChange{}
+			if err := proto.Unmarshal(e.Data, cc); err != nil {
+				return err
+			}
+			n.conf = n.rn.ApplyConfChange(cc)
+		case raftpb.EntryConfChangeV2:
+			cc := &raftpb.ConfChangeV2{}
+			if err := proto.Unmarshal(e.Data, cc); err != nil {
+				return err
+			}
+			n.conf = n.rn.ApplyConfChange(cc)
+		}
+		n.appliedIndex = e.GetIndex()
+	}
+	// A proposal at a revision the state has passed that was not this
+	// member's entry will never commit.
+	for seq, p := range n.props {
+		if p.Revision <= n.applied.Revision() {
+			p.Err, p.Done = ErrOutcomeUnknown, true
+			delete(n.props, seq)
+		}
+	}
+	return nil
+}
+
+// restore takes a snapshot's state (a member far behind, or wiped).
+func (n *Node) restore(snap *raftpb.Snapshot) error {
+	st, err := DecodeState(snap.GetData())
+	if err != nil {
+		return fmt.Errorf("replica %d: snapshot at index %d: %w", n.cfg.ID, snap.GetMetadata().GetIndex(), err)
+	}
+	n.applied, n.appliedIndex = st, snap.GetMetadata().GetIndex()
+	n.snapIndex, n.conf = snap.GetMetadata().GetIndex(), snap.GetMetadata().GetConfState()
+	return nil
+}
+
+func (n *Node) answerReads() {
+	keep := n.confirmed[:0]
+	for _, r := range n.confirmed {
+		if r.index <= n.appliedIndex {
+			r.State, r.Done = n.applied, true
+			delete(n.reads, r.id)
+			continue
+		}
+		keep = append(keep, r)
+	}
+	n.confirmed = keep
+}
+
+// maybeSnapshot snapshots the applied state and compacts the log behind
+// it, every SnapshotEvery entries.
+func (n *Node) maybeSnapshot() error {
+	if n.appliedIndex < n.snapIndex+n.cfg.SnapshotEvery {
+		return nil
+	}
+	data, err := EncodeState(n.applied)
+	if err != nil {
+		return err
+	}
+	if _, err := n.storage.CreateSnapshot(n.appliedIndex, n.conf, data); err != nil {
+		return err
+	}
+	n.snapIndex = n.appliedIndex
+	if keep := n.cfg.SnapshotEvery / 2; n.appliedIndex > keep {
+		if err := n.storage.Compact(n.appliedIndex - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return err
+		}
+	}
+	return nil
+}
+
+// An entry's data: the proposing member's id and its proposal's sequence
+// (8 bytes each, big endian), then the write set's wire form.
+func encodeEntry(from, seq uint64, ws *txn.WriteSet) ([]byte, error) {
+	b := make([]byte, 16, 16+64*len(ws.Changes))
+	binary.BigEndian.PutUint64(b, from)
+	binary.BigEndian.PutUint64(b[8:], seq)
+	return proto.MarshalOptions{}.MarshalAppend(b, ws.Proto())
+}
+
+func decodeEntry(b []byte) (from, seq uint64, ws *txn.WriteSet, err error) {
+	if len(b) < 16 {
+		return 0, 0, nil, fmt.Errorf("%w: an entry of %d bytes", txn.ErrInvalid, len(b))
+	}
+	from, seq = binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])
+	p := &omegav1.RevisionChanges{}
+	if err := proto.Unmarshal(b[16:], p); err != nil {
+		return 0, 0, nil, fmt.Errorf("%w: %v", txn.ErrInvalid, err)
+	}
+	ws, err = txn.WriteSetFromProto(p)
+	return from, seq, ws, err
+}
+
+// EncodeState is a state's snapshot data: its listing's chunks, each
+// preceded by its length (uvarint).
+func EncodeState(st *txn.State) ([]byte, error) {
+	var out []byte
+	err := txn.SnapshotChunks(st, txn.DefaultSnapshotChunkBytes, func(c *omegav1.SnapshotChunk) error {
+		b, err := proto.Marshal(c)
+		out = binary.AppendUvarint(out, uint64(len(b)))
+		out = append(out, b...)
+		return err
+	})
+	return out, err
+}
+
+// DecodeState rebuilds the state EncodeState wrote.
+func DecodeState(b []byte) (*txn.State, error) {
+	var r txn.SnapshotReader
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return nil, fmt.Errorf("%w: a snapshot chunk's length is cut or corrupt", txn.ErrInvalid)
+		}
+		c := &omegav1.SnapshotChunk{}
+		if err := proto.Unmarshal(b[k:k+int(n)], c); err != nil {
+			return nil, fmt.Errorf("%w: %v", txn.ErrInvalid, err)
+		}
+		if err := r.Add(c); err != nil {
+			return nil, err
+		}
+		b = b[k+int(n):]
+	}
+	return r.Finish()
+}
+
+// quietLogger is raft's logger saying only warnings and errors, to nowhere
+// (a driver that wants them sets Config.Logger).
+type quietLogger struct{}
+
+func (quietLogger) Debug(...any)              {}
+func (quietLogger) Debugf(string, ...any)     {}
+func (quietLogger) Error(...any)              {}
+func (quietLogger) Errorf(string, ...any)     {}
+func (quietLogger) Info(...any)               {}
+func (quietLogger) Infof(string, ...any)      {}
+func (quietLogger) Warning(...any)            {}
+func (quietLogger) Warningf(string, ...any)   {}
+func (quietLogger) Fatal(v ...any)            { panic(fmt.Sprint(v...)) }
+func (quietLogger) Fatalf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
+func (quietLogger) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
+func (quietLogger) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }

@@ -1,0 +1,521 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/google/uuid"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/txn"
+)
+
+// The replicated cell in virtual time, in the manner of FoundationDB's
+// simulation and etcd's robustness tests: three or five members in one
+// process over a simulated network that delays, reorders, drops and
+// duplicates messages and partitions the members, with members crashing
+// (losing all but their storage) and starting again; clients write and
+// read registers (a job's label each) through whichever member they
+// believe leads. The history is checked with porcupine (linearizable),
+// every acknowledged write must be in every member's log at its revision,
+// and once healed every member holds the same cell. A run is a function of
+// its seed alone; a failing seed is printed, and OMEGA_REPLICA_SEED runs
+// just that one.
+
+type envelope struct {
+	at  int64
+	seq int64
+	msg *raftpb.Message
+}
+
+type simMember struct {
+	id      uint64
+	node    *Node // nil while crashed
+	storage *Storage
+	log     map[uint64]string // revision → what its write set wrote ("key=value"), as applied
+}
+
+type simCell struct {
+	t        *testing.T
+	rng      *rand.Rand
+	now      int64
+	seq      int64
+	members  []*simMember
+	inflight []envelope
+	cut      map[[2]uint64]bool // a partition: messages between these two are lost
+	faults   bool
+	cfg      Config
+	jobs     []uuid.UUID
+	// what the run did, to know the faults were met
+	crashes, partitions, snapshots int
+}
+
+func (c *simCell) member(id uint64) *simMember { return c.members[id-1] }
+
+func newSimCell(t *testing.T, seed uint64, n int) *simCell {
+	c := &simCell{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), cut: map[[2]uint64]bool{}}
+	var peers []uint64
+	for i := range n {
+		peers = append(peers, uint64(i+1))
+	}
+	c.cfg = Config{Peers: peers, ElectionTick: 10, HeartbeatTick: 1, SnapshotEvery: 64}
+	for _, id := range peers {
+		st, err := NewStorage(peers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &simMember{id: id, storage: st, log: map[uint64]string{}}
+		c.members = append(c.members, m)
+		c.start(m)
+	}
+	return c
+}
+
+func (c *simCell) start(m *simMember) {
+	cfg := c.cfg
+	cfg.ID = m.id
+	cfg.OnApply = func(ws *txn.WriteSet) { m.log[ws.Revision] = describeWrite(ws) }
+	node, err := New(cfg, m.storage)
+	if err != nil {
+		c.t.Fatalf("start member %d: %v", m.id, err)
+	}
+	m.node = node
+}
+
+// describeWrite is what a write set wrote, for the durability check: each
+// job's register value.
+func describeWrite(ws *txn.WriteSet) string {
+	s := ""
+	for _, ch := range ws.Changes {
+		if ch.Job != nil {
+			s += fmt.Sprintf("%s=%s;", ch.Job.Name(), ch.Job.Meta.GetLabels()["v"])
+		}
+	}
+	return s
+}
+
+// process runs a member's Ready handling and puts its messages on the
+// network: each delayed up to 4 steps (so they reorder), and with faults
+// on, some lost, some duplicated, none across a partition.
+func (c *simCell) process(m *simMember) {
+	if m.node == nil {
+		return
+	}
+	msgs, err := m.node.Process()
+	if err != nil {
+		c.t.Fatalf("member %d at step %d: %v", m.id, c.now, err)
+	}
+	for _, msg := range msgs {
+		if c.faults && c.rng.IntN(100) < 3 {
+			continue
+		}
+		copies := 1
+		if c.faults && c.rng.IntN(100) < 2 {
+			copies = 2
+		}
+		for range copies {
+			if msg.GetType() == raftpb.MsgSnap {
+				c.snapshots++
+			}
+			c.seq++
+			c.inflight = append(c.inflight, envelope{at: c.now + int64(c.rng.IntN(5)), seq: c.seq, msg: proto.Clone(msg).(*raftpb.Message)})
+		}
+	}
+}
+
+// deliver hands every message due to its member, in an order of the seed's.
+func (c *simCell) deliver() {
+	var due, later []envelope
+	for _, e := range c.inflight {
+		if e.at <= c.now {
+			due = append(due, e)
+		} else {
+			later = append(later, e)
+		}
+	}
+	c.inflight = later
+	c.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	for _, e := range due {
+		from, to := e.msg.GetFrom(), e.msg.GetTo()
+		if c.cut[[2]uint64{min(from, to), max(from, to)}] {
+			continue
+		}
+		m := c.member(to)
+		if m.node == nil {
+			continue
+		}
+		_ = m.node.Step(e.msg) // a stale message from an old term is refused: that is raft's business
+		c.process(m)
+	}
+}
+
+func (c *simCell) step() {
+	c.now++
+	for _, m := range c.members {
+		if m.node != nil {
+			m.node.Tick()
+			c.process(m)
+		}
+	}
+	c.deliver()
+}
+
+// injectFaults partitions, heals, crashes and restarts, at the seed's
+// whim; at most a minority is down at once.
+func (c *simCell) injectFaults() {
+	n := len(c.members)
+	switch r := c.rng.IntN(1000); {
+	case r < 8: // a partition: one member apart from the rest
+		c.partitions++
+		cut := uint64(c.rng.IntN(n) + 1)
+		for _, m := range c.members {
+			if m.id != cut {
+				c.cut[[2]uint64{min(cut, m.id), max(cut, m.id)}] = true
+			}
+		}
+	case r < 20:
+		clear(c.cut)
+	case r < 26:
+		down := 0
+		for _, m := range c.members {
+			if m.node == nil {
+				down++
+			}
+		}
+		if m := c.members[c.rng.IntN(n)]; m.node != nil && down < (n-1)/2 {
+			m.node = nil // crashed: what it had not persisted is gone; its storage stays
+			c.crashes++
+		}
+	case r < 40:
+		for _, m := range c.members {
+			if m.node == nil && c.rng.IntN(2) == 0 {
+				c.start(m)
+			}
+		}
+	}
+}
+
+// A client's operation on a register.
+type kvInput struct {
+	write bool
+	key   int
+	value string
+}
+
+type kvOutput struct {
+	value   string
+	unknown bool
+}
+
+type client struct {
+	id       int
+	target   uint64
+	op       *kvInput
+	call     int64
+	deadline int64
+	prop     *Proposal
+	read     *Read
+	node     *Node // the member the op went to (a crash replaces it)
+}
+
+// TestReplicatedCellLinearizable: see the top of this file.
+func TestReplicatedCellLinearizable(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("members=%d", n), func(t *testing.T) {
+			seeds := 8
+			if testing.Short() {
+				seeds = 2
+			}
+			for _, seed := range simSeeds(t, seeds) {
+				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+					defer func() {
+						if t.Failed() {
+							t.Logf("seed %d (rerun with OMEGA_REPLICA_SEED=%d go test ./replica -run 'TestReplicatedCellLinearizable/members=%d')", seed, seed, n)
+						}
+					}()
+					runSim(t, seed, n, 3000)
+				})
+			}
+		})
+	}
+}
+
+// simSeeds are 1..n, or the one OMEGA_REPLICA_SEED names.
+func simSeeds(t *testing.T, n int) []uint64 {
+	if v := os.Getenv("OMEGA_REPLICA_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("OMEGA_REPLICA_SEED=%q: %v", v, err)
+		}
+		return []uint64{seed}
+	}
+	var out []uint64
+	for i := range n {
+		out = append(out, uint64(i+1))
+	}
+	return out
+}
+
+func runSim(t *testing.T, seed uint64, n, steps int) {
+	c := newSimCell(t, seed, n)
+	const keys = 4
+	// Elect a leader and make the registers (jobs), without faults.
+	var leader *simMember
+	for range 200 {
+		c.step()
+		if leader = c.leader(); leader != nil {
+			break
+		}
+	}
+	if leader == nil {
+		t.Fatal("no leader in 200 steps")
+	}
+	var ops []txn.Op
+	for k := range keys {
+		u := uuid.NewSHA1(uuid.NameSpaceOID, []byte(strconv.Itoa(k)))
+		c.jobs = append(c.jobs, u)
+		ops = append(ops, txn.CreateJob(testkit.Job(u, "k"+strconv.Itoa(k), "batch")))
+	}
+	p, _, err := leader.node.Commit(&txn.Txn{Component: "setup", Ops: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !p.Done; i++ {
+		if i > 200 {
+			t.Fatal("the registers were not made in 200 steps")
+		}
+		c.step()
+	}
+
+	var history []porcupine.Operation
+	var clock int64
+	tick := func() int64 { clock++; return clock }
+	clients := make([]*client, 3)
+	for i := range clients {
+		clients[i] = &client{id: i, target: uint64(i%n + 1)}
+	}
+	type acked struct {
+		rev  uint64
+		want string
+	}
+	var acks []acked
+	values := 0
+	c.faults = true
+	for s := 0; s < steps; s++ {
+		if s == steps-steps/5 { // the last fifth: heal, restart, no more faults
+			c.faults = false
+			clear(c.cut)
+			for _, m := range c.members {
+				if m.node == nil {
+					c.start(m)
+				}
+			}
+		}
+		if c.faults {
+			c.injectFaults()
+		}
+		for _, cl := range clients {
+			switch {
+			case cl.op == nil:
+				if c.rng.IntN(3) != 0 {
+					continue
+				}
+				m := c.member(cl.target)
+				if m.node == nil {
+					cl.target = uint64(c.rng.IntN(n) + 1)
+					continue
+				}
+				in := &kvInput{key: c.rng.IntN(keys)}
+				if c.rng.IntN(2) == 0 {
+					values++
+					in.write, in.value = true, strconv.Itoa(values)
+				}
+				if in.write {
+					j := testkit.Job(c.jobs[in.key], "k"+strconv.Itoa(in.key), "batch")
+					j.Meta.Labels = map[string]string{"v": in.value}
+					p, _, err := m.node.Commit(&txn.Txn{Component: fmt.Sprintf("client-%d", cl.id), Ops: []txn.Op{txn.PutJob(j, 0)}})
+					var nl *NotLeaderError
+					switch {
+					case errors.As(err, &nl):
+						if nl.Leader != 0 {
+							cl.target = nl.Leader
+						} else {
+							cl.target = uint64(c.rng.IntN(n) + 1)
+						}
+						continue
+					case errors.Is(err, ErrNotReady):
+						continue
+					case errors.Is(err, ErrOutcomeUnknown):
+						history = append(history, porcupine.Operation{ClientId: cl.id, Input: *in, Call: tick(), Output: kvOutput{unknown: true}, Return: math.MaxInt64})
+						continue
+					case err != nil:
+						t.Fatalf("commit: %v", err)
+					case p == nil:
+						t.Fatal("an unconditional put committed nothing")
+					}
+					cl.prop = p
+				} else {
+					cl.read = m.node.ReadIndex()
+				}
+				cl.op, cl.call, cl.deadline, cl.node = in, tick(), int64(s+60), m.node
+				c.process(m)
+			default:
+				m := c.member(cl.target)
+				gone := m.node != cl.node // crashed since (and maybe started again)
+				switch {
+				case cl.prop != nil && cl.prop.Done && !gone:
+					out := kvOutput{unknown: cl.prop.Err != nil}
+					ret := tick()
+					if out.unknown {
+						ret = math.MaxInt64
+					} else {
+						acks = append(acks, acked{cl.prop.Revision, fmt.Sprintf("k%d=%s;", cl.op.key, cl.op.value)})
+					}
+					history = append(history, porcupine.Operation{ClientId: cl.id, Input: *cl.op, Call: cl.call, Output: out, Return: ret})
+					cl.op, cl.prop = nil, nil
+				case cl.read != nil && cl.read.Done && !gone:
+					j, ok := cl.read.State.Job(c.jobs[cl.op.key])
+					if !ok {
+						t.Fatalf("register %d missing in a read's state", cl.op.key)
+					}
+					history = append(history, porcupine.Operation{ClientId: cl.id, Input: *cl.op, Call: cl.call, Output: kvOutput{value: j.Meta.GetLabels()["v"]}, Return: tick()})
+					cl.op, cl.read = nil, nil
+				case int64(s) > cl.deadline || gone:
+					if cl.op.write { // it may have committed, or may yet
+						history = append(history, porcupine.Operation{ClientId: cl.id, Input: *cl.op, Call: cl.call, Output: kvOutput{unknown: true}, Return: math.MaxInt64})
+					}
+					cl.op, cl.prop, cl.read = nil, nil, nil
+					cl.target = uint64(c.rng.IntN(n) + 1)
+				}
+			}
+		}
+		c.step()
+	}
+	// Let the healed cell settle: every member applies the whole log.
+	for i := 0; ; i++ {
+		if i > 2000 {
+			t.Fatalf("the members did not converge in 2,000 steps after healing: applied %v", c.appliedIndexes())
+		}
+		if c.converged() {
+			break
+		}
+		c.step()
+	}
+	res, info := porcupine.CheckOperationsVerbose(kvModel, history, 30*time.Second)
+	if res != porcupine.Ok {
+		file := fmt.Sprintf("%s/replica-seed-%d.html", os.TempDir(), seed)
+		if f, err := os.Create(file); err == nil {
+			porcupine.Visualize(kvModel, info, f)
+			f.Close()
+		}
+		t.Fatalf("the history of %d operations is not linearizable (%v); porcupine's picture: %s", len(history), res, file)
+	}
+	want := c.members[0].node.Applied()
+	for _, m := range c.members[1:] {
+		if err := testkit.DiffStates(want, m.node.Applied(), testkit.Compare{IgnoreSeq: true}); err != nil {
+			t.Fatalf("member %d's cell differs from member 1's: %v", m.id, err)
+		}
+	}
+	for _, a := range acks {
+		for _, m := range c.members {
+			if got, ok := m.log[a.rev]; ok && got != a.want {
+				t.Fatalf("revision %d was acknowledged as %q; member %d applied %q there", a.rev, a.want, m.id, got)
+			}
+		}
+		if a.rev > want.Revision() {
+			t.Fatalf("revision %d was acknowledged; the healed cell is at %d", a.rev, want.Revision())
+		}
+	}
+	// The acknowledged writes of each register are in the final state's
+	// history order: the last acknowledged is at or before the final one.
+	unknown := 0
+	for _, op := range history {
+		if op.Output.(kvOutput).unknown {
+			unknown++
+		}
+	}
+	term := c.leader().node.Status().Term
+	t.Logf("%d members, %d steps: %d operations (%d writes acknowledged, %d of unknown outcome), revision %d, term %d, %d crashes, %d partitions, %d snapshots sent",
+		n, steps, len(history), len(acks), unknown, want.Revision(), *term, c.crashes, c.partitions, c.snapshots)
+	if c.crashes == 0 || c.partitions == 0 || *term < 3 {
+		t.Errorf("the run met too few faults to mean much: %d crashes, %d partitions, term %d", c.crashes, c.partitions, *term)
+	}
+}
+
+func (c *simCell) leader() *simMember {
+	for _, m := range c.members {
+		if m.node != nil {
+			if _, ready := m.node.Leader(); ready {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+func (c *simCell) appliedIndexes() []uint64 {
+	var out []uint64
+	for _, m := range c.members {
+		out = append(out, m.node.AppliedIndex())
+	}
+	return out
+}
+
+// converged: a leader is ready and every member has applied everything it
+// committed.
+func (c *simCell) converged() bool {
+	l := c.leader()
+	if l == nil {
+		return false
+	}
+	want := l.node.Status().Commit
+	for _, m := range c.members {
+		if m.node.AppliedIndex() != l.node.AppliedIndex() || m.node.AppliedIndex() < *want {
+			return false
+		}
+	}
+	return true
+}
+
+// kvModel is porcupine's register per key: a write sets it, a read returns
+// it; a write whose outcome is unknown may have happened or not.
+var kvModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		by := map[int][]porcupine.Operation{}
+		for _, op := range history {
+			k := op.Input.(kvInput).key
+			by[k] = append(by[k], op)
+		}
+		var out [][]porcupine.Operation
+		for k := range len(by) + 8 {
+			if ops, ok := by[k]; ok {
+				out = append(out, ops)
+			}
+		}
+		return out
+	},
+	Init: func() any { return "" },
+	Step: func(state, input, output any) (bool, any) {
+		in, out := input.(kvInput), output.(kvOutput)
+		if in.write {
+			return true, in.value // an unknown outcome linearized means it happened
+		}
+		return out.value == state.(string), state
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(kvInput), output.(kvOutput)
+		if in.write {
+			return fmt.Sprintf("put(k%d, %s) unknown=%v", in.key, in.value, out.unknown)
+		}
+		return fmt.Sprintf("get(k%d) -> %q", in.key, out.value)
+	},
+}
