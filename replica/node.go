@@ -79,10 +79,29 @@ type Config struct {
 	SnapshotEvery uint64
 	// Logger is raft's. Default: one that says nothing.
 	Logger raft.Logger
+	// DriverElections: elections start only when the driver calls
+	// Campaign, never on raft's own timer, and CheckQuorum and PreVote are
+	// off (a leader cut off does not step down by itself; it does when it
+	// meets a later term). A deterministic simulation sets it: raft draws
+	// its randomized election timeouts from crypto/rand, which no seed
+	// reaches, so the simulation keeps its own seeded failure detector
+	// instead. A live server leaves it off.
+	DriverElections bool
+	// Disk, if set, makes raft's state durable (Disk's, or a test's): each
+	// Ready's snapshot, entries and hard state before its messages go out,
+	// and the snapshots the member makes. Nil: the storage is all there is
+	// (a test's member that keeps its storage across a crash).
+	Disk Persister
 	// OnApply, if set, is called with every write set the member applies,
 	// in revision order (a store publishing to its watchers; a test
 	// checking that no acknowledged commit was lost).
 	OnApply func(ws *txn.WriteSet)
+}
+
+// Persister makes raft's state durable (Disk).
+type Persister interface {
+	Save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error
+	SaveSnapshot(snap *raftpb.Snapshot) error
 }
 
 // Proposal is a commit waiting for its entry to be committed and applied.
@@ -182,11 +201,15 @@ func New(cfg Config, storage *Storage) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica %d: the snapshot at index %d: %w", cfg.ID, snap.GetMetadata().GetIndex(), err)
 	}
-	rn, err := raft.NewRawNode(&raft.Config{
+	rc := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTick, HeartbeatTick: cfg.HeartbeatTick, Storage: storage,
 		Applied: snap.GetMetadata().GetIndex(), MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
 		MaxUncommittedEntriesSize: 1 << 30, CheckQuorum: true, PreVote: true, Logger: cfg.Logger,
-	})
+	}
+	if cfg.DriverElections {
+		rc.ElectionTick, rc.CheckQuorum, rc.PreVote = 1<<30, false, false
+	}
+	rn, err := raft.NewRawNode(rc)
 	if err != nil {
 		return nil, fmt.Errorf("replica %d: %w", cfg.ID, err)
 	}
@@ -208,6 +231,20 @@ func (n *Node) Step(m *raftpb.Message) error { return n.rn.Step(m) }
 
 // Campaign makes the member stand for election at once.
 func (n *Node) Campaign() error { return n.rn.Campaign() }
+
+// ReportSnapshot tells the leader whether a snapshot it sent to member to
+// arrived (its transport's word): until then raft sends that member
+// nothing more.
+func (n *Node) ReportSnapshot(to uint64, ok bool) {
+	st := raft.SnapshotFinish
+	if !ok {
+		st = raft.SnapshotFailure
+	}
+	n.rn.ReportSnapshot(to, st)
+}
+
+// ReportUnreachable tells raft a message to member to was not delivered.
+func (n *Node) ReportUnreachable(to uint64) { n.rn.ReportUnreachable(to) }
 
 // Applied is the state of every entry this member applied: what it serves
 // watches and stale reads from.
@@ -286,6 +323,11 @@ func (n *Node) Process() ([]*raftpb.Message, error) {
 			}
 			if err := n.restore(rd.Snapshot); err != nil {
 				return out, err
+			}
+		}
+		if n.cfg.Disk != nil {
+			if err := n.cfg.Disk.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+				return out, fmt.Errorf("replica %d: persist: %w", n.cfg.ID, err)
 			}
 		}
 		if err := n.storage.Append(rd.Entries); err != nil {
@@ -442,8 +484,14 @@ func (n *Node) maybeSnapshot() error {
 	if err != nil {
 		return err
 	}
-	if _, err := n.storage.CreateSnapshot(n.appliedIndex, n.conf, data); err != nil {
+	snap, err := n.storage.CreateSnapshot(n.appliedIndex, n.conf, data)
+	if err != nil {
 		return err
+	}
+	if n.cfg.Disk != nil {
+		if err := n.cfg.Disk.SaveSnapshot(snap); err != nil {
+			return fmt.Errorf("replica %d: persist a snapshot: %w", n.cfg.ID, err)
+		}
 	}
 	n.snapIndex = n.appliedIndex
 	if keep := n.cfg.SnapshotEvery / 2; n.appliedIndex > keep {

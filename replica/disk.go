@@ -1,0 +1,388 @@
+package replica
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Disk keeps a member's raft state in a directory, apart from the store's
+// own log: raft's log has terms, a hard state (term, vote, commit) and an
+// uncommitted suffix a new leader may overwrite, none of which the store's
+// log — an append-only record of published revisions — has, so raft gets
+// a log of its own (as etcd keeps its WAL apart from its backend). The
+// layout:
+//
+//	snap-<index>   the newest snapshot (raftpb.Snapshot: the cell state
+//	               at that index, EncodeState's, and the configuration),
+//	               written to a temporary file, synced and renamed
+//	log-<index>    the records since that snapshot: each its length
+//	               (uvarint), a CRC-32C of the rest, a kind ('E' entries,
+//	               'H' hard state) and its protobuf; appended and synced
+//	               before Process's messages are sent
+//
+// Opening reads the newest snapshot and replays its log into a
+// raft.MemoryStorage; a record cut short or failing its checksum at the
+// end of the log (a write the crash interrupted, never synced, so never
+// acknowledged) ends the replay there and is cut off. A snapshot starts a
+// new log holding the entries after it; the older files are removed.
+type Disk struct {
+	dir     string
+	storage *Storage
+	f       *os.File
+	w       *bufio.Writer
+	index   uint64 // the newest snapshot's index: the log file's name
+	buf     []byte
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// OpenDisk opens (or creates, for a new cell of peers) a member's raft
+// directory.
+func OpenDisk(dir string, peers []uint64) (*Disk, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	d := &Disk{dir: dir}
+	snaps, logs, err := d.files()
+	if err != nil {
+		return nil, err
+	}
+	if len(snaps) == 0 {
+		st, err := NewStorage(peers)
+		if err != nil {
+			return nil, err
+		}
+		snap, _ := st.Snapshot()
+		if err := d.writeSnapshot(snap); err != nil {
+			return nil, err
+		}
+		d.storage = st
+		d.index = snap.GetMetadata().GetIndex()
+		return d, d.newLog(nil)
+	}
+	d.index = snaps[len(snaps)-1]
+	b, err := os.ReadFile(d.path("snap", d.index))
+	if err != nil {
+		return nil, err
+	}
+	snap := &raftpb.Snapshot{}
+	if err := proto.Unmarshal(b, snap); err != nil {
+		return nil, fmt.Errorf("replica: %s: %w", d.path("snap", d.index), err)
+	}
+	d.storage = raft.NewMemoryStorage()
+	if err := d.storage.ApplySnapshot(snap); err != nil {
+		return nil, err
+	}
+	if !slices.Contains(logs, d.index) {
+		return d, d.newLog(nil) // crashed between the snapshot and its log
+	}
+	good, err := d.replay(d.path("log", d.index))
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(d.path("log", d.index), os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(good); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(good, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	d.f, d.w = f, bufio.NewWriterSize(f, 1<<20)
+	d.removeOld()
+	return d, nil
+}
+
+// Storage is raft's storage, rebuilt from the directory; give it to New.
+func (d *Disk) Storage() *Storage { return d.storage }
+
+// Close closes the log file.
+func (d *Disk) Close() error {
+	if d.f == nil {
+		return nil
+	}
+	err := d.w.Flush()
+	return errors.Join(err, d.f.Close())
+}
+
+func (d *Disk) path(kind string, index uint64) string {
+	return filepath.Join(d.dir, fmt.Sprintf("%s-%020d", kind, index))
+}
+
+// files lists the snapshots' and logs' indexes, oldest first.
+func (d *Disk) files() (snaps, logs []uint64, err error) {
+	ents, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range ents {
+		kind, num, ok := strings.Cut(e.Name(), "-")
+		if !ok {
+			continue
+		}
+		i, err := strconv.ParseUint(num, 10, 64)
+		if err != nil {
+			continue
+		}
+		switch kind {
+		case "snap":
+			snaps = append(snaps, i)
+		case "log":
+			logs = append(logs, i)
+		}
+	}
+	slices.Sort(snaps)
+	slices.Sort(logs)
+	return snaps, logs, nil
+}
+
+// replay applies a log's records to the storage and returns the length of
+// its good prefix.
+func (d *Disk) replay(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var good int64
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n+5 {
+			break // cut short: the crash's
+		}
+		rec := b[k : k+5+int(n)]
+		if crc32.Checksum(rec[4:], crcTable) != binary.BigEndian.Uint32(rec) {
+			break
+		}
+		kind, body := rec[4], rec[5:]
+		switch kind {
+		case 'E':
+			es, err := decodeEntries(body)
+			if err != nil {
+				return 0, fmt.Errorf("replica: %s at byte %d: %w", path, good, err)
+			}
+			if err := d.append(es); err != nil {
+				return 0, fmt.Errorf("replica: %s at byte %d: %w", path, good, err)
+			}
+		case 'H':
+			hs := &raftpb.HardState{}
+			if err := proto.Unmarshal(body, hs); err != nil {
+				return 0, fmt.Errorf("replica: %s at byte %d: %w", path, good, err)
+			}
+			if err := d.storage.SetHardState(hs); err != nil {
+				return 0, err
+			}
+		default:
+			return 0, fmt.Errorf("replica: %s at byte %d: a record of unknown kind 0x%02x", path, good, kind)
+		}
+		good += int64(k + 5 + int(n))
+		b = b[k+5+int(n):]
+	}
+	return good, nil
+}
+
+// append adds entries to the storage, skipping those the snapshot covers.
+func (d *Disk) append(es []*raftpb.Entry) error {
+	first, _ := d.storage.FirstIndex()
+	for len(es) > 0 && es[0].GetIndex() < first {
+		es = es[1:]
+	}
+	return d.storage.Append(es)
+}
+
+func encodeEntries(b []byte, es []*raftpb.Entry) ([]byte, error) {
+	var err error
+	for _, e := range es {
+		n := proto.Size(e)
+		b = binary.AppendUvarint(b, uint64(n))
+		b, err = proto.MarshalOptions{}.MarshalAppend(b, e)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func decodeEntries(b []byte) ([]*raftpb.Entry, error) {
+	var out []*raftpb.Entry
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return nil, errors.New("an entry's length is cut")
+		}
+		e := &raftpb.Entry{}
+		if err := proto.Unmarshal(b[k:k+int(n)], e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+		b = b[k+int(n):]
+	}
+	return out, nil
+}
+
+// record appends one record to the log's buffer.
+func (d *Disk) record(kind byte, body []byte) {
+	d.buf = binary.AppendUvarint(d.buf[:0], uint64(len(body)))
+	at := len(d.buf)
+	d.buf = append(d.buf, 0, 0, 0, 0, kind)
+	d.buf = append(d.buf, body...)
+	binary.BigEndian.PutUint32(d.buf[at:], crc32.Checksum(d.buf[at+4:], crcTable))
+	d.w.Write(d.buf)
+}
+
+// Save makes what a Ready holds durable: a snapshot received (a new log
+// starts after it), the new entries, the hard state, in that order, with
+// one sync. Node calls it before it hands out the Ready's messages.
+func (d *Disk) Save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
+	if !raft.IsEmptySnap(snap) {
+		if err := d.SaveSnapshot(snap); err != nil {
+			return err
+		}
+	}
+	if len(ents) > 0 {
+		body, err := encodeEntries(nil, ents)
+		if err != nil {
+			return err
+		}
+		d.record('E', body)
+	}
+	if !raft.IsEmptyHardState(hs) {
+		body, err := proto.Marshal(hs)
+		if err != nil {
+			return err
+		}
+		d.record('H', body)
+	}
+	if err := d.w.Flush(); err != nil {
+		return err
+	}
+	return d.f.Sync()
+}
+
+// SaveSnapshot writes a snapshot (one the member made, or one it was
+// sent) and starts a new log after it holding the entries the storage
+// keeps beyond it and the hard state; then the older files go.
+func (d *Disk) SaveSnapshot(snap *raftpb.Snapshot) error {
+	if snap.GetMetadata().GetIndex() <= d.index {
+		return nil
+	}
+	if err := d.writeSnapshot(snap); err != nil {
+		return err
+	}
+	d.index = snap.GetMetadata().GetIndex()
+	var keep []*raftpb.Entry
+	if last, _ := d.storage.LastIndex(); last > d.index {
+		if first, _ := d.storage.FirstIndex(); first <= d.index+1 {
+			es, err := d.storage.Entries(d.index+1, last+1, 1<<62)
+			if err == nil {
+				keep = es
+			}
+		}
+	}
+	if err := d.newLog(keep); err != nil {
+		return err
+	}
+	d.removeOld()
+	return nil
+}
+
+func (d *Disk) writeSnapshot(snap *raftpb.Snapshot) error {
+	b, err := proto.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	final := d.path("snap", snap.GetMetadata().GetIndex())
+	tmp := final + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	f, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	err = errors.Join(f.Sync(), f.Close())
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	return syncDir(d.dir)
+}
+
+// newLog starts log-<index> with keep's entries and the hard state.
+func (d *Disk) newLog(keep []*raftpb.Entry) error {
+	if d.f != nil {
+		d.w.Flush()
+		d.f.Close()
+	}
+	f, err := os.OpenFile(d.path("log", d.index), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	d.f, d.w = f, bufio.NewWriterSize(f, 1<<20)
+	if len(keep) > 0 {
+		body, err := encodeEntries(nil, keep)
+		if err != nil {
+			return err
+		}
+		d.record('E', body)
+	}
+	if hs, _, err := d.storage.InitialState(); err == nil && !raft.IsEmptyHardState(hs) {
+		body, err := proto.Marshal(hs)
+		if err != nil {
+			return err
+		}
+		d.record('H', body)
+	}
+	if err := d.w.Flush(); err != nil {
+		return err
+	}
+	if err := d.f.Sync(); err != nil {
+		return err
+	}
+	return syncDir(d.dir)
+}
+
+// removeOld removes the snapshots and logs before the newest snapshot.
+func (d *Disk) removeOld() {
+	snaps, logs, err := d.files()
+	if err != nil {
+		return
+	}
+	for _, i := range snaps {
+		if i < d.index {
+			os.Remove(d.path("snap", i))
+		}
+	}
+	for _, i := range logs {
+		if i < d.index {
+			os.Remove(d.path("log", i))
+		}
+	}
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
