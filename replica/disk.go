@@ -106,6 +106,11 @@ func OpenDisk(dir string, peers []uint64) (*Disk, error) {
 		return nil, err
 	}
 	d.f, d.w = f, bufio.NewWriterSize(f, 1<<20)
+	hs, _, _ := d.storage.InitialState()
+	if last, _ := d.storage.LastIndex(); hs.GetCommit() > last {
+		f.Close()
+		return nil, fmt.Errorf("replica: %s: %w: the hard state commits index %d, the log ends at %d", d.path("log", d.index), ErrCorruptLog, hs.GetCommit(), last)
+	}
 	d.removeOld()
 	return d, nil
 }
@@ -163,7 +168,7 @@ func (d *Disk) replay(path string) (int64, error) {
 	var good int64
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n+5 {
+		if k <= 0 || n > uint64(len(b)) || uint64(len(b)-k) < n+5 {
 			break // cut short: the crash's
 		}
 		rec := b[k : k+5+int(n)]
@@ -198,13 +203,31 @@ func (d *Disk) replay(path string) (int64, error) {
 }
 
 // append adds entries to the storage, skipping those the snapshot covers.
+// The entries must follow one another and may overwrite the storage's
+// suffix (a new leader's), never leave a gap: a log that says otherwise is
+// corrupt, whatever its checksums say.
 func (d *Disk) append(es []*raftpb.Entry) error {
 	first, _ := d.storage.FirstIndex()
 	for len(es) > 0 && es[0].GetIndex() < first {
 		es = es[1:]
 	}
+	if len(es) == 0 {
+		return nil
+	}
+	last, _ := d.storage.LastIndex()
+	if es[0].GetIndex() > last+1 {
+		return fmt.Errorf("%w: entries from index %d follow a log that ends at %d", ErrCorruptLog, es[0].GetIndex(), last)
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i].GetIndex() != es[i-1].GetIndex()+1 || es[i].GetTerm() < es[i-1].GetTerm() {
+			return fmt.Errorf("%w: entry %d (term %d) after entry %d (term %d)", ErrCorruptLog, es[i].GetIndex(), es[i].GetTerm(), es[i-1].GetIndex(), es[i-1].GetTerm())
+		}
+	}
 	return d.storage.Append(es)
 }
+
+// ErrCorruptLog: a member's raft log holds what no Disk wrote.
+var ErrCorruptLog = errors.New("corrupt raft log")
 
 func encodeEntries(b []byte, es []*raftpb.Entry) ([]byte, error) {
 	var err error
@@ -223,7 +246,7 @@ func decodeEntries(b []byte) ([]*raftpb.Entry, error) {
 	var out []*raftpb.Entry
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
+		if k <= 0 || n > uint64(len(b)-k) {
 			return nil, errors.New("an entry's length is cut")
 		}
 		e := &raftpb.Entry{}

@@ -542,7 +542,7 @@ func DecodeState(b []byte) (*txn.State, error) {
 	var r txn.SnapshotReader
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
+		if k <= 0 || n > uint64(len(b)-k) {
 			return nil, fmt.Errorf("%w: a snapshot chunk's length is cut or corrupt", txn.ErrInvalid)
 		}
 		c := &omegav1.SnapshotChunk{}
