@@ -4,7 +4,11 @@ import (
 	"os"
 	"testing"
 
+	"github.com/google/uuid"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/txn"
 )
 
 // realLog is the log a Disk writes for a few entries and hard states.
@@ -84,6 +88,33 @@ func FuzzDiskLog(f *testing.F) {
 		}
 		if d2, err := OpenDisk(dir, []uint64{1, 2, 3}); err == nil {
 			d2.Close()
+		}
+	})
+}
+
+// FuzzDecodeState: a snapshot's data from a peer decodes to a state whose
+// invariants hold, or is refused; nothing panics.
+func FuzzDecodeState(f *testing.F) {
+	st := txn.NewState()
+	j := testkit.Job(uuid.NewSHA1(uuid.NameSpaceOID, []byte("j")), "j", "batch")
+	_, ws, err := txn.Evaluate(st, &txn.Txn{Component: "f", Ops: []txn.Op{txn.CreateJob(j),
+		txn.CreateMachine(testkit.Machine(uuid.NewSHA1(uuid.NameSpaceOID, []byte("m")), "m", testkit.Res(1000, 1000)))}}, 1, txn.DefaultLimits())
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, err := EncodeState(st.Apply(ws))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add(b[:len(b)/2])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := DecodeState(b)
+		if err != nil {
+			return
+		}
+		if err := txn.CheckInvariants(st); err != nil {
+			t.Fatalf("a decoded state breaks the invariants: %v", err)
 		}
 	})
 }
