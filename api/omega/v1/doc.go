@@ -14,4 +14,4 @@
 package omegav1
 
 //go:generate protoc -I ../.. --go_out=../.. --go_opt=paths=source_relative omega/v1/cell.proto omega/v1/txn.proto
-//go:generate protoc -I ../.. --go_out=../../.. --go_opt=module=github.com/omega-cell/omega --go-grpc_out=../../.. --go-grpc_opt=module=github.com/omega-cell/omega omega/v1/service.proto
+//go:generate protoc -I ../.. --go_out=../../.. --go_opt=module=github.com/omega-cell/omega --go-grpc_out=../../.. --go-grpc_opt=module=github.com/omega-cell/omega omega/v1/service.proto omega/v1/peer.proto

@@ -1,0 +1,450 @@
+// Package live runs a replica.Node as a server does: one goroutine owns the
+// member (ticks on the wall clock, messages in, commits and reads from the
+// API's handlers), its raft state in a replica.Disk, and its messages go to
+// the other members over gRPC (service omega.v1.Peer), one stream per
+// peer. The decision code is replica's; this is the I/O around it.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/replica"
+	"github.com/omega-cell/omega/txn"
+)
+
+// Config configures a Driver.
+type Config struct {
+	// Member configures the raft member (ID, Peers, ticks, limits).
+	Member replica.Config
+	// Dir is the member's raft directory (replica.Disk).
+	Dir string
+	// Addrs are the peers' gRPC addresses by raft id (this member's own
+	// may be left out).
+	Addrs map[uint64]string
+	// Cluster names the cell: a peer's message naming another is refused.
+	Cluster string
+	// Tick is one raft tick of the wall clock. Default 50 ms; with the
+	// member's default ElectionTick of 10, an election starts 0.5 to 1 s
+	// after the leader was last heard.
+	Tick time.Duration
+	// DialOptions dial the peers (default: plaintext).
+	DialOptions []grpc.DialOption
+	Logger      *slog.Logger
+}
+
+// ErrStopped: the driver stopped before the request was answered.
+var ErrStopped = errors.New("replica stopped")
+
+type commitReq struct {
+	tx    *txn.Txn
+	reply chan commitReply
+}
+
+type commitReply struct {
+	res txn.Result
+	err error
+}
+
+type readReq struct {
+	reply chan *txn.State
+	at    time.Time
+}
+
+type waiting struct {
+	p     *replica.Proposal
+	reply chan commitReply
+}
+
+type waitingRead struct {
+	r     *replica.Read
+	reply chan *txn.State
+	at    time.Time
+}
+
+// Driver runs one member.
+type Driver struct {
+	cfg     Config
+	log     *slog.Logger
+	disk    *replica.Disk
+	node    *replica.Node
+	commits chan commitReq
+	reads   chan readReq
+	inbox   chan *raftpb.Message
+	reports chan func(*replica.Node)
+	stop    chan struct{}
+	done    chan struct{}
+	err     error
+
+	applied atomic.Pointer[txn.State]
+	lead    atomic.Uint64
+
+	sendMu  sync.Mutex
+	senders map[uint64]*sender
+	onApply func(ws *txn.WriteSet)
+}
+
+// Start opens the member's directory and starts it. onApply (optional)
+// is called on the driver's goroutine with every write set applied.
+func Start(cfg Config, onApply func(ws *txn.WriteSet)) (*Driver, error) {
+	if cfg.Tick == 0 {
+		cfg.Tick = 50 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	disk, err := replica.OpenDisk(cfg.Dir, cfg.Member.Peers)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		cfg: cfg, log: cfg.Logger, disk: disk,
+		commits: make(chan commitReq), reads: make(chan readReq), inbox: make(chan *raftpb.Message, 4096),
+		reports: make(chan func(*replica.Node), 1024), stop: make(chan struct{}), done: make(chan struct{}),
+		senders: map[uint64]*sender{}, onApply: onApply,
+	}
+	mc := cfg.Member
+	mc.Disk = disk
+	mc.OnApply = func(ws *txn.WriteSet) {
+		if d.onApply != nil {
+			d.onApply(ws)
+		}
+	}
+	d.node, err = replica.New(mc, disk.Storage())
+	if err != nil {
+		disk.Close()
+		return nil, err
+	}
+	d.applied.Store(d.node.Applied())
+	go d.run()
+	return d, nil
+}
+
+// Stop stops the member (its disk closed, every request waiting answered
+// ErrStopped or ErrOutcomeUnknown) and returns why it stopped if it had
+// failed.
+func (d *Driver) Stop() error {
+	select {
+	case <-d.stop:
+	default:
+		close(d.stop)
+	}
+	<-d.done
+	d.sendMu.Lock()
+	for _, s := range d.senders {
+		s.close()
+	}
+	d.sendMu.Unlock()
+	return errors.Join(d.err, d.disk.Close())
+}
+
+// Applied is the member's applied state.
+func (d *Driver) Applied() *txn.State { return d.applied.Load() }
+
+// Leader is the member this one believes leads (0: none known).
+func (d *Driver) Leader() uint64 { return d.lead.Load() }
+
+// Commit commits tx through this member if it leads (replica's errors
+// otherwise: ErrNotLeader naming the leader, ErrNotReady), returning once
+// its write set is committed and applied.
+func (d *Driver) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
+	req := commitReq{tx: tx, reply: make(chan commitReply, 1)}
+	select {
+	case d.commits <- req:
+	case <-d.done:
+		return txn.Result{}, ErrStopped
+	case <-ctx.Done():
+		return txn.Result{}, ctx.Err()
+	}
+	select {
+	case r := <-req.reply:
+		return r.res, r.err
+	case <-d.done:
+		return txn.Result{}, replica.ErrOutcomeUnknown
+	case <-ctx.Done():
+		return txn.Result{}, fmt.Errorf("%w: %v", replica.ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+// Read returns the state at a linearizable point: after everything
+// committed before the call.
+func (d *Driver) Read(ctx context.Context) (*txn.State, error) {
+	req := readReq{reply: make(chan *txn.State, 1), at: time.Now()}
+	select {
+	case d.reads <- req:
+	case <-d.done:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case st := <-req.reply:
+		return st, nil
+	case <-d.done:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (d *Driver) run() {
+	defer close(d.done)
+	t := time.NewTicker(d.cfg.Tick)
+	defer t.Stop()
+	var props []waiting
+	var reads []waitingRead
+	defer func() {
+		for _, w := range props {
+			w.reply <- commitReply{err: replica.ErrOutcomeUnknown}
+		}
+	}()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+			d.node.Tick()
+		case m := <-d.inbox:
+			_ = d.node.Step(m) // a stale message is raft's to ignore
+		case f := <-d.reports:
+			f(d.node)
+		case req := <-d.commits:
+			p, res, err := d.node.Commit(req.tx)
+			if err != nil || p == nil {
+				req.reply <- commitReply{res: res, err: err}
+			} else {
+				props = append(props, waiting{p: p, reply: req.reply})
+			}
+		case req := <-d.reads:
+			reads = append(reads, waitingRead{r: d.node.ReadIndex(), reply: req.reply, at: req.at})
+		}
+		out, err := d.node.Process()
+		if err != nil {
+			d.err = err
+			d.log.Error("replica stopped", "member", d.cfg.Member.ID, "err", err)
+			return
+		}
+		d.send(out)
+		d.applied.Store(d.node.Applied())
+		lead, _ := d.node.Leader()
+		d.lead.Store(lead)
+		keep := props[:0]
+		for _, w := range props {
+			if !w.p.Done {
+				keep = append(keep, w)
+				continue
+			}
+			if w.p.Err != nil {
+				w.reply <- commitReply{err: w.p.Err}
+			} else {
+				w.reply <- commitReply{res: w.p.Result}
+			}
+		}
+		props = keep
+		keepR := reads[:0]
+		for _, w := range reads {
+			switch {
+			case w.r.Done:
+				w.reply <- w.r.State
+			case time.Since(w.at) > time.Minute: // never confirmed: the caller gave up long ago
+			default:
+				keepR = append(keepR, w)
+			}
+		}
+		reads = keepR
+	}
+}
+
+// send hands each message to its peer's sender.
+func (d *Driver) send(msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		s := d.sender(m.GetTo())
+		if s == nil {
+			continue
+		}
+		s.push(m)
+	}
+}
+
+func (d *Driver) sender(to uint64) *sender {
+	d.sendMu.Lock()
+	defer d.sendMu.Unlock()
+	if s, ok := d.senders[to]; ok {
+		return s
+	}
+	addr, ok := d.cfg.Addrs[to]
+	if !ok {
+		return nil
+	}
+	s := &sender{d: d, to: to, addr: addr, q: make(chan *raftpb.Message, 4096), quit: make(chan struct{})}
+	d.senders[to] = s
+	go s.run()
+	return s
+}
+
+// report hands the member a transport's word (snapshot sent, peer
+// unreachable) on its own goroutine.
+func (d *Driver) report(f func(*replica.Node)) {
+	select {
+	case d.reports <- f:
+	default: // the member is flooded with reports: raft will probe again
+	}
+}
+
+// sender streams one peer's messages.
+type sender struct {
+	d    *Driver
+	to   uint64
+	addr string
+	q    chan *raftpb.Message
+	quit chan struct{}
+	once sync.Once
+}
+
+func (s *sender) push(m *raftpb.Message) {
+	select {
+	case s.q <- m:
+	default: // the peer is slow or away: drop, as a lossy network would
+		s.d.report(func(n *replica.Node) { n.ReportUnreachable(s.to) })
+		if m.GetType() == raftpb.MsgSnap {
+			s.d.report(func(n *replica.Node) { n.ReportSnapshot(s.to, false) })
+		}
+	}
+}
+
+func (s *sender) close() { s.once.Do(func() { close(s.quit) }) }
+
+func (s *sender) run() {
+	opts := s.d.cfg.DialOptions
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-s.quit:
+			return
+		default:
+		}
+		err := s.stream(opts)
+		select {
+		case <-s.quit:
+			return
+		case <-time.After(backoff):
+		}
+		if err != nil {
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
+
+// stream opens a stream to the peer and sends its messages until an error.
+func (s *sender) stream(opts []grpc.DialOption) error {
+	conn, err := grpc.NewClient(s.addr, opts...)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	st, err := cellgrpc.NewPeerClient(conn).Send(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		var m *raftpb.Message
+		select {
+		case m = <-s.q:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		batch := &cellgrpc.PeerMessages{Cluster: s.d.cfg.Cluster, From: s.d.cfg.Member.ID, To: s.to}
+		snaps := 0
+		for {
+			b, err := proto.Marshal(m)
+			if err != nil {
+				return err
+			}
+			batch.Messages = append(batch.Messages, b)
+			if m.GetType() == raftpb.MsgSnap {
+				snaps++
+			}
+			if len(batch.Messages) == 64 {
+				break
+			}
+			select {
+			case m = <-s.q:
+				continue
+			default:
+			}
+			break
+		}
+		err := st.Send(batch)
+		for range snaps {
+			ok := err == nil
+			s.d.report(func(n *replica.Node) { n.ReportSnapshot(s.to, ok) })
+		}
+		if err != nil {
+			s.d.report(func(n *replica.Node) { n.ReportUnreachable(s.to) })
+			return err
+		}
+	}
+}
+
+// PeerServer is the member's end of the peer protocol, to register on the
+// server's gRPC server.
+func (d *Driver) PeerServer() cellgrpc.PeerServer { return peerServer{d: d} }
+
+type peerServer struct {
+	cellgrpc.UnimplementedPeerServer
+	d *Driver
+}
+
+func (p peerServer) Send(st grpc.ClientStreamingServer[cellgrpc.PeerMessages, cellgrpc.PeerAck]) error {
+	for {
+		batch, err := st.Recv()
+		if err != nil {
+			return st.SendAndClose(&cellgrpc.PeerAck{})
+		}
+		if batch.GetCluster() != p.d.cfg.Cluster {
+			return fmt.Errorf("peer: a message of cell %s; this is cell %s", txn.Quote(batch.GetCluster()), txn.Quote(p.d.cfg.Cluster))
+		}
+		if batch.GetTo() != p.d.cfg.Member.ID {
+			return fmt.Errorf("peer: a message for member %d; this is member %d", batch.GetTo(), p.d.cfg.Member.ID)
+		}
+		for _, b := range batch.GetMessages() {
+			m := &raftpb.Message{}
+			if err := proto.Unmarshal(b, m); err != nil {
+				return fmt.Errorf("peer: a message from member %d: %v", batch.GetFrom(), err)
+			}
+			if m.GetFrom() != batch.GetFrom() || m.GetTo() != p.d.cfg.Member.ID {
+				return fmt.Errorf("peer: member %d sent a message from %d to %d", batch.GetFrom(), m.GetFrom(), m.GetTo())
+			}
+			select {
+			case p.d.inbox <- m:
+			case <-p.d.done:
+				return ErrStopped
+			case <-st.Context().Done():
+				return st.Context().Err()
+			}
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/replica"
+	"github.com/omega-cell/omega/txn"
+)
+
+type member struct {
+	id   uint64
+	dir  string
+	lis  net.Listener
+	srv  *grpc.Server
+	drv  *Driver
+	addr string
+}
+
+type cell struct {
+	t       *testing.T
+	members []*member
+	addrs   map[uint64]string
+}
+
+func newCell(t *testing.T, n int) *cell {
+	c := &cell{t: t, addrs: map[uint64]string{}}
+	for i := range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &member{id: uint64(i + 1), dir: t.TempDir(), lis: lis, addr: lis.Addr().String()}
+		c.addrs[m.id] = m.addr
+		c.members = append(c.members, m)
+	}
+	for _, m := range c.members {
+		c.start(m)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.stop(m)
+		}
+	})
+	return c
+}
+
+func (c *cell) start(m *member) {
+	var peers []uint64
+	for _, o := range c.members {
+		peers = append(peers, o.id)
+	}
+	if m.lis == nil {
+		lis, err := net.Listen("tcp", m.addr)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		m.lis = lis
+	}
+	drv, err := Start(Config{Member: replica.Config{ID: m.id, Peers: peers}, Dir: m.dir, Addrs: c.addrs, Cluster: "test",
+		Tick: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m.drv = drv
+	m.srv = grpc.NewServer()
+	cellgrpc.RegisterPeerServer(m.srv, drv.PeerServer())
+	go m.srv.Serve(m.lis)
+}
+
+func (c *cell) stop(m *member) {
+	if m.drv == nil {
+		return
+	}
+	m.srv.Stop()
+	if err := m.drv.Stop(); err != nil {
+		c.t.Errorf("member %d: %v", m.id, err)
+	}
+	m.drv, m.srv, m.lis = nil, nil, nil
+}
+
+// commit commits tx through whichever member leads, polling until one
+// does (at most within).
+func (c *cell) commit(tx *txn.Txn, within time.Duration) (txn.Result, *member) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, m := range c.members {
+			if m.drv == nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			res, err := m.drv.Commit(ctx, tx)
+			cancel()
+			if err == nil {
+				return res, m
+			}
+			if !errors.Is(err, replica.ErrNotLeader) && !errors.Is(err, replica.ErrNotReady) && !errors.Is(err, replica.ErrOutcomeUnknown) {
+				c.t.Fatalf("commit through member %d: %v", m.id, err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling for a leader with a deadline
+	}
+	c.t.Fatalf("no member committed within %v", within)
+	return txn.Result{}, nil
+}
+
+func job(i int) txn.Op {
+	return txn.CreateJob(testkit.Job(uuid.NewSHA1(uuid.NameSpaceOID, []byte(strconv.Itoa(i))), fmt.Sprintf("j%d", i), "batch"))
+}
+
+// TestThreeMembersOverGRPC: three members on loopback elect a leader and
+// commit through it; the leader stopped, the other two elect another and
+// go on; the stopped one, started again from its directory, catches up;
+// every member then holds the same cell, every acknowledged job in it,
+// and a linearizable read on a follower sees the last commit.
+func TestThreeMembersOverGRPC(t *testing.T) {
+	c := newCell(t, 3)
+	var revs []uint64
+	var leader *member
+	for i := range 20 {
+		res, m := c.commit(&txn.Txn{Component: "test", Ops: []txn.Op{job(i)}}, 10*time.Second)
+		revs, leader = append(revs, res.Revision), m
+	}
+	start := time.Now()
+	c.stop(leader)
+	_, next := c.commit(&txn.Txn{Component: "test", Ops: []txn.Op{job(20)}}, 10*time.Second)
+	t.Logf("leader %d stopped; member %d committed %v later", leader.id, next.id, time.Since(start).Round(time.Millisecond))
+	if next == leader {
+		t.Fatal("the stopped leader committed")
+	}
+	for i := 21; i < 40; i++ {
+		c.commit(&txn.Txn{Component: "test", Ops: []txn.Op{job(i)}}, 10*time.Second)
+	}
+	c.start(leader)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var rev []uint64
+		for _, m := range c.members {
+			rev = append(rev, m.drv.Applied().Revision())
+		}
+		if rev[0] == rev[1] && rev[1] == rev[2] && rev[0] >= 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the members did not converge: revisions %v", rev)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+	want := c.members[0].drv.Applied()
+	for _, m := range c.members[1:] {
+		if err := testkit.DiffStates(want, m.drv.Applied(), testkit.Compare{IgnoreSeq: true}); err != nil {
+			t.Fatalf("member %d differs: %v", m.id, err)
+		}
+	}
+	if want.NumJobs() != 40 {
+		t.Fatalf("%d jobs, want 40", want.NumJobs())
+	}
+	var follower *member
+	for _, m := range c.members {
+		if m.drv.Leader() != m.id {
+			follower = m
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := follower.drv.Read(ctx)
+	if err != nil || st.NumJobs() != 40 {
+		t.Fatalf("a read on follower %d: %v", follower.id, err)
+	}
+}
+
+// A peer's stream from another cell, or for another member, is refused.
+func TestPeerRefusesStrangers(t *testing.T) {
+	c := newCell(t, 1)
+	m := c.members[0]
+	conn, err := grpcDial(m.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, tc := range []struct {
+		msg  *cellgrpc.PeerMessages
+		want string
+	}{
+		{&cellgrpc.PeerMessages{Cluster: "other", From: 2, To: 1}, `a message of cell "other"; this is cell "test"`},
+		{&cellgrpc.PeerMessages{Cluster: "test", From: 2, To: 7}, "a message for member 7; this is member 1"},
+		{&cellgrpc.PeerMessages{Cluster: "test", From: 2, To: 1, Messages: [][]byte{{0xff, 0xff}}}, "a message from member 2"},
+	} {
+		st, err := cellgrpc.NewPeerClient(conn).Send(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Send(tc.msg)
+		_, err = st.CloseAndRecv()
+		if err == nil || !contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.msg, err, tc.want)
+		}
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func grpcDial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
