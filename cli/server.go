@@ -7,16 +7,20 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/omega-cell/omega/server"
+	"github.com/omega-cell/omega/txn"
 )
 
 func newServerCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
 	var gf gossipFlags
+	var peers string
 	cmd := &cobra.Command{
 		Use:   "server --data DIR [--listen ADDR] [--http ADDR]",
 		Short: "Serve a cell's state store over gRPC",
@@ -71,6 +75,15 @@ must present a certificate that CA signed.`,
 			}()
 			cfg.StopNow = now
 			cfg.GossipProfile, cfg.GossipKeyFile = gf.profile, gf.keyFile
+			if peers != "" {
+				p, err := parsePeers(peers)
+				if err != nil {
+					return err
+				}
+				cfg.Peers = p
+			} else if cfg.Member != 0 {
+				return errors.New("--member: needs --peers")
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			return flagError(server.Run(ctx, cfg))
 		},
@@ -90,7 +103,30 @@ must present a certificate that CA signed.`,
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "with --tls-cert: its key")
 	f.StringVar(&cfg.TLSCA, "tls-ca", "", "with --tls-cert: require client certificates signed by this CA")
+	f.StringVar(&peers, "peers", "", "a replicated cell's members, ID=ADDR,... (each member's --listen, this one's included): the store becomes a raft member (experimental: an open cell on a trusted network)")
+	f.Uint64Var(&cfg.Member, "member", 0, "with --peers: this server's id among them")
+	f.StringVar(&cfg.Cluster, "cluster", "omega", "with --peers: the cell's name, the same on every member (a message from another cell is refused)")
 	return cmd
+}
+
+// parsePeers reads --peers: ID=ADDR,... with distinct ids above 0.
+func parsePeers(s string) (map[uint64]string, error) {
+	out := map[uint64]string{}
+	for _, kv := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		n, err := strconv.ParseUint(id, 10, 64)
+		switch {
+		case !ok || addr == "":
+			return nil, fmt.Errorf("--peers %s: want ID=ADDR", txn.Quote(kv))
+		case err != nil || n == 0:
+			return nil, fmt.Errorf("--peers %s: the id is not a number above 0", txn.Quote(kv))
+		}
+		if _, dup := out[n]; dup {
+			return nil, fmt.Errorf("--peers: member %d given twice", n)
+		}
+		out[n] = addr
+	}
+	return out, nil
 }
 
 // serverFlags names the flag of each server.Config field.
@@ -99,6 +135,7 @@ var serverFlags = map[string]string{
 	"GossipProfile": "--gossip-profile", "GossipKeyFile": "--gossip-key-file", "Gossip": "--gossip",
 	"AgentGrace": "--agent-grace", "SchedulerGrace": "--scheduler-grace", "Retention": "--retention", "ExpireEvery": "--expire-every",
 	"TokensFile": "--tokens", "TLSCert": "--tls-cert", "TLSKey": "--tls-key", "TLSCA": "--tls-ca",
+	"Peers": "--peers", "Member": "--member",
 }
 
 // flagError says a refused server.Config by its flag.

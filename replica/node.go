@@ -96,6 +96,9 @@ type Config struct {
 	// in revision order (a store publishing to its watchers; a test
 	// checking that no acknowledged commit was lost).
 	OnApply func(ws *txn.WriteSet)
+	// OnRestore, if set, is called when the member takes a whole state
+	// from a snapshot sent to it (what OnApply handed before is replaced).
+	OnRestore func(st *txn.State)
 }
 
 // Persister makes raft's state durable (Disk).
@@ -458,6 +461,9 @@ func (n *Node) restore(snap *raftpb.Snapshot) error {
 	}
 	n.applied, n.appliedIndex = st, snap.GetMetadata().GetIndex()
 	n.snapIndex, n.conf = snap.GetMetadata().GetIndex(), snap.GetMetadata().GetConfState()
+	if n.cfg.OnRestore != nil {
+		n.cfg.OnRestore(st)
+	}
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -16,11 +18,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
 	"github.com/omega-cell/omega/jobs"
 	"github.com/omega-cell/omega/membership"
+	"github.com/omega-cell/omega/replica"
+	replicalive "github.com/omega-cell/omega/replica/live"
 	"github.com/omega-cell/omega/store"
+	"github.com/omega-cell/omega/txn"
 )
 
 // Config is how Run serves a cell: `omega server`'s flags, as a plain
@@ -89,6 +95,20 @@ type Config struct {
 	// TLSCert and TLSKey, together, serve the API over TLS; TLSCA, with
 	// them, requires client certificates it signed. Default "": plaintext.
 	TLSCert, TLSKey, TLSCA string
+	// Member and Peers make this server one member of a replicated cell
+	// (replica, issue 31): Member its raft id, Peers every member's
+	// address (this one's --listen included) by id; the members talk raft
+	// over the same gRPC port as the cell API (service omega.v1.Peer), a
+	// commit sent to a follower is forwarded to the leader, and the
+	// store's durable log is raft's, in DataDir/raft. Empty: a single
+	// server. Still to come: tokens and TLS between members (refused with
+	// Peers for now), the singleton duties on the leader only (every
+	// member runs the job controller and retention; their writes carry
+	// version preconditions, so duplicates conflict and change nothing),
+	// linearizable List and Get (a member answers from what it applied).
+	Member  uint64
+	Peers   map[uint64]string
+	Cluster string
 	// Logger receives the server's log. Nil: slog.Default().
 	Logger *slog.Logger
 	// Ready, if set, is called once, when every listener is bound and the
@@ -232,12 +252,34 @@ func Run(ctx context.Context, c Config) error {
 	opts.Logger = log
 	opts.Retention = c.Retention
 	opts.JobsManaged = true // the server runs the job controller (below)
+	var rep *lateReplicator
+	if len(c.Peers) > 0 {
+		if c.TokensFile != "" || c.TLSCert != "" {
+			return &ConfigError{Field: "Peers", Why: "a replicated cell does not take tokens or TLS yet (the members' own role and TLS come next): run it on a network you trust"}
+		}
+		rep = &lateReplicator{}
+		opts.Durability, opts.Dir, opts.Replicator = store.DurabilityNone, "", rep
+	}
 	st, err := store.Open(opts)
 	if err != nil {
 		return fmt.Errorf("open the store in %s: %w", c.DataDir, err)
 	}
+	var member *replicalive.Driver
+	if rep != nil {
+		member, err = startMember(c, st, log)
+		if err != nil {
+			st.Close()
+			return err
+		}
+		rep.f = member.Forwarder()
+	}
 	closeStore := func() error {
-		if err := st.Close(); err != nil {
+		var merr error
+		if member != nil {
+			rep.f.Close()
+			merr = member.Stop()
+		}
+		if err := errors.Join(merr, st.Close()); err != nil {
 			return fmt.Errorf("close the store: %w", err)
 		}
 		return nil
@@ -255,6 +297,9 @@ func Run(ctx context.Context, c Config) error {
 	svc.Metrics = NewMetrics(reg, st)
 	g := grpc.NewServer(gopts...)
 	svc.Register(g)
+	if member != nil {
+		cellgrpc.RegisterPeerServer(g, member.PeerServer())
+	}
 
 	var web *http.Server
 	if c.HTTP != "" {
@@ -274,6 +319,10 @@ func Run(ctx context.Context, c Config) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
+			if member != nil {
+				fmt.Fprintf(w, "ok revision %d member %d leader %d\n", st.Revision(), c.Member, member.Leader())
+				return
+			}
 			fmt.Fprintf(w, "ok revision %d\n", st.Revision())
 		})
 		web = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -457,4 +506,37 @@ func every(d time.Duration, stop <-chan struct{}, done chan<- struct{}, f func(n
 			f(now)
 		}
 	}
+}
+
+// lateReplicator is the store's Replicator before the member that commits
+// exists (the member's hooks need the store first).
+type lateReplicator struct{ f *replicalive.Forwarder }
+
+func (l *lateReplicator) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
+	return l.f.Commit(ctx, tx)
+}
+
+// startMember starts this server's raft member over st (Config.Peers).
+func startMember(c Config, st *store.Store, log *slog.Logger) (*replicalive.Driver, error) {
+	var peers []uint64
+	for id := range c.Peers {
+		peers = append(peers, id)
+	}
+	slices.Sort(peers)
+	if _, ok := c.Peers[c.Member]; !ok || c.Member == 0 {
+		return nil, &ConfigError{Field: "Member", Why: fmt.Sprintf("%d is not among the peers' ids %v", c.Member, peers)}
+	}
+	cluster := c.Cluster
+	if cluster == "" {
+		cluster = "omega"
+	}
+	drv, err := replicalive.Start(replicalive.Config{
+		Member: replica.Config{ID: c.Member, Peers: peers}, Dir: filepath.Join(c.DataDir, "raft"),
+		Addrs: c.Peers, Cluster: cluster, Logger: log,
+	}, replicalive.Hooks{OnApply: st.Install, OnRestore: st.Reset})
+	if err != nil {
+		return nil, fmt.Errorf("start raft member %d in %s: %w", c.Member, c.DataDir, err)
+	}
+	log.Info("raft member", "id", c.Member, "peers", c.Peers, "cluster", cluster)
+	return drv, nil
 }

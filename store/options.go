@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,6 +106,13 @@ type Options struct {
 	CheckInvariants bool
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Replicator, if set, makes this store one member's copy of a
+	// replicated cell (replica): Commit (and Expire's deletions) go to the
+	// Replicator, which answers once the write set is committed by a
+	// majority and applied, and the member installs every committed write
+	// set (Install) before it answers. The store evaluates nothing itself
+	// and keeps no log (DurabilityNone): raft's log is the durable one.
+	Replicator Replicator
 
 	// checkpointInline makes the syncer write each checkpoint itself, when
 	// it is due, instead of waking the checkpointer: tests that need
@@ -129,6 +137,9 @@ func DefaultOptions(dir string) Options {
 
 // Validate reports the first invalid field.
 func (o *Options) Validate() error {
+	if o.Replicator != nil && o.Durability != DurabilityNone {
+		return fmt.Errorf("store options: a replicated store (Replicator) keeps no log of its own: want DurabilityNone")
+	}
 	switch o.Durability {
 	case DurabilitySync:
 		if o.Dir == "" {
@@ -199,4 +210,10 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 }
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
+}
+
+// Replicator commits a transaction in a replicated cell (replica/live's
+// driver, forwarding to the leader when it is not one).
+type Replicator interface {
+	Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error)
 }

@@ -252,7 +252,38 @@ func (s *Store) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
 	if tx == nil {
 		return txn.Result{}, fmt.Errorf("%w: nil transaction", txn.ErrInvalid)
 	}
+	if s.opts.Replicator != nil {
+		return s.opts.Replicator.Commit(ctx, tx)
+	}
 	return s.commit(ctx, func(*txn.State) *txn.Txn { return tx })
+}
+
+// Install publishes a write set a replicated cell committed, with the
+// state it makes (the member's applied state: st is ws applied to the
+// store's newest), to Snapshot, watchers and retention, as a commit of
+// the store's own would be. The member calls it in revision order, before
+// it answers the commit.
+func (s *Store) Install(ws *txn.WriteSet, st *txn.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.head = st
+	s.expiry.note(ws)
+	s.publishLocked(ws, st)
+}
+
+// Reset replaces the whole state (a replicated member restored from a
+// snapshot): watchers behind it re-list.
+func (s *Store) Reset(st *txn.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.head, s.published = st, st
+	s.hist = history{base: st.Revision()}
+	s.expiry.rebuild(st)
+	close(s.pubCh)
+	s.pubCh = make(chan struct{})
 }
 
 // commit is Commit with the transaction built under the commit lock from the
@@ -266,6 +297,14 @@ func (s *Store) commit(ctx context.Context, build func(head *txn.State) *txn.Txn
 		err := s.err
 		s.mu.Unlock()
 		return txn.Result{}, err
+	}
+	if s.opts.Replicator != nil {
+		tx := build(s.published)
+		s.mu.Unlock()
+		if tx == nil {
+			return txn.Result{}, nil
+		}
+		return s.opts.Replicator.Commit(ctx, tx)
 	}
 	tx := build(s.head)
 	if tx == nil {

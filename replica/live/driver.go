@@ -33,6 +33,10 @@ type Config struct {
 	// Addrs are the peers' gRPC addresses by raft id (this member's own
 	// may be left out).
 	Addrs map[uint64]string
+	// APIAddrs are the members' cell API addresses by raft id, where a
+	// follower forwards commits (Forwarder); by default Addrs (the peer
+	// service served beside the API).
+	APIAddrs map[uint64]string
 	// Cluster names the cell: a peer's message naming another is refused.
 	Cluster string
 	// Tick is one raft tick of the wall clock. Default 50 ms; with the
@@ -92,17 +96,29 @@ type Driver struct {
 
 	sendMu  sync.Mutex
 	senders map[uint64]*sender
-	onApply func(ws *txn.WriteSet)
+	hooks   Hooks
 }
 
-// Start opens the member's directory and starts it. onApply (optional)
-// is called on the driver's goroutine with every write set applied.
-func Start(cfg Config, onApply func(ws *txn.WriteSet)) (*Driver, error) {
+// Hooks are told what the member applies, on the driver's goroutine (a
+// store publishing to its watchers): OnApply each committed write set with
+// the state it makes, in revision order, before the commit is answered;
+// OnRestore a whole state — the member's at Start, and one a snapshot sent
+// to it replaces everything with.
+type Hooks struct {
+	OnApply   func(ws *txn.WriteSet, st *txn.State)
+	OnRestore func(st *txn.State)
+}
+
+// Start opens the member's directory and starts it.
+func Start(cfg Config, hooks Hooks) (*Driver, error) {
 	if cfg.Tick == 0 {
 		cfg.Tick = 50 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.APIAddrs == nil {
+		cfg.APIAddrs = cfg.Addrs
 	}
 	disk, err := replica.OpenDisk(cfg.Dir, cfg.Member.Peers)
 	if err != nil {
@@ -112,21 +128,25 @@ func Start(cfg Config, onApply func(ws *txn.WriteSet)) (*Driver, error) {
 		cfg: cfg, log: cfg.Logger, disk: disk,
 		commits: make(chan commitReq), reads: make(chan readReq), inbox: make(chan *raftpb.Message, 4096),
 		reports: make(chan func(*replica.Node), 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		senders: map[uint64]*sender{}, onApply: onApply,
+		senders: map[uint64]*sender{}, hooks: hooks,
 	}
 	mc := cfg.Member
 	mc.Disk = disk
 	mc.OnApply = func(ws *txn.WriteSet) {
-		if d.onApply != nil {
-			d.onApply(ws)
+		if d.hooks.OnApply != nil {
+			d.hooks.OnApply(ws, d.node.Applied())
 		}
 	}
+	mc.OnRestore = hooks.OnRestore
 	d.node, err = replica.New(mc, disk.Storage())
 	if err != nil {
 		disk.Close()
 		return nil, err
 	}
 	d.applied.Store(d.node.Applied())
+	if hooks.OnRestore != nil {
+		hooks.OnRestore(d.node.Applied())
+	}
 	go d.run()
 	return d, nil
 }

@@ -71,7 +71,7 @@ func (c *cell) start(m *member) {
 		m.lis = lis
 	}
 	drv, err := Start(Config{Member: replica.Config{ID: m.id, Peers: peers}, Dir: m.dir, Addrs: c.addrs, Cluster: "test",
-		Tick: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, nil)
+		Tick: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, Hooks{})
 	if err != nil {
 		c.t.Fatal(err)
 	}

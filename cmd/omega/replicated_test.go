@@ -1,0 +1,110 @@
+package main_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// health reads a server's /healthz: "ok revision R member M leader L".
+func health(addr string) (rev, member, leader uint64, ok bool) {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + addr + "/healthz")
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n, _ := fmt.Sscanf(string(b), "ok revision %d member %d leader %d", &rev, &member, &leader)
+	return rev, member, leader, n == 3
+}
+
+// TestReplicatedServers: three `omega server --peers` on loopback elect a
+// leader; a job submitted to any of them is committed (a follower forwards
+// it); SIGKILL of the leader, and the other two commit again (the time
+// from the kill to the first commit acknowledged is logged); the killed
+// one, started again on its directory, catches up to the same revision.
+func TestReplicatedServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	ports := []string{freePort(t), freePort(t), freePort(t)}
+	var peers []string
+	for i, p := range ports {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, p))
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	start := func(i int) *serverProc {
+		return startServerAt(t, dirs[i], ports[i], "--peers", strings.Join(peers, ","), "--member", fmt.Sprint(i+1))
+	}
+	srv := []*serverProc{start(0), start(1), start(2)}
+	leaderOf := func(within time.Duration, skip int) int {
+		deadline := time.Now().Add(within)
+		for time.Now().Before(deadline) {
+			for i, s := range srv {
+				if i == skip {
+					continue
+				}
+				if _, m, l, ok := health(s.http); ok && l != 0 && m == l {
+					return i
+				}
+			}
+			time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+		}
+		t.Fatalf("no leader within %v", within)
+		return -1
+	}
+	lead := leaderOf(30*time.Second, -1)
+	job := filepath.Join(t.TempDir(), "j.yaml")
+	submit := func(i int, name string) error {
+		os.WriteFile(job, []byte("meta: {name: "+name+"}\nspec:\n  kind: batch\n  template:\n    resources: {cpu: 100m, memory: 1Mi}\n    command: {path: /bin/true}\n"), 0o644)
+		_, errs, err := run(t, "", "submit", "-f", job, "--server", srv[i].grpc)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, errs)
+		}
+		return nil
+	}
+	for i := range srv {
+		if err := submit(i, fmt.Sprintf("through-%d", i)); err != nil {
+			t.Fatalf("submit through server %d (leader %d): %v", i+1, lead+1, err)
+		}
+	}
+	srv[lead].cmd.Process.Signal(syscall.SIGKILL)
+	killed := time.Now()
+	other := (lead + 1) % 3
+	for n := 0; ; n++ {
+		if err := submit(other, fmt.Sprintf("after-%d", n)); err == nil {
+			break
+		}
+		if time.Since(killed) > 30*time.Second {
+			t.Fatalf("no commit within 30 s of the leader's SIGKILL:\n%s", srv[other].log())
+		}
+	}
+	t.Logf("SIGKILL of the leader (server %d) to a commit acknowledged through server %d: %v", lead+1, other+1, time.Since(killed).Round(time.Millisecond))
+	srv[lead] = start(lead)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var revs []uint64
+		for _, s := range srv {
+			r, _, _, _ := health(s.http)
+			revs = append(revs, r)
+		}
+		if revs[0] == revs[1] && revs[1] == revs[2] && revs[0] >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the servers did not converge: revisions %v", revs)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+	out, _, err := run(t, "", "get", "jobs", "--server", srv[lead].grpc)
+	if err != nil || !strings.Contains(out, "through-0") || !strings.Contains(out, "after-") {
+		t.Fatalf("get jobs on the restarted server: %v\n%s", err, out)
+	}
+}
