@@ -89,9 +89,14 @@ var mayImport = map[string][]string{
 	"api/omega/v1/cellgrpc": {"api/omega/v1"},
 	// The gRPC transport: live code, linking gRPC but never the store.
 	"client/remote": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "client/transport", "client/transport/grpcerr", "client/transport/rawgrpc"},
+	// The replicated member: the store's txn code under raft's log (decision
+	// code), and its live driver with the peer transport and the forwarding
+	// of commits to the leader's API.
+	"replica":      {"api/omega/v1", "txn"},
+	"replica/live": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "replica", "client/remote", "client/transport"},
 	// The store served over gRPC.
 	// (Run assembles it with the job controller, an in-process client.)
-	"server": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "store", "labels", "agents", "client", "client/transport", "client/inproc", "client/transport/grpcerr", "client/transport/rawgrpc", "jobs", "membership"},
+	"server": {"api/omega/v1", "api/omega/v1/cellgrpc", "txn", "store", "labels", "agents", "client", "client/transport", "client/inproc", "client/transport/grpcerr", "client/transport/rawgrpc", "jobs", "membership", "replica", "replica/live"},
 }
 
 // remoteOnly are the packages a scheduler or agent binary that talks to a

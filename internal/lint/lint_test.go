@@ -27,7 +27,7 @@ import (
 // the live cell — waits only through an injected client.Clock and context
 // deadlines, and where it must own goroutines it is listed in notDecision
 // with the reason. A folder that does not exist yet is skipped.
-var decisionPackages = []string{"txn", "client", "schedulers", "agents", "jobs", "bench/vtime"}
+var decisionPackages = []string{"txn", "client", "schedulers", "agents", "jobs", "bench/vtime", "replica"}
 
 // notDecision are folders below decisionPackages that are not decision
 // code, and why.
@@ -41,6 +41,9 @@ var notDecision = map[string]string{
 	// The process executor waits on each task's supervisor on a goroutine
 	// of its own and times the grace of a kill.
 	"agents/process": "live code: the process executor",
+	// A raft member as a server runs it: the wall clock's ticks, a goroutine
+	// owning the member, one streaming to each peer.
+	"replica/live": "live code: the replicated member's driver and peer transport",
 }
 
 // forbiddenTime lists the package time functions that read the wall clock

@@ -39,7 +39,9 @@ const ForwardWait = 5 * time.Second
 
 // Forwarder returns the member's committer for its store
 // (store.Options.Replicator).
-func (d *Driver) Forwarder() *Forwarder { return &Forwarder{d: d, conns: map[uint64]*remote.Transport{}} }
+func (d *Driver) Forwarder() *Forwarder {
+	return &Forwarder{d: d, conns: map[uint64]*remote.Transport{}}
+}
 
 // Commit commits tx in the cell.
 func (f *Forwarder) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
