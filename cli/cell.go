@@ -104,7 +104,7 @@ func newGetCmd() *cobra.Command {
 	var selector, output string
 	var cf cellFlags
 	cmd := &cobra.Command{
-		Use:   "get machines|jobs|tasks|schedulers|leases [NAME] [-l SELECTOR] [-o table|wide|json|yaml]",
+		Use:   "get machines|jobs|tasks|schedulers|leases [NAME] [-l SELECTOR] [-o table|wide|json|yaml|name]",
 		Short: "List a cell's machines, jobs, tasks or schedulers",
 		Long: `Lists the objects of a kind from the cell's server, filtered there by a label
 selector (-l, Kubernetes syntax: k=v,k!=v,k in (a,b)). NAME picks one object by
@@ -130,9 +130,9 @@ leases lists every lease.`,
 				return fmt.Errorf("%s: want machines, jobs, tasks, schedulers or leases", txn.Quote(args[0]))
 			}
 			switch output {
-			case "table", "wide", "json", "yaml":
+			case "table", "wide", "json", "yaml", "name":
 			default:
-				return fmt.Errorf("-o %q: want table, wide, json or yaml", output)
+				return fmt.Errorf("-o %s: want table, wide, json, yaml or name", txn.Quote(output))
 			}
 			if _, err := labels.Parse(selector); err != nil {
 				return fmt.Errorf("-l: %w", err)
@@ -169,7 +169,7 @@ leases lists every lease.`,
 	}
 	cf.register(cmd.Flags())
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json or yaml")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json, yaml or name")
 	return cmd
 }
 
@@ -330,6 +330,17 @@ func printListing(w io.Writer, l *remote.Listing, kind omegav1.ObjectKind, outpu
 		for _, x := range l.Tasks {
 			items = append(items, x)
 		}
+	}
+	if output == "name" { // kubectl's: kind/name a line, for scripts
+		kinds := map[omegav1.ObjectKind]string{omegav1.ObjectKind_OBJECT_KIND_MACHINE: "machine", omegav1.ObjectKind_OBJECT_KIND_JOB: "job",
+			omegav1.ObjectKind_OBJECT_KIND_TASK: "task", omegav1.ObjectKind_OBJECT_KIND_LEASE: "lease"}
+		var b strings.Builder
+		for _, it := range items {
+			meta := it.ProtoReflect().Get(it.ProtoReflect().Descriptor().Fields().ByName("meta")).Message().Interface().(*omegav1.ObjectMeta)
+			fmt.Fprintf(&b, "%s/%s\n", kinds[kind], meta.GetName())
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
 	}
 	if output == "json" || output == "yaml" {
 		var parts []string

@@ -1,0 +1,160 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/omega-cell/omega/client/remote"
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/txn"
+)
+
+// TestReplicatedLeaderKills: three `omega server --peers` under four
+// clients committing jobs through every server; the leader is SIGKILLed
+// ten times (started again after each new leader commits). From each kill
+// to the first commit acknowledged after it is the failover time (logged,
+// with the median and the longest); in the end every job any client had
+// acknowledged is in every server's cell (none lost).
+func TestReplicatedLeaderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	kills := 10
+	ports := []string{freePort(t), freePort(t), freePort(t)}
+	var peers []string
+	for i, p := range ports {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, p))
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	start := func(i int) *serverProc {
+		return startServerAt(t, dirs[i], ports[i], "--peers", strings.Join(peers, ","), "--member", fmt.Sprint(i+1))
+	}
+	var mu sync.Mutex
+	srv := []*serverProc{start(0), start(1), start(2)}
+	var acked []string
+	// firstAfter: the first acknowledgement of a commit that started after
+	// the kill (zero until one).
+	var killedAt, firstAfter time.Time
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Add(1)
+		go func() { // a client: commits a job at a time through a server of its turn
+			defer wg.Done()
+			trs := make([]*remote.Transport, 3)
+			for i, p := range ports {
+				tr, err := remote.Dial(p)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer tr.Close()
+				trs[i] = tr
+			}
+			for n := 0; ctx.Err() == nil; n++ {
+				name := fmt.Sprintf("c%d-%d", c, n)
+				tx := &txn.Txn{Component: fmt.Sprintf("client-%d", c), Ops: []txn.Op{txn.CreateJob(testkit.Job(uuid.New(), name, "batch"))}}
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				began := time.Now()
+				_, err := trs[n%3].Commit(cctx, tx)
+				cancel()
+				if err == nil {
+					now := time.Now()
+					mu.Lock()
+					acked = append(acked, name)
+					if !killedAt.IsZero() && began.After(killedAt) && firstAfter.IsZero() {
+						firstAfter = now
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	leaderOf := func(skip int) int {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			for i, s := range srv {
+				if i == skip {
+					continue
+				}
+				if _, m, l, ok := health(s.http); ok && l != 0 && m == l {
+					return i
+				}
+			}
+			time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+		}
+		t.Fatal("no leader within 30 s")
+		return -1
+	}
+	var took []time.Duration
+	for k := range kills {
+		lead := leaderOf(-1)
+		// Let commits flow, then kill the leader.
+		mu.Lock()
+		before := len(acked)
+		mu.Unlock()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			mu.Lock()
+			n := len(acked)
+			mu.Unlock()
+			if n >= before+20 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+		}
+		mu.Lock()
+		srv[lead].cmd.Process.Signal(syscall.SIGKILL)
+		killed := time.Now()
+		killedAt, firstAfter = killed, time.Time{}
+		mu.Unlock()
+		for {
+			mu.Lock()
+			after := !firstAfter.IsZero()
+			mu.Unlock()
+			if after {
+				break
+			}
+			if time.Since(killed) > 30*time.Second {
+				t.Fatalf("kill %d: no commit within 30 s", k+1)
+			}
+			time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+		}
+		mu.Lock()
+		took = append(took, firstAfter.Sub(killed))
+		mu.Unlock()
+		srv[lead] = start(lead)
+	}
+	stop()
+	wg.Wait()
+	slices.Sort(took)
+	t.Logf("%d leader kills, SIGKILL to the first commit begun after it acknowledged: median %v, max %v (all %v); %d commits acknowledged",
+		kills, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), took, len(acked))
+	// Every acknowledged job in every server's cell.
+	deadline := time.Now().Add(30 * time.Second)
+	for i, s := range srv {
+		for {
+			out, _, err := run(t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
+			missing := 0
+			for _, name := range acked {
+				if !strings.Contains(out, "job/"+name+"\n") {
+					missing++
+				}
+			}
+			if err == nil && missing == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("server %d lacks %d of the %d acknowledged jobs: %v", i+1, missing, len(acked), err)
+			}
+			time.Sleep(100 * time.Millisecond) // polling a condition with a deadline
+		}
+	}
+}
