@@ -92,7 +92,7 @@ the table (or, with --json, one JSON object) to stdout.`,
 			p.dir("--out", out)
 			switch cfg.Transport {
 			case storebench.TransportInProc, storebench.TransportCopy:
-			case storebench.TransportGRPC:
+			case storebench.TransportGRPC, storebench.TransportReplicated:
 				if cfg.Durability != store.DurabilitySync {
 					p.add("--transport", strconv.Quote(cfg.Transport), "a server always syncs: use --durability sync")
 				}
@@ -105,7 +105,7 @@ the table (or, with --json, one JSON object) to stdout.`,
 				}
 				cfg.ServerBinary = bin
 			default:
-				p.add("--transport", strconv.Quote(cfg.Transport), "want inproc, copy or grpc")
+				p.add("--transport", strconv.Quote(cfg.Transport), "want inproc, copy, grpc or replicated")
 			}
 			if len(p) > 0 {
 				return p.err()
@@ -153,7 +153,7 @@ the table (or, with --json, one JSON object) to stdout.`,
 	f.StringVar(&durability, "durability", "sync", "store durability: sync, or none (in memory: isolates the store's CPU cost)")
 	f.StringVar(&policy, "policy", "raw", "the store's policy: raw (Omega's: the state as the clients write it) or mediated (the store validates every operation, as Kubernetes' API server)")
 	f.StringVar(&cfg.ServerCPUProfile, "server-cpuprofile", "", "with --transport grpc: the server process writes its CPU profile (pprof) here")
-	f.StringVar(&cfg.Transport, "transport", storebench.TransportInProc, "how the committers reach the store: inproc (sharing its snapshots), copy (in-process, each client keeping its own copy from the watch, as a remote one must), or grpc (the store in an `omega server` process of its own, over loopback)")
+	f.StringVar(&cfg.Transport, "transport", storebench.TransportInProc, "how the committers reach the store: inproc (sharing its snapshots), copy (in-process, each client keeping its own copy from the watch, as a remote one must), grpc (the store in an `omega server` process of its own, over loopback), or replicated (three `omega server --peers` on loopback, the committers to the leader)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&out, "out", "", "also write store.json into this directory (created only once there is a report)")
 	return cmd

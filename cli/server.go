@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -105,6 +106,7 @@ must present a certificate that CA signed.`,
 	f.StringVar(&cfg.TLSCA, "tls-ca", "", "with --tls-cert: require client certificates signed by this CA")
 	f.StringVar(&peers, "peers", "", "a replicated cell's members, ID=ADDR,... (each member's --listen, this one's included): the store becomes a raft member (experimental: an open cell on a trusted network)")
 	f.Uint64Var(&cfg.Member, "member", 0, "with --peers: this server's id among them")
+	f.DurationVar(&cfg.RaftTick, "raft-tick", 50*time.Millisecond, "with --peers: one raft tick; an election starts after 10 to 20 of them without a word from the leader")
 	f.StringVar(&cfg.Cluster, "cluster", "omega", "with --peers: the cell's name, the same on every member (a message from another cell is refused)")
 	return cmd
 }

@@ -45,6 +45,7 @@ type Disk struct {
 	w       *bufio.Writer
 	index   uint64 // the newest snapshot's index: the log file's name
 	buf     []byte
+	synced  *raftpb.HardState // the hard state last synced
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -271,8 +272,11 @@ func (d *Disk) record(kind byte, body []byte) {
 
 // Save makes what a Ready holds durable: a snapshot received (a new log
 // starts after it), the new entries, the hard state, in that order, with
-// one sync. Node calls it before it hands out the Ready's messages.
+// one sync — or none when only the commit index moved (raft.MustSync: a
+// commit index lost in a crash is learned again from the leader, as etcd
+// does). Node calls it before it hands out the Ready's messages.
 func (d *Disk) Save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
+	sync := !raft.IsEmptySnap(snap) || (!raft.IsEmptyHardState(hs) && raft.MustSync(hs, d.synced, len(ents))) || len(ents) > 0
 	if !raft.IsEmptySnap(snap) {
 		if err := d.SaveSnapshot(snap); err != nil {
 			return err
@@ -294,6 +298,12 @@ func (d *Disk) Save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Sna
 	}
 	if err := d.w.Flush(); err != nil {
 		return err
+	}
+	if !sync {
+		return nil
+	}
+	if !raft.IsEmptyHardState(hs) {
+		d.synced = hs
 	}
 	return d.f.Sync()
 }

@@ -7,10 +7,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/omega-cell/omega/client/remote"
+	"github.com/omega-cell/omega/txn"
 )
 
 // serverProc is `omega server` in a process of its own, serving the store
@@ -27,8 +36,12 @@ var listeningGRPC = regexp.MustCompile(`msg=listening grpc=(\S+)`)
 // startServer runs bin server on dir, with the bench's retention (finished
 // tasks leave a second after they finish, expired every 100 ms), and waits
 // for its gRPC address.
-func startServer(ctx context.Context, bin, dir, cpuprofile string, log *slog.Logger) (*serverProc, error) {
-	args := []string{"server", "--data", dir, "--listen", "127.0.0.1:0", "--http", "", "--retention", "1s", "--expire-every", "100ms"}
+func startServer(ctx context.Context, bin, dir, cpuprofile string, log *slog.Logger, extra ...string) (*serverProc, error) {
+	listen := "127.0.0.1:0"
+	if len(extra) >= 2 && extra[0] == "--listen" {
+		listen, extra = extra[1], extra[2:]
+	}
+	args := append([]string{"server", "--data", dir, "--listen", listen, "--http", "", "--retention", "1s", "--expire-every", "100ms"}, extra...)
 	if cpuprofile != "" {
 		args = append(args, "--cpuprofile", cpuprofile)
 	}
@@ -87,4 +100,84 @@ func (p *serverProc) stop() error {
 		<-p.exited
 		return errors.New("the server did not exit within 60 s of SIGTERM: killed")
 	}
+}
+
+// replicatedCell is three `omega server --peers` on loopback.
+type replicatedCell struct {
+	procs  []*serverProc
+	leader string // the leader's gRPC address
+}
+
+// startReplicated starts three members in dir/1..3 and finds the
+// leader: the member that commits a transaction marked forwarded (which a
+// follower refuses rather than forward again).
+func startReplicated(ctx context.Context, bin, dir string, log *slog.Logger) (*replicatedCell, error) {
+	var addrs []string
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, l.Addr().String())
+		l.Close()
+	}
+	var peers []string
+	for i, a := range addrs {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, a))
+	}
+	c := &replicatedCell{}
+	for i, a := range addrs {
+		p, err := startServer(ctx, bin, filepath.Join(dir, fmt.Sprint(i+1)), profile(i+1), log, "--listen", a, "--peers", strings.Join(peers, ","), "--member", fmt.Sprint(i+1))
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.procs = append(c.procs, p)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for c.leader == "" {
+		for _, a := range addrs {
+			if leads(ctx, a) {
+				c.leader = a
+				break
+			}
+		}
+		if c.leader == "" {
+			if time.Now().After(deadline) {
+				c.stop()
+				return nil, errors.New("no member of the replicated cell led within 60 s")
+			}
+			time.Sleep(100 * time.Millisecond) // polling for a leader with a deadline
+		}
+	}
+	log.Info("replicated cell", "members", addrs, "leader", c.leader)
+	return c, nil
+}
+
+// leads reports whether the member at addr commits without forwarding.
+func leads(ctx context.Context, addr string) bool {
+	tr, err := remote.Dial(addr)
+	if err != nil {
+		return false
+	}
+	defer tr.Close()
+	cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "omega-forwarded", "1"), 2*time.Second)
+	defer cancel()
+	_, err = tr.Commit(cctx, &txn.Txn{Component: "bench"})
+	return err == nil
+}
+
+func (c *replicatedCell) stop() {
+	for _, p := range c.procs {
+		p.stop()
+	}
+}
+
+// profile is where member i writes its CPU profile: OMEGA_BENCH_PROF with
+// its number, or nowhere when that is unset.
+func profile(i int) string {
+	if p := os.Getenv("OMEGA_BENCH_PROF"); p != "" {
+		return p + fmt.Sprint(i)
+	}
+	return ""
 }

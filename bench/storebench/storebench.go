@@ -85,6 +85,10 @@ const (
 	TransportInProc = "inproc"
 	TransportCopy   = "copy"
 	TransportGRPC   = "grpc"
+	// TransportReplicated: the store replicated on three `omega server
+	// --peers` processes on loopback (replica), each committer on its own
+	// connection to the leader.
+	TransportReplicated = "replicated"
 )
 
 // DefaultConfig returns the issue's defaults.
@@ -155,7 +159,7 @@ func (c *Config) Validate() error {
 	}
 	switch c.Transport {
 	case TransportInProc, TransportCopy:
-	case TransportGRPC:
+	case TransportGRPC, TransportReplicated:
 		if c.ServerBinary == "" {
 			return bad("ServerBinary", `""`, "the omega binary to run the server with, for the gRPC transport")
 		}
@@ -163,7 +167,7 @@ func (c *Config) Validate() error {
 			return bad("Durability", c.Durability, "store.DurabilitySync with the gRPC transport (a server always syncs)")
 		}
 	default:
-		return bad("Transport", strconv.Quote(c.Transport), "%q, %q or %q", TransportInProc, TransportCopy, TransportGRPC)
+		return bad("Transport", strconv.Quote(c.Transport), "%q, %q, %q or %q", TransportInProc, TransportCopy, TransportGRPC, TransportReplicated)
 	}
 	return nil
 }
@@ -261,6 +265,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer srv.stop()
 		dial = func() (client.Transport, error) { return remote.Dial(srv.addr) }
+	case TransportReplicated:
+		cell, err := startReplicated(ctx, cfg.ServerBinary, opts.Dir, log)
+		if err != nil {
+			return nil, err
+		}
+		defer cell.stop()
+		dial = func() (client.Transport, error) { return remote.Dial(cell.leader) }
 	default:
 		var err error
 		if st, err = store.Open(opts); err != nil {

@@ -249,6 +249,26 @@ func (d *Driver) run() {
 		case req := <-d.reads:
 			reads = append(reads, waitingRead{r: d.node.ReadIndex(), reply: req.reply, at: req.at})
 		}
+		// Take in everything else already waiting, so one Process (one
+		// sync) serves them all: a group commit.
+	drain:
+		for range 1024 {
+			select {
+			case m := <-d.inbox:
+				_ = d.node.Step(m)
+			case req := <-d.commits:
+				p, res, err := d.node.Commit(req.tx)
+				if err != nil || p == nil {
+					req.reply <- commitReply{res: res, err: err}
+				} else {
+					props = append(props, waiting{p: p, reply: req.reply})
+				}
+			case f := <-d.reports:
+				f(d.node)
+			default:
+				break drain
+			}
+		}
 		out, err := d.node.Process()
 		if err != nil {
 			d.err = err
