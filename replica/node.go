@@ -117,6 +117,8 @@ type Proposal struct {
 	Err  error
 	Done bool
 	seq  uint64
+	ws   *txn.WriteSet // the write set proposed: the leader applies it as it is
+	term uint64        // the term it was proposed in
 }
 
 // Read is a linearizable read waiting for its read index to be applied.
@@ -153,6 +155,9 @@ type Node struct {
 	reads map[uint64]*Read     // by read id
 	// waiting reads whose index the leader confirmed, not yet applied.
 	confirmed []*Read
+	// committed entries Persist took in, for Apply
+	toApply []*raftpb.Entry
+	reader  txn.WriteSetReader
 }
 
 // Storage is what a member keeps across a crash: raft's hard state, log
@@ -290,7 +295,7 @@ func (n *Node) Commit(tx *txn.Txn) (*Proposal, txn.Result, error) {
 		return nil, txn.Result{}, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
 	}
 	n.head = n.head.Apply(ws)
-	p := &Proposal{Revision: ws.Revision, Result: res, seq: n.seq}
+	p := &Proposal{Revision: ws.Revision, Result: res, seq: n.seq, ws: ws, term: n.leaderTerm}
 	n.props[n.seq] = p
 	return p, res, nil
 }
@@ -317,6 +322,18 @@ func (n *Node) ReadIndex() *Read {
 // the messages to send. Call it after every Tick, Step, Commit and
 // ReadIndex.
 func (n *Node) Process() ([]*raftpb.Message, error) {
+	out, err := n.Persist()
+	if err != nil {
+		return out, err
+	}
+	return out, n.Apply()
+}
+
+// Persist is Process's first half: it persists what raft has ready and
+// returns the messages, which may go out at once; the committed entries
+// wait for Apply. A driver sends the messages between the two, so a
+// follower's acknowledgement does not wait for what it applies.
+func (n *Node) Persist() ([]*raftpb.Message, error) {
 	var out []*raftpb.Message
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
@@ -353,20 +370,26 @@ func (n *Node) Process() ([]*raftpb.Message, error) {
 				}
 			}
 		}
-		if err := n.apply(rd.CommittedEntries); err != nil {
-			return out, err
-		}
+		n.toApply = append(n.toApply, rd.CommittedEntries...)
 		out = append(out, rd.Messages...)
 		n.rn.Advance(rd)
+	}
+	return out, nil
+}
+
+// Apply is Process's second half: it applies the committed entries
+// Persist took in, answering the proposals and reads they complete.
+func (n *Node) Apply() error {
+	ents := n.toApply
+	n.toApply = nil
+	if err := n.apply(ents); err != nil {
+		return err
 	}
 	if n.leading && n.head == nil && n.appliedIndex >= n.readyAt {
 		n.head = n.applied
 	}
 	n.answerReads()
-	if err := n.maybeSnapshot(); err != nil {
-		return out, err
-	}
-	return out, nil
+	return n.maybeSnapshot()
 }
 
 // leadership notes this member's leading or not: a leader that steps down
@@ -406,26 +429,45 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 			if len(e.Data) == 0 {
 				break // a new leader's empty entry: no revision
 			}
-			from, seq, ws, err := decodeEntry(e.Data)
-			if err != nil {
-				return fmt.Errorf("replica %d: entry %d: %w", n.cfg.ID, e.GetIndex(), err)
+			from, seq := entryHeader(e.Data)
+			var ws *txn.WriteSet
+			var next *txn.State
+			// This member's own proposal of this leadership (the term tells
+			// it from an entry a process of the same id proposed before a
+			// restart, whose sequence numbers started again).
+			own := n.props[seq]
+			if own != nil && (from != n.cfg.ID || e.GetTerm() != own.term) {
+				own = nil
 			}
-			if ws.Revision != n.applied.Revision()+1 {
-				return fmt.Errorf("replica %d: entry %d holds revision %d, the state is at %d: the log broke the revisions' order", n.cfg.ID, e.GetIndex(), ws.Revision, n.applied.Revision())
+			if p := own; p != nil && p.ws != nil {
+				// Its own proposal: evaluated here against the head whose
+				// entries come before it, so it applies as it is.
+				ws = p.ws
+				if ws.Revision != n.applied.Revision()+1 {
+					return fmt.Errorf("replica %d: entry %d holds revision %d, the state is at %d: the log broke the revisions' order", n.cfg.ID, e.GetIndex(), ws.Revision, n.applied.Revision())
+				}
+				next = n.applied.Apply(ws)
+			} else {
+				var err error
+				ws, err = n.decodeEntry(e.Data, n.applied)
+				if err != nil {
+					return fmt.Errorf("replica %d: entry %d: %w", n.cfg.ID, e.GetIndex(), err)
+				}
+				if ws.Revision != n.applied.Revision()+1 {
+					return fmt.Errorf("replica %d: entry %d holds revision %d, the state is at %d: the log broke the revisions' order", n.cfg.ID, e.GetIndex(), ws.Revision, n.applied.Revision())
+				}
+				if next, err = n.applied.ApplyChecked(ws); err != nil {
+					return fmt.Errorf("replica %d: entry %d (revision %d): %w", n.cfg.ID, e.GetIndex(), ws.Revision, err)
+				}
 			}
-			next, err := n.applied.ApplyChecked(ws)
-			if err != nil {
-				return fmt.Errorf("replica %d: entry %d (revision %d): %w", n.cfg.ID, e.GetIndex(), ws.Revision, err)
-			}
+
 			n.applied = next
 			if n.cfg.OnApply != nil {
 				n.cfg.OnApply(ws)
 			}
-			if from == n.cfg.ID {
-				if p := n.props[seq]; p != nil {
-					p.Done = true
-					delete(n.props, seq)
-				}
+			if own != nil {
+				own.Done = true
+				delete(n.props, seq)
 			}
 		case raftpb.EntryConfChange:
 			cc := &raftpb.ConfChange{}
@@ -509,25 +551,44 @@ func (n *Node) maybeSnapshot() error {
 }
 
 // An entry's data: the proposing member's id and its proposal's sequence
-// (8 bytes each, big endian), then the write set's wire form.
+// (8 bytes each, big endian), then the write set's wire form as a watch
+// sends it to a copy of the cell (omegav1.RevisionChanges, each change
+// partial where the members hold the object's previous version: a claim's
+// revision is a hundred small status messages, not a hundred tasks), in
+// one piece.
 func encodeEntry(from, seq uint64, ws *txn.WriteSet) ([]byte, error) {
 	b := make([]byte, 16, 16+64*len(ws.Changes))
 	binary.BigEndian.PutUint64(b, from)
 	binary.BigEndian.PutUint64(b[8:], seq)
-	return proto.MarshalOptions{}.MarshalAppend(b, ws.Proto())
+	pieces := 0
+	err := ws.AppendChunks(true, 1<<62, func(p []byte) error {
+		pieces++
+		b = append(b, p...)
+		return nil
+	})
+	if err == nil && pieces != 1 {
+		err = fmt.Errorf("replica: a write set in %d pieces", pieces)
+	}
+	return b, err
 }
 
-func decodeEntry(b []byte) (from, seq uint64, ws *txn.WriteSet, err error) {
+// decodeEntry reads an entry's write set, its partial changes completed
+// against st (the state it applies to).
+func (n *Node) decodeEntry(b []byte, st *txn.State) (*txn.WriteSet, error) {
 	if len(b) < 16 {
-		return 0, 0, nil, fmt.Errorf("%w: an entry of %d bytes", txn.ErrInvalid, len(b))
+		return nil, fmt.Errorf("%w: an entry of %d bytes", txn.ErrInvalid, len(b))
 	}
-	from, seq = binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])
-	p := &omegav1.RevisionChanges{}
-	if err := proto.Unmarshal(b[16:], p); err != nil {
-		return 0, 0, nil, fmt.Errorf("%w: %v", txn.ErrInvalid, err)
+	ws, err := n.reader.AddBytes(b[16:])
+	if err != nil {
+		return nil, err
 	}
-	ws, err = txn.WriteSetFromProto(p)
-	return from, seq, ws, err
+	if ws == nil {
+		return nil, fmt.Errorf("%w: an entry holding part of a revision", txn.ErrInvalid)
+	}
+	if err := ws.Complete(st); err != nil {
+		return nil, err
+	}
+	return ws, nil
 }
 
 // EncodeState is a state's snapshot data: its listing's chunks, each
@@ -579,3 +640,11 @@ func (quietLogger) Fatal(v ...any)            { panic(fmt.Sprint(v...)) }
 func (quietLogger) Fatalf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
 func (quietLogger) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
 func (quietLogger) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
+
+// entryHeader reads an entry's proposer and sequence (0s if it is short).
+func entryHeader(b []byte) (from, seq uint64) {
+	if len(b) < 16 {
+		return 0, 0
+	}
+	return binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])
+}

@@ -269,13 +269,19 @@ func (d *Driver) run() {
 				break drain
 			}
 		}
-		out, err := d.node.Process()
+		// Persisted, the messages go out before the committed entries are
+		// applied: a follower's acknowledgement waits for its disk, not
+		// for what it applies.
+		out, err := d.node.Persist()
+		if err == nil {
+			d.send(out)
+			err = d.node.Apply()
+		}
 		if err != nil {
 			d.err = err
 			d.log.Error("replica stopped", "member", d.cfg.Member.ID, "err", err)
 			return
 		}
-		d.send(out)
 		d.applied.Store(d.node.Applied())
 		lead, _ := d.node.Leader()
 		d.lead.Store(lead)
