@@ -1,0 +1,145 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/omega-cell/omega/client/remote"
+	"github.com/omega-cell/omega/internal/testkit"
+	"github.com/omega-cell/omega/txn"
+)
+
+// TestReplicatedLeaderStopped: SIGSTOP of the leader under clients that
+// commit through every server, the stopped one included: the other two
+// elect a leader and commit; resumed, the old leader follows the new one,
+// and every commit any client saw acknowledged — through the old leader
+// too — is in every server's cell (it acknowledged nothing of its old
+// term that the cell then lost).
+func TestReplicatedLeaderStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	ports := []string{freePort(t), freePort(t), freePort(t)}
+	var peers []string
+	for i, p := range ports {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, p))
+	}
+	var srv []*serverProc
+	for i := range 3 {
+		srv = append(srv, startServerAt(t, t.TempDir(), ports[i], "--peers", strings.Join(peers, ","), "--member", fmt.Sprint(i+1)))
+	}
+	leader := func(skip int) (int, uint64) {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			for i, s := range srv {
+				if i == skip {
+					continue
+				}
+				if _, m, l, ok := health(s.http); ok && l != 0 && m == l {
+					return i, l
+				}
+			}
+			time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+		}
+		t.Fatal("no leader within 30 s")
+		return -1, 0
+	}
+	old, _ := leader(-1)
+	var mu sync.Mutex
+	var acked []string
+	ackedThrough := map[int]int{}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for c := range 3 {
+		wg.Add(1)
+		go func() { // client c commits through server c
+			defer wg.Done()
+			tr, err := remote.Dial(ports[c])
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer tr.Close()
+			for n := 0; ctx.Err() == nil; n++ {
+				name := fmt.Sprintf("s%d-%d", c, n)
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err := tr.Commit(cctx, &txn.Txn{Component: "client", Ops: []txn.Op{txn.CreateJob(testkit.Job(uuid.New(), name, "batch"))}})
+				cancel()
+				if err == nil {
+					mu.Lock()
+					acked = append(acked, name)
+					ackedThrough[c]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	waitAcks := func(more int) {
+		mu.Lock()
+		want := len(acked) + more
+		mu.Unlock()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			mu.Lock()
+			n := len(acked)
+			mu.Unlock()
+			if n >= want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("fewer than %d more commits in 30 s", more)
+			}
+			time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+		}
+	}
+	waitAcks(30)
+	srv[old].cmd.Process.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	next, nextID := leader(old)
+	waitAcks(30)
+	t.Logf("leader %d stopped; member %d leads %v later", old+1, nextID, time.Since(stopped).Round(time.Millisecond))
+	srv[old].cmd.Process.Signal(syscall.SIGCONT)
+	// Resumed, it follows the new leader.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, m, l, ok := health(srv[old].http)
+		if ok && l != 0 && l != m {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed old leader does not follow another: member %d leader %d", m, l)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+	waitAcks(30)
+	stop()
+	wg.Wait()
+	_ = next
+	for i, s := range srv {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, _, err := run(t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
+			missing := 0
+			for _, name := range acked {
+				if !strings.Contains(out, "job/"+name+"\n") {
+					missing++
+				}
+			}
+			if err == nil && missing == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("server %d lacks %d of the %d acknowledged jobs: %v", i+1, missing, len(acked), err)
+			}
+			time.Sleep(100 * time.Millisecond) // polling a condition with a deadline
+		}
+	}
+	t.Logf("%d commits acknowledged (through each server: %v), all in every cell", len(acked), ackedThrough)
+}
