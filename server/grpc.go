@@ -49,6 +49,11 @@ type Service struct {
 	ChunkBytes int
 	// Metrics, if set, counts what the service does.
 	Metrics *Metrics
+	// ReadBarrier, if set, makes Snapshot, Get and List linearizable in a
+	// replicated cell: it returns once this server has applied everything
+	// committed before the call (a raft read index). Nil: a single server,
+	// whose state is the cell's.
+	ReadBarrier func(ctx context.Context) error
 
 	drainOnce sync.Once
 	draining  chan struct{} // closed once the commits in flight at the drain are done
@@ -232,7 +237,10 @@ func (s *Service) Commit(ctx context.Context, p *omegav1.Transaction) (*omegav1.
 }
 
 // Snapshot streams the newest state in chunks.
-func (s *Service) Snapshot(_ *cellgrpc.SnapshotRequest, stream grpc.ServerStreamingServer[omegav1.SnapshotChunk]) error {
+func (s *Service) Snapshot(req *cellgrpc.SnapshotRequest, stream grpc.ServerStreamingServer[omegav1.SnapshotChunk]) error {
+	if err := s.linearize(stream.Context(), req.GetStale()); err != nil {
+		return status(err)
+	}
 	if err := txn.SnapshotChunks(s.st.Snapshot(), s.ChunkBytes, stream.Send); err != nil {
 		return status(err)
 	}

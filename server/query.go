@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
@@ -12,6 +13,7 @@ import (
 
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/labels"
 	"github.com/omega-cell/omega/txn"
 )
@@ -120,7 +122,7 @@ func (f *filter) changes(ws *txn.WriteSet) *txn.WriteSet {
 // Get returns one object by uid or by name. It refuses a kind ObjectKind
 // does not have, a uid that is not a uuid, and a name longer than any
 // object holds (the store's MaxStringBytes), quoting them cut (txn.Quote).
-func (s *Service) Get(_ context.Context, req *cellgrpc.GetRequest) (*cellgrpc.GetResponse, error) {
+func (s *Service) Get(ctx context.Context, req *cellgrpc.GetRequest) (*cellgrpc.GetResponse, error) {
 	kind, name := req.GetKind(), req.GetName()
 	if err := checkKind("get", kind, false); err != nil {
 		return nil, status(err)
@@ -137,6 +139,9 @@ func (s *Service) Get(_ context.Context, req *cellgrpc.GetRequest) (*cellgrpc.Ge
 		if uid, err = txn.ParseUID(req.GetUid(), "uid"); err != nil {
 			return nil, status(fmt.Errorf("get: %w", err))
 		}
+	}
+	if err := s.linearize(ctx, req.GetStale()); err != nil {
+		return nil, status(err)
 	}
 	st := s.st.Snapshot()
 	resp := &cellgrpc.GetResponse{Revision: st.Revision()}
@@ -230,6 +235,9 @@ func (s *Service) List(req *cellgrpc.ListRequest, stream grpc.ServerStreamingSer
 		return status(fmt.Errorf("list: %w", err))
 	}
 	all := kind == omegav1.ObjectKind_OBJECT_KIND_UNSPECIFIED
+	if err := s.linearize(stream.Context(), req.GetStale()); err != nil {
+		return status(err)
+	}
 	st := s.st.Snapshot()
 	max := s.ChunkBytes
 	if max <= 0 {
@@ -336,4 +344,20 @@ func (s *Service) List(req *cellgrpc.ListRequest, stream grpc.ServerStreamingSer
 	}
 	chunk.Last = true
 	return stream.Send(chunk)
+}
+
+// linearize waits, in a replicated cell, until this server has applied
+// everything committed before the call (Service.ReadBarrier: the leader
+// confirms by a read index), unless the request asks for stale data. It
+// bounds the wait at 5 s: no leader, and the read is unavailable.
+func (s *Service) linearize(ctx context.Context, stale bool) error {
+	if s.ReadBarrier == nil || stale {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.ReadBarrier(ctx); err != nil {
+		return fmt.Errorf("%w: a linearizable read: %v (ask for stale data to read what this server has)", transport.ErrUnavailable, err)
+	}
+	return nil
 }

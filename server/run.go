@@ -301,6 +301,9 @@ func Run(ctx context.Context, c Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc := New(st)
 	svc.Metrics = NewMetrics(reg, st)
+	if member != nil {
+		svc.ReadBarrier = func(ctx context.Context) error { _, err := member.Read(ctx); return err }
+	}
 	g := grpc.NewServer(gopts...)
 	svc.Register(g)
 	if member != nil {

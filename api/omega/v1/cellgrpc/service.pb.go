@@ -27,7 +27,12 @@ const (
 )
 
 type SnapshotRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In a replicated cell, answer from what this server has applied,
+	// without first confirming with the leader that nothing newer committed
+	// (a read index): faster, and possibly behind. A single server is never
+	// behind.
+	Stale         bool `protobuf:"varint,1,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -60,6 +65,13 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
 	return file_omega_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SnapshotRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
 }
 
 type WatchRequest struct {
@@ -136,10 +148,12 @@ func (x *WatchRequest) GetPartialChanges() bool {
 }
 
 type GetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          v1.ObjectKind          `protobuf:"varint,1,opt,name=kind,proto3,enum=omega.v1.ObjectKind" json:"kind,omitempty"`
-	Uid           string                 `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  v1.ObjectKind          `protobuf:"varint,1,opt,name=kind,proto3,enum=omega.v1.ObjectKind" json:"kind,omitempty"`
+	Uid   string                 `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	Name  string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// As SnapshotRequest.stale.
+	Stale         bool `protobuf:"varint,4,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -193,6 +207,13 @@ func (x *GetRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *GetRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
 }
 
 type GetResponse struct {
@@ -356,6 +377,8 @@ type ListRequest struct {
 	LabelSelector string        `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
 	MachineUid    string        `protobuf:"bytes,3,opt,name=machine_uid,json=machineUid,proto3" json:"machine_uid,omitempty"`
 	JobUid        string        `protobuf:"bytes,4,opt,name=job_uid,json=jobUid,proto3" json:"job_uid,omitempty"`
+	// As SnapshotRequest.stale.
+	Stale         bool `protobuf:"varint,5,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,23 +441,32 @@ func (x *ListRequest) GetJobUid() string {
 	return ""
 }
 
+func (x *ListRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
 var File_omega_v1_service_proto protoreflect.FileDescriptor
 
 const file_omega_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"\x11\n" +
-	"\x0fSnapshotRequest\"\xa4\x01\n" +
+	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"'\n" +
+	"\x0fSnapshotRequest\x12\x14\n" +
+	"\x05stale\x18\x01 \x01(\bR\x05stale\"\xa4\x01\n" +
 	"\fWatchRequest\x12#\n" +
 	"\rfrom_revision\x18\x01 \x01(\x04R\ffromRevision\x12\x1f\n" +
 	"\vmachine_uid\x18\x02 \x01(\tR\n" +
 	"machineUid\x12%\n" +
 	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\x12'\n" +
-	"\x0fpartial_changes\x18\x04 \x01(\bR\x0epartialChanges\"\\\n" +
+	"\x0fpartial_changes\x18\x04 \x01(\bR\x0epartialChanges\"r\n" +
 	"\n" +
 	"GetRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xa6\x02\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale\"\xa6\x02\n" +
 	"\vGetResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12$\n" +
 	"\x04task\x18\x02 \x01(\v2\x0e.omega.v1.TaskH\x00R\x04task\x12!\n" +
@@ -443,13 +475,14 @@ const file_omega_v1_service_proto_rawDesc = "" +
 	"\x05offer\x18\x05 \x01(\v2\x0f.omega.v1.OfferH\x00R\x05offer\x12'\n" +
 	"\x05quota\x18\x06 \x01(\v2\x0f.omega.v1.QuotaH\x00R\x05quota\x12'\n" +
 	"\x05lease\x18\a \x01(\v2\x0f.omega.v1.LeaseH\x00R\x05leaseB\b\n" +
-	"\x06object\"\x98\x01\n" +
+	"\x06object\"\xae\x01\n" +
 	"\vListRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.omega.v1.ObjectKindR\x04kind\x12%\n" +
 	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12\x1f\n" +
 	"\vmachine_uid\x18\x03 \x01(\tR\n" +
 	"machineUid\x12\x17\n" +
-	"\ajob_uid\x18\x04 \x01(\tR\x06jobUid2\xb2\x02\n" +
+	"\ajob_uid\x18\x04 \x01(\tR\x06jobUid\x12\x14\n" +
+	"\x05stale\x18\x05 \x01(\bR\x05stale2\xb2\x02\n" +
 	"\x04Cell\x12<\n" +
 	"\x06Commit\x12\x15.omega.v1.Transaction\x1a\x1b.omega.v1.TransactionResult\x12@\n" +
 	"\bSnapshot\x12\x19.omega.v1.SnapshotRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x12<\n" +
