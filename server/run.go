@@ -374,12 +374,28 @@ func Run(ctx context.Context, c Config) error {
 	controlled := make(chan struct{})
 	// The job controller once a second, and retention on the wall clock
 	// (the store's clock is monotonic), until the drain begins.
+	// In a replicated cell they write on the leader only; a follower's
+	// controller follows the cell, and its retention notes what became
+	// terminal when (at apply, by Store.Install, stamped here on its
+	// clock), so a new leader takes both up where the cell is, its
+	// retention window not started again.
+	leads := func() bool { return member == nil || member.Leader() == c.Member }
 	go every(time.Second, expiring, controlled, func(now time.Time) {
-		if _, err := jc.Tick(context.Background(), now.UnixNano()); err != nil {
+		var err error
+		if leads() {
+			_, err = jc.Tick(context.Background(), now.UnixNano())
+		} else {
+			err = jc.Poll(context.Background())
+		}
+		if err != nil {
 			log.Error("job controller", "err", err)
 		}
 	}, jc.Close)
 	go every(c.ExpireEvery, expiring, expired, func(now time.Time) {
+		if !leads() {
+			st.Stamp(now)
+			return
+		}
 		if _, err := st.Expire(context.Background(), now); err != nil {
 			log.Error("expire", "err", err)
 		}

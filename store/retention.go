@@ -234,6 +234,22 @@ const RetentionComponent = "store/retention"
 // virtual times. The store's clock advances by the time that passed between
 // calls and never goes back (see the top of retention.go).
 func (s *Store) Expire(ctx context.Context, now time.Time) (int, error) {
+	return s.expire(ctx, now)
+}
+
+// Stamp notes, at now, what became terminal since the last Expire or
+// Stamp, and deletes nothing: a replicated cell's follower, whose leader
+// expires, keeps its retention clock so that, leading one day, it deletes
+// on the same window instead of starting it again.
+func (s *Store) Stamp(now time.Time) {
+	s.expireMu.Lock()
+	defer s.expireMu.Unlock()
+	s.mu.Lock()
+	s.expiry.stamp(now)
+	s.mu.Unlock()
+}
+
+func (s *Store) expire(ctx context.Context, now time.Time) (int, error) {
 	if !time.Unix(0, now.UnixNano()).Equal(now) {
 		return 0, fmt.Errorf("%w: expire at %v: outside the times int64 nanoseconds hold (1678 to 2262)", txn.ErrInvalid, now)
 	}

@@ -465,3 +465,22 @@ func TestRetentionJobsManaged(t *testing.T) {
 		present(t, s, false, a)
 	}
 }
+
+// TestRetentionStampedByAFollower: what Stamp saw terminal (a replicated
+// cell's follower, which expires nothing) expires one window after the
+// Stamp, not after the first Expire of the member once it leads: the
+// window does not start again with a new leader.
+func TestRetentionStampedByAFollower(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.Retention = time.Minute })
+	defer s.Close()
+	u := testUID(uidTask, 0, 0)
+	mustCommitAll(t, s, &txn.Txn{UnixNanos: at(0), Ops: []txn.Op{
+		txn.CreateTask(taskProto(u, uuid.Nil, 1, 1)),
+		txn.SetStatus(u, omegav1.TaskState_TASK_STATE_SUCCEEDED, 0, ""),
+	}})
+	s.Stamp(t0) // a follower sees it terminal
+	present(t, s, true, u)
+	expire(t, s, t0.Add(50*time.Second), 0) // it leads now: not yet a minute
+	expire(t, s, t0.Add(time.Minute), 1)    // a minute after the follower saw it
+	present(t, s, false, u)
+}
