@@ -101,11 +101,9 @@ type Config struct {
 	// over the same gRPC port as the cell API (service omega.v1.Peer), a
 	// commit sent to a follower is forwarded to the leader, and the
 	// store's durable log is raft's, in DataDir/raft. Empty: a single
-	// server. Still to come: tokens and TLS between members (refused with
-	// Peers for now), the singleton duties on the leader only (every
-	// member runs the job controller and retention; their writes carry
-	// version preconditions, so duplicates conflict and change nothing),
-	// linearizable List and Get (a member answers from what it applied).
+	// server. The job controller and retention write on the leader only.
+	// Still to come: tokens and TLS between members (refused with Peers for
+	// now), the gossip membership's deaths on the leader only.
 	Member  uint64
 	Peers   map[uint64]string
 	Cluster string
