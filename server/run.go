@@ -438,6 +438,12 @@ func Run(ctx context.Context, c Config) error {
 				// watches send up to the last revision and end; then the
 				// graceful stop waits for the answers to go out.
 				svc.Drain()
+				if member != nil {
+					// Its peers' streams into this server end with it.
+					if err := member.Stop(); err != nil {
+						log.Error("stop the raft member", "err", err)
+					}
+				}
 				g.GracefulStop()
 				close(stopped)
 			}()

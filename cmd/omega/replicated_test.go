@@ -176,3 +176,62 @@ func TestReplicatedReadsLinearizable(t *testing.T) {
 		t.Fatalf("a stale read: %v", err)
 	}
 }
+
+// TestReplicatedAllRestarted: the three servers stopped (SIGTERM, each
+// exiting 0) and started again on their directories elect a leader and
+// hold every job committed before, and commit again.
+func TestReplicatedAllRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	ports := []string{freePort(t), freePort(t), freePort(t)}
+	var peers []string
+	for i, p := range ports {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, p))
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	start := func(i int) *serverProc {
+		return startServerAt(t, dirs[i], ports[i], "--peers", strings.Join(peers, ","), "--member", fmt.Sprint(i+1))
+	}
+	commit := func(name string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			tr, err := remote.Dial(ports[len(name)%3])
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err = tr.Commit(ctx, &txn.Txn{Component: "t", Ops: []txn.Op{txn.CreateJob(testkit.Job(uuid.New(), name, "batch"))}})
+				cancel()
+				tr.Close()
+			}
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("commit %s: %v", name, err)
+			}
+			time.Sleep(50 * time.Millisecond) // polling for a leader with a deadline
+		}
+	}
+	srv := []*serverProc{start(0), start(1), start(2)}
+	for i := range 10 {
+		commit(fmt.Sprintf("before-%d", i))
+	}
+	began := time.Now()
+	for i, s := range srv {
+		if err := s.stop(t); err != nil {
+			t.Fatalf("server %d on SIGTERM: %v\n%s", i+1, err, s.log())
+		}
+		t.Logf("server %d stopped after %v", i+1, time.Since(began).Round(time.Millisecond))
+	}
+	srv = []*serverProc{start(0), start(1), start(2)}
+	began = time.Now()
+	commit("after")
+	t.Logf("restarted; a commit %v later", time.Since(began).Round(time.Millisecond))
+	for i, s := range srv {
+		out, _, err := run(t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
+		if err != nil || strings.Count(out, "job/before-") != 10 || !strings.Contains(out, "job/after\n") {
+			t.Fatalf("server %d after the restart: %v\n%s", i+1, err, out)
+		}
+	}
+}

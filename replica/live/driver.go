@@ -97,6 +97,9 @@ type Driver struct {
 	sendMu  sync.Mutex
 	senders map[uint64]*sender
 	hooks   Hooks
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Hooks are told what the member applies, on the driver's goroutine (a
@@ -155,18 +158,17 @@ func Start(cfg Config, hooks Hooks) (*Driver, error) {
 // ErrStopped or ErrOutcomeUnknown) and returns why it stopped if it had
 // failed.
 func (d *Driver) Stop() error {
-	select {
-	case <-d.stop:
-	default:
+	d.stopOnce.Do(func() {
 		close(d.stop)
-	}
-	<-d.done
-	d.sendMu.Lock()
-	for _, s := range d.senders {
-		s.close()
-	}
-	d.sendMu.Unlock()
-	return errors.Join(d.err, d.disk.Close())
+		<-d.done
+		d.sendMu.Lock()
+		for _, s := range d.senders {
+			s.close()
+		}
+		d.sendMu.Unlock()
+		d.stopErr = errors.Join(d.err, d.disk.Close())
+	})
+	return d.stopErr
 }
 
 // Applied is the member's applied state.
@@ -465,8 +467,38 @@ type peerServer struct {
 }
 
 func (p peerServer) Send(st grpc.ClientStreamingServer[cellgrpc.PeerMessages, cellgrpc.PeerAck]) error {
+	// Received on a goroutine of its own, so that the stream ends when the
+	// member stops (a server's graceful stop waits for every stream).
+	type recv struct {
+		batch *cellgrpc.PeerMessages
+		err   error
+	}
+	in := make(chan recv)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			b, err := st.Recv()
+			select {
+			case in <- recv{b, err}:
+			case <-p.d.done:
+				return
+			case <-quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		batch, err := st.Recv()
+		var r recv
+		select {
+		case r = <-in:
+		case <-p.d.done:
+			return ErrStopped
+		}
+		batch, err := r.batch, r.err
 		if err != nil {
 			return st.SendAndClose(&cellgrpc.PeerAck{})
 		}
