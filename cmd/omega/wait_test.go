@@ -36,11 +36,15 @@ func TestCellStartsInAnyOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	submit := exec.CommandContext(ctx, bin, "submit", "-f", job, "--server", grpc)
-	var subOut, subErr strings.Builder
-	submit.Stdout, submit.Stderr = &subOut, &subErr
+	var subOut strings.Builder
+	subErr := newOutput()
+	submit.Stdout, submit.Stderr = &subOut, subErr
 	if err := submit.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The server starts once the submission waits for it (else a slow
+	// start of the submission's process could find it up already).
+	subErr.waitFor(t, "waiting for the cell's server", 30*time.Second)
 
 	srv := startServerAt(t, t.TempDir(), grpc, "--gossip", gossip)
 	if err := submit.Wait(); err != nil {
