@@ -411,11 +411,7 @@ func (r *Runner) abandon(ctx context.Context, j *jobState, now time.Time) error 
 		})
 		return tx, nil
 	})
-	after := r.c.Counters()
-	r.verdicts.Attempts += after.Attempts - before.Attempts
-	r.verdicts.Conflicted += after.Conflicted - before.Conflicted
-	r.verdicts.Partial += after.Partial - before.Partial
-	r.verdicts.GaveUp += after.GaveUp - before.GaveUp
+	r.countVerdict(before)
 	if err != nil {
 		return fmt.Errorf("%s: abandon job %s: %w", r.c.Component(), j.UID, err)
 	}
@@ -495,13 +491,20 @@ func (r *Runner) noteWaiting(ctx context.Context, j *jobState, a *Attempt, res *
 	tx.Ops = []txn.Op{txn.PutJob(pj, job.Version)}
 	before := r.c.Counters()
 	_, err := r.c.Commit(ctx, tx)
+	r.countVerdict(before)
+	if err != nil {
+		return fmt.Errorf("%s: why job %s waits: %w", r.c.Component(), j.UID, err)
+	}
+	return nil
+}
+
+// countVerdict adds to the verdicts' counters what the client counted
+// since before: the transactions that wrote a verdict or a reason to wait,
+// which a report of scheduling attempts leaves out.
+func (r *Runner) countVerdict(before client.Counters) {
 	after := r.c.Counters()
 	r.verdicts.Attempts += after.Attempts - before.Attempts
 	r.verdicts.Conflicted += after.Conflicted - before.Conflicted
 	r.verdicts.Partial += after.Partial - before.Partial
 	r.verdicts.GaveUp += after.GaveUp - before.GaveUp
-	if err != nil {
-		return fmt.Errorf("%s: why job %s waits: %w", r.c.Component(), j.UID, err)
-	}
-	return nil
 }

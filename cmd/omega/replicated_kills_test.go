@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,17 +27,9 @@ func TestReplicatedLeaderKills(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	kills := 10
-	ports := []string{freePort(t), freePort(t), freePort(t)}
-	var peers []string
-	for i, p := range ports {
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, p))
-	}
-	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	start := func(i int) *serverProc {
-		return startServerAt(t, dirs[i], ports[i], "--peers", strings.Join(peers, ","), "--member", fmt.Sprint(i+1))
-	}
+	cell := newReplCell(t)
+	ports, srv, start := cell.ports, cell.srv, cell.start
 	var mu sync.Mutex
-	srv := []*serverProc{start(0), start(1), start(2)}
 	var acked []string
 	// firstAfter: the first acknowledgement of a commit that started after
 	// the kill (zero until one).
@@ -78,25 +69,9 @@ func TestReplicatedLeaderKills(t *testing.T) {
 			}
 		}()
 	}
-	leaderOf := func(skip int) int {
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			for i, s := range srv {
-				if i == skip {
-					continue
-				}
-				if _, m, l, ok := health(s.http); ok && l != 0 && m == l {
-					return i
-				}
-			}
-			time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-		}
-		t.Fatal("no leader within 30 s")
-		return -1
-	}
 	var took []time.Duration
 	for k := range kills {
-		lead := leaderOf(-1)
+		lead := cell.leader(-1)
 		// Let commits flow, then kill the leader.
 		mu.Lock()
 		before := len(acked)
@@ -138,23 +113,5 @@ func TestReplicatedLeaderKills(t *testing.T) {
 	t.Logf("%d leader kills, SIGKILL to the first commit begun after it acknowledged: median %v, max %v (all %v); %d commits acknowledged",
 		kills, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), took, len(acked))
 	// Every acknowledged job in every server's cell.
-	deadline := time.Now().Add(30 * time.Second)
-	for i, s := range srv {
-		for {
-			out, _, err := run(t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
-			missing := 0
-			for _, name := range acked {
-				if !strings.Contains(out, "job/"+name+"\n") {
-					missing++
-				}
-			}
-			if err == nil && missing == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("server %d lacks %d of the %d acknowledged jobs: %v", i+1, missing, len(acked), err)
-			}
-			time.Sleep(100 * time.Millisecond) // polling a condition with a deadline
-		}
-	}
+	cell.requireJobs(acked)
 }

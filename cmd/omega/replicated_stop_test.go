@@ -26,31 +26,9 @@ func TestReplicatedLeaderStopped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	ports := []string{freePort(t), freePort(t), freePort(t)}
-	var peers []string
-	for i, p := range ports {
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, p))
-	}
-	var srv []*serverProc
-	for i := range 3 {
-		srv = append(srv, startServerAt(t, t.TempDir(), ports[i], "--peers", strings.Join(peers, ","), "--member", fmt.Sprint(i+1)))
-	}
-	leader := func(skip int) (int, uint64) {
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			for i, s := range srv {
-				if i == skip {
-					continue
-				}
-				if _, m, l, ok := health(s.http); ok && l != 0 && m == l {
-					return i, l
-				}
-			}
-			time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-		}
-		t.Fatal("no leader within 30 s")
-		return -1, 0
-	}
+	cell := newReplCell(t)
+	ports, srv := cell.ports, cell.srv
+	leader := func(skip int) (int, uint64) { i := cell.leader(skip); return i, uint64(i + 1) }
 	old, _ := leader(-1)
 	var mu sync.Mutex
 	var acked []string
@@ -94,7 +72,13 @@ func TestReplicatedLeaderStopped(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("fewer than %d more commits in 30 s", more)
+				var hs []string
+				for i, s := range srv {
+					r, m, l, ok := health(s.http)
+					hs = append(hs, fmt.Sprintf("server %d: revision %d member %d leader %d ok %v", i+1, r, m, l, ok))
+				}
+				mu.Lock()
+				t.Fatalf("fewer than %d more commits in 30 s (through each server: %v)\n%s\nthe new leader's log:\n%s", more, ackedThrough, strings.Join(hs, "\n"), srv[(old+1)%3].log())
 			}
 			time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
 		}
@@ -122,24 +106,6 @@ func TestReplicatedLeaderStopped(t *testing.T) {
 	stop()
 	wg.Wait()
 	_ = next
-	for i, s := range srv {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out, _, err := run(t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
-			missing := 0
-			for _, name := range acked {
-				if !strings.Contains(out, "job/"+name+"\n") {
-					missing++
-				}
-			}
-			if err == nil && missing == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("server %d lacks %d of the %d acknowledged jobs: %v", i+1, missing, len(acked), err)
-			}
-			time.Sleep(100 * time.Millisecond) // polling a condition with a deadline
-		}
-	}
+	cell.requireJobs(acked)
 	t.Logf("%d commits acknowledged (through each server: %v), all in every cell", len(acked), ackedThrough)
 }

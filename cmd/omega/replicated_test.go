@@ -235,3 +235,78 @@ func TestReplicatedAllRestarted(t *testing.T) {
 		}
 	}
 }
+
+// replCell is three `omega server --peers` on loopback, each on a
+// directory of its own that outlives its process.
+type replCell struct {
+	t     *testing.T
+	ports []string
+	dirs  []string
+	peers string
+	srv   []*serverProc
+}
+
+func newReplCell(t *testing.T) *replCell {
+	c := &replCell{t: t}
+	var peers []string
+	for i := range 3 {
+		c.ports = append(c.ports, freePort(t))
+		c.dirs = append(c.dirs, t.TempDir())
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, c.ports[i]))
+	}
+	c.peers = strings.Join(peers, ",")
+	for i := range 3 {
+		c.srv = append(c.srv, c.start(i))
+	}
+	return c
+}
+
+// start starts server i (again) on its port and directory.
+func (c *replCell) start(i int) *serverProc {
+	return startServerAt(c.t, c.dirs[i], c.ports[i], "--peers", c.peers, "--member", fmt.Sprint(i+1))
+}
+
+// leader is the index of the server that says it leads (skip: one to
+// leave out), polled for at most 30 s.
+func (c *replCell) leader(skip int) int {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, s := range c.srv {
+			if i == skip {
+				continue
+			}
+			if _, m, l, ok := health(s.http); ok && l != 0 && m == l {
+				return i
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+	c.t.Fatal("no leader within 30 s")
+	return -1
+}
+
+// requireJobs fails the test unless every server holds every job named,
+// within 30 s.
+func (c *replCell) requireJobs(names []string) {
+	c.t.Helper()
+	for i, s := range c.srv {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, _, err := run(c.t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
+			missing := 0
+			for _, name := range names {
+				if !strings.Contains(out, "job/"+name+"\n") {
+					missing++
+				}
+			}
+			if err == nil && missing == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("server %d lacks %d of the %d acknowledged jobs: %v", i+1, missing, len(names), err)
+			}
+			time.Sleep(100 * time.Millisecond) // polling a condition with a deadline
+		}
+	}
+}

@@ -242,12 +242,7 @@ func (d *Driver) run() {
 		case f := <-d.reports:
 			f(d.node)
 		case req := <-d.commits:
-			p, res, err := d.node.Commit(req.tx)
-			if err != nil || p == nil {
-				req.reply <- commitReply{res: res, err: err}
-			} else {
-				props = append(props, waiting{p: p, reply: req.reply})
-			}
+			props = d.commit(req, props)
 		case req := <-d.reads:
 			reads = append(reads, waitingRead{r: d.node.ReadIndex(), reply: req.reply, at: req.at})
 		}
@@ -259,12 +254,7 @@ func (d *Driver) run() {
 			case m := <-d.inbox:
 				_ = d.node.Step(m)
 			case req := <-d.commits:
-				p, res, err := d.node.Commit(req.tx)
-				if err != nil || p == nil {
-					req.reply <- commitReply{res: res, err: err}
-				} else {
-					props = append(props, waiting{p: p, reply: req.reply})
-				}
+				props = d.commit(req, props)
 			case f := <-d.reports:
 				f(d.node)
 			default:
@@ -314,6 +304,17 @@ func (d *Driver) run() {
 	}
 }
 
+// commit proposes a commit request, answering it at once when nothing is
+// proposed (an error, or nothing to commit), else adding it to props.
+func (d *Driver) commit(req commitReq, props []waiting) []waiting {
+	p, res, err := d.node.Commit(req.tx)
+	if err != nil || p == nil {
+		req.reply <- commitReply{res: res, err: err}
+		return props
+	}
+	return append(props, waiting{p: p, reply: req.reply})
+}
+
 // send hands each message to its peer's sender.
 func (d *Driver) send(msgs []*raftpb.Message) {
 	for _, m := range msgs {
@@ -321,7 +322,12 @@ func (d *Driver) send(msgs []*raftpb.Message) {
 		if s == nil {
 			continue
 		}
-		s.push(m)
+		// A copy: raft reuses the arrays its messages point into (a
+		// MsgApp's entries alias its unstable log), and the sender encodes
+		// the message later on a goroutine of its own. Without the copy a
+		// follower was sent another entry's data under an index (TestReplicatedLeaderStopped
+		// found one applying revision 35 at 74, which it refused).
+		s.push(proto.Clone(m).(*raftpb.Message))
 	}
 }
 
