@@ -76,31 +76,22 @@ func TestReplicatedLeaderKills(t *testing.T) {
 		mu.Lock()
 		before := len(acked)
 		mu.Unlock()
-		for deadline := time.Now().Add(10 * time.Second); ; {
+		eventually(10*time.Second, 10*time.Millisecond, func() bool { // some commits, or kill anyway
 			mu.Lock()
-			n := len(acked)
-			mu.Unlock()
-			if n >= before+20 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-		}
+			defer mu.Unlock()
+			return len(acked) >= before+20
+		})
 		mu.Lock()
 		srv[lead].cmd.Process.Signal(syscall.SIGKILL)
 		killed := time.Now()
 		killedAt, firstAfter = killed, time.Time{}
 		mu.Unlock()
-		for {
+		if !eventually(30*time.Second, 5*time.Millisecond, func() bool {
 			mu.Lock()
-			after := !firstAfter.IsZero()
-			mu.Unlock()
-			if after {
-				break
-			}
-			if time.Since(killed) > 30*time.Second {
-				t.Fatalf("kill %d: no commit within 30 s", k+1)
-			}
-			time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+			defer mu.Unlock()
+			return !firstAfter.IsZero()
+		}) {
+			t.Fatalf("kill %d: no commit within 30 s", k+1)
 		}
 		mu.Lock()
 		took = append(took, firstAfter.Sub(killed))

@@ -63,24 +63,18 @@ func TestReplicatedLeaderStopped(t *testing.T) {
 		mu.Lock()
 		want := len(acked) + more
 		mu.Unlock()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		if !eventually(30*time.Second, 10*time.Millisecond, func() bool {
 			mu.Lock()
-			n := len(acked)
-			mu.Unlock()
-			if n >= want {
-				return
+			defer mu.Unlock()
+			return len(acked) >= want
+		}) {
+			var hs []string
+			for i, s := range srv {
+				r, m, l, ok := health(s.http)
+				hs = append(hs, fmt.Sprintf("server %d: revision %d member %d leader %d ok %v", i+1, r, m, l, ok))
 			}
-			if time.Now().After(deadline) {
-				var hs []string
-				for i, s := range srv {
-					r, m, l, ok := health(s.http)
-					hs = append(hs, fmt.Sprintf("server %d: revision %d member %d leader %d ok %v", i+1, r, m, l, ok))
-				}
-				mu.Lock()
-				t.Fatalf("fewer than %d more commits in 30 s (through each server: %v)\n%s\nthe new leader's log:\n%s", more, ackedThrough, strings.Join(hs, "\n"), srv[(old+1)%3].log())
-			}
-			time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+			mu.Lock()
+			t.Fatalf("fewer than %d more commits in 30 s (through each server: %v)\n%s\nthe new leader's log:\n%s", more, ackedThrough, strings.Join(hs, "\n"), srv[(old+1)%3].log())
 		}
 	}
 	waitAcks(30)
@@ -91,16 +85,13 @@ func TestReplicatedLeaderStopped(t *testing.T) {
 	t.Logf("leader %d stopped; member %d leads %v later", old+1, nextID, time.Since(stopped).Round(time.Millisecond))
 	srv[old].cmd.Process.Signal(syscall.SIGCONT)
 	// Resumed, it follows the new leader.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, m, l, ok := health(srv[old].http)
-		if ok && l != 0 && l != m {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the resumed old leader does not follow another: member %d leader %d", m, l)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	var m, l uint64
+	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+		var ok bool
+		_, m, l, ok = health(srv[old].http)
+		return ok && l != 0 && l != m
+	}) {
+		t.Fatalf("the resumed old leader does not follow another: member %d leader %d", m, l)
 	}
 	waitAcks(30)
 	stop()

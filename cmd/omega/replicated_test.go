@@ -56,20 +56,18 @@ func TestReplicatedServers(t *testing.T) {
 	}
 	srv := []*serverProc{start(0), start(1), start(2)}
 	leaderOf := func(within time.Duration, skip int) int {
-		deadline := time.Now().Add(within)
-		for time.Now().Before(deadline) {
+		lead := -1
+		if !eventually(within, 20*time.Millisecond, func() bool {
 			for i, s := range srv {
-				if i == skip {
-					continue
-				}
-				if _, m, l, ok := health(s.http); ok && l != 0 && m == l {
-					return i
+				if _, m, l, ok := health(s.http); ok && i != skip && l != 0 && m == l {
+					lead = i
 				}
 			}
-			time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+			return lead >= 0
+		}) {
+			t.Fatalf("no leader within %v", within)
 		}
-		t.Fatalf("no leader within %v", within)
-		return -1
+		return lead
 	}
 	lead := leaderOf(30*time.Second, -1)
 	job := filepath.Join(t.TempDir(), "j.yaml")
@@ -99,20 +97,16 @@ func TestReplicatedServers(t *testing.T) {
 	}
 	t.Logf("SIGKILL of the leader (server %d) to a commit acknowledged through server %d: %v", lead+1, other+1, time.Since(killed).Round(time.Millisecond))
 	srv[lead] = start(lead)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var revs []uint64
+	var revs []uint64
+	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+		revs = revs[:0]
 		for _, s := range srv {
 			r, _, _, _ := health(s.http)
 			revs = append(revs, r)
 		}
-		if revs[0] == revs[1] && revs[1] == revs[2] && revs[0] >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the servers did not converge: revisions %v", revs)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+		return revs[0] == revs[1] && revs[1] == revs[2] && revs[0] >= 4
+	}) {
+		t.Fatalf("the servers did not converge: revisions %v", revs)
 	}
 	out, _, err := run(t, "", "get", "jobs", "--server", srv[lead].grpc)
 	if err != nil || !strings.Contains(out, "through-0") || !strings.Contains(out, "after-") {
@@ -136,19 +130,18 @@ func TestReplicatedReadsLinearizable(t *testing.T) {
 	for i := range 3 {
 		srv = append(srv, startServerAt(t, t.TempDir(), ports[i], "--peers", strings.Join(peers, ","), "--member", fmt.Sprint(i+1)))
 	}
-	lead, follower := -1, -1
-	for deadline := time.Now().Add(30 * time.Second); lead < 0; {
+	lead := -1
+	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
 		for i, s := range srv {
 			if _, m, l, ok := health(s.http); ok && l != 0 && m == l {
 				lead = i
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no leader in 30 s")
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+		return lead >= 0
+	}) {
+		t.Fatal("no leader in 30 s")
 	}
-	follower = (lead + 1) % 3
+	follower := (lead + 1) % 3
 	ltr, err := remote.Dial(ports[lead])
 	if err != nil {
 		t.Fatal(err)
@@ -196,21 +189,18 @@ func TestReplicatedAllRestarted(t *testing.T) {
 	commit := func(name string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
-		for {
-			tr, err := remote.Dial(ports[len(name)%3])
-			if err == nil {
+		var err error
+		if !eventually(time.Until(deadline), 50*time.Millisecond, func() bool { // until a leader takes it
+			var tr *remote.Transport
+			if tr, err = remote.Dial(ports[len(name)%3]); err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				_, err = tr.Commit(ctx, &txn.Txn{Component: "t", Ops: []txn.Op{txn.CreateJob(testkit.Job(uuid.New(), name, "batch"))}})
 				cancel()
 				tr.Close()
 			}
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("commit %s: %v", name, err)
-			}
-			time.Sleep(50 * time.Millisecond) // polling for a leader with a deadline
+			return err == nil
+		}) {
+			t.Fatalf("commit %s: %v", name, err)
 		}
 	}
 	srv := []*serverProc{start(0), start(1), start(2)}
@@ -270,20 +260,18 @@ func (c *replCell) start(i int) *serverProc {
 // leave out), polled for at most 30 s.
 func (c *replCell) leader(skip int) int {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	lead := -1
+	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
 		for i, s := range c.srv {
-			if i == skip {
-				continue
-			}
-			if _, m, l, ok := health(s.http); ok && l != 0 && m == l {
-				return i
+			if _, m, l, ok := health(s.http); ok && i != skip && l != 0 && m == l {
+				lead = i
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+		return lead >= 0
+	}) {
+		c.t.Fatal("no leader within 30 s")
 	}
-	c.t.Fatal("no leader within 30 s")
-	return -1
+	return lead
 }
 
 // requireJobs fails the test unless every server holds every job named,
@@ -291,22 +279,39 @@ func (c *replCell) leader(skip int) int {
 func (c *replCell) requireJobs(names []string) {
 	c.t.Helper()
 	for i, s := range c.srv {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out, _, err := run(c.t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
-			missing := 0
+		missing := 0
+		var err error
+		if !eventually(30*time.Second, 100*time.Millisecond, func() bool {
+			var out string
+			out, _, err = run(c.t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
+			missing = 0
 			for _, name := range names {
 				if !strings.Contains(out, "job/"+name+"\n") {
 					missing++
 				}
 			}
-			if err == nil && missing == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("server %d lacks %d of the %d acknowledged jobs: %v", i+1, missing, len(names), err)
-			}
-			time.Sleep(100 * time.Millisecond) // polling a condition with a deadline
+			return err == nil && missing == 0
+		}) {
+			c.t.Fatalf("server %d lacks %d of the %d acknowledged jobs: %v", i+1, missing, len(names), err)
+		}
+	}
+}
+
+// eventually checks cond every `every` until it holds (true) or within
+// has passed (false), waiting on a ticker and a timer between checks.
+func eventually(within, every time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return cond()
 		}
 	}
 }

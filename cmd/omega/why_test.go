@@ -14,17 +14,15 @@ import (
 // most within; it returns that output.
 func waitOutput(t *testing.T, within time.Duration, want string, args ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		out, errs, err := run(t, "", args...)
-		if err == nil && strings.Contains(out, want) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("omega %s: no %q within %v: %v\n%s%s", strings.Join(args, " "), want, within, err, out, errs)
-		}
-		time.Sleep(100 * time.Millisecond) // polling a condition with a deadline: a process's output has no event to wait on
+	var out, errs string
+	var err error
+	if !eventually(within, 100*time.Millisecond, func() bool { // a process's output has no event to wait on
+		out, errs, err = run(t, "", args...)
+		return err == nil && strings.Contains(out, want)
+	}) {
+		t.Fatalf("omega %s: no %q within %v: %v\n%s%s", strings.Join(args, " "), want, within, err, out, errs)
 	}
+	return out
 }
 
 // TestWhyAJobWaits: a job no machine can take says why, in `get jobs`
