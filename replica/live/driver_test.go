@@ -96,23 +96,28 @@ func (c *cell) stop(m *member) {
 // does (at most within).
 func (c *cell) commit(tx *txn.Txn, within time.Duration) (txn.Result, *member) {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	var res txn.Result
+	var by *member
+	eventually(within, 20*time.Millisecond, func() bool { // until a member leads
 		for _, m := range c.members {
 			if m.drv == nil {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			res, err := m.drv.Commit(ctx, tx)
+			r, err := m.drv.Commit(ctx, tx)
 			cancel()
 			if err == nil {
-				return res, m
+				res, by = r, m
+				return true
 			}
 			if !errors.Is(err, replica.ErrNotLeader) && !errors.Is(err, replica.ErrNotReady) && !errors.Is(err, replica.ErrOutcomeUnknown) {
 				c.t.Fatalf("commit through member %d: %v", m.id, err)
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling for a leader with a deadline
+		return false
+	})
+	if by != nil {
+		return res, by
 	}
 	c.t.Fatalf("no member committed within %v", within)
 	return txn.Result{}, nil
@@ -146,19 +151,15 @@ func TestThreeMembersOverGRPC(t *testing.T) {
 		c.commit(&txn.Txn{Component: "test", Ops: []txn.Op{job(i)}}, 10*time.Second)
 	}
 	c.start(leader)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var rev []uint64
+	var rev []uint64
+	if !eventually(20*time.Second, 20*time.Millisecond, func() bool {
+		rev = rev[:0]
 		for _, m := range c.members {
 			rev = append(rev, m.drv.Applied().Revision())
 		}
-		if rev[0] == rev[1] && rev[1] == rev[2] && rev[0] >= 40 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the members did not converge: revisions %v", rev)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+		return rev[0] == rev[1] && rev[1] == rev[2] && rev[0] >= 40
+	}) {
+		t.Fatalf("the members did not converge: revisions %v", rev)
 	}
 	want := c.members[0].drv.Applied()
 	for _, m := range c.members[1:] {
@@ -217,4 +218,23 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func grpcDial(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// eventually checks cond every `every` until it holds (true) or within
+// has passed (false), waiting on a ticker and a deadline timer.
+func eventually(within, every time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return cond()
+		}
+	}
 }
