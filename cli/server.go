@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/omega-cell/omega/replica"
 	"github.com/omega-cell/omega/server"
 	"github.com/omega-cell/omega/txn"
 )
@@ -84,6 +85,8 @@ must present a certificate that CA signed.`,
 				cfg.Peers = p
 			} else if cfg.Member != 0 {
 				return errors.New("--member: needs --peers")
+			} else if cfg.Join {
+				return errors.New("--join: needs --peers and --member")
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			return flagError(server.Run(ctx, cfg))
@@ -106,6 +109,7 @@ must present a certificate that CA signed.`,
 	f.StringVar(&cfg.TLSCA, "tls-ca", "", "with --tls-cert: require client certificates signed by this CA")
 	f.StringVar(&peers, "peers", "", "a replicated cell's members, ID=ADDR,... (each member's --listen, this one's included): the store becomes a raft member (experimental: an open cell on a trusted network)")
 	f.Uint64Var(&cfg.Member, "member", 0, "with --peers: this server's id among them")
+	f.BoolVar(&cfg.Join, "join", false, "with --peers: an empty --data joins the running cell as --member, in place of that member's lost data (a new raft id; the leader's snapshot); a --data that holds a member starts as it is")
 	f.DurationVar(&cfg.RaftTick, "raft-tick", 50*time.Millisecond, "with --peers: one raft tick; an election starts after 10 to 20 of them without a word from the leader")
 	f.StringVar(&cfg.Cluster, "cluster", "omega", "with --peers: the cell's name, the same on every member (a message from another cell is refused)")
 	return cmd
@@ -120,8 +124,8 @@ func parsePeers(s string) (map[uint64]string, error) {
 		switch {
 		case !ok || addr == "":
 			return nil, fmt.Errorf("--peers %s: want ID=ADDR", txn.Quote(kv))
-		case err != nil || n == 0:
-			return nil, fmt.Errorf("--peers %s: the id is not a number above 0", txn.Quote(kv))
+		case err != nil || n == 0 || n > replica.MaxMember:
+			return nil, fmt.Errorf("--peers %s: the id is not a number from 1 to %d", txn.Quote(kv), uint64(replica.MaxMember))
 		}
 		if _, dup := out[n]; dup {
 			return nil, fmt.Errorf("--peers: member %d given twice", n)
@@ -137,7 +141,7 @@ var serverFlags = map[string]string{
 	"GossipProfile": "--gossip-profile", "GossipKeyFile": "--gossip-key-file", "Gossip": "--gossip",
 	"AgentGrace": "--agent-grace", "SchedulerGrace": "--scheduler-grace", "Retention": "--retention", "ExpireEvery": "--expire-every",
 	"TokensFile": "--tokens", "TLSCert": "--tls-cert", "TLSKey": "--tls-key", "TLSCA": "--tls-ca",
-	"Peers": "--peers", "Member": "--member",
+	"Peers": "--peers", "Member": "--member", "Join": "--join",
 }
 
 // flagError says a refused server.Config by its flag.

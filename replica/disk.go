@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/omega-cell/omega/txn"
 )
 
 // Disk keeps a member's raft state in a directory, apart from the store's
@@ -33,12 +35,21 @@ import (
 //	               'H' hard state) and its protobuf; appended and synced
 //	               before Process's messages are sent
 //
+//	member         the directory's format version and the member's raft
+//	               id ("omega raft member\nformat 1\nid <id>\n"),
+//	               written when the directory is made
+//
 // Opening reads the newest snapshot and replays its log into a
 // raft.MemoryStorage; a record cut short or failing its checksum at the
 // end of the log (a write the crash interrupted, never synced, so never
 // acknowledged) ends the replay there and is cut off. A snapshot starts a
 // new log holding the entries after it; the older files are removed.
+//
+// A member joining a cell that already runs (its data lost, or new) starts
+// with no snapshot: its directory holds the member file and log-0 until
+// the leader sends it one.
 type Disk struct {
+	id      uint64
 	dir     string
 	storage *Storage
 	f       *os.File
@@ -50,18 +61,35 @@ type Disk struct {
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// OpenDisk opens (or creates, for a new cell of peers) a member's raft
-// directory.
-func OpenDisk(dir string, peers []uint64) (*Disk, error) {
+// DiskFormat is the raft directory's format version, in its member file.
+// A directory of format 0 (the first, which had no member file) is read as
+// format 1 and given the file; a later format is refused.
+const DiskFormat = 1
+
+// OpenDisk opens a member's raft directory, or creates it: for a member of
+// a new cell of peers, the empty cell at index 1 (NewStorage's); with
+// peers nil, for a member joining a cell that runs (JoinID), an empty log
+// the leader's snapshot fills. id is the member's raft id for a new
+// directory; an existing one keeps the id it records (Disk.ID).
+func OpenDisk(dir string, id uint64, peers []uint64) (*Disk, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	d := &Disk{dir: dir}
+	d := &Disk{dir: dir, id: id}
 	snaps, logs, err := d.files()
 	if err != nil {
 		return nil, err
 	}
-	if len(snaps) == 0 {
+	recorded, err := d.readMember()
+	if err != nil {
+		return nil, err
+	}
+	if recorded != 0 {
+		d.id = recorded
+	}
+	if len(snaps) == 0 && recorded == 0 && peers != nil {
+		// A new member of a new cell: the snapshot first, then the member
+		// file (a crash between them leaves a directory read as format 0).
 		st, err := NewStorage(peers)
 		if err != nil {
 			return nil, err
@@ -72,7 +100,29 @@ func OpenDisk(dir string, peers []uint64) (*Disk, error) {
 		}
 		d.storage = st
 		d.index = snap.GetMetadata().GetIndex()
+		if err := d.writeMember(); err != nil {
+			return nil, err
+		}
 		return d, d.newLog(nil)
+	}
+	if len(snaps) == 0 {
+		// A joining member, before the leader's snapshot: the member file
+		// first, then its log (a crash between them opens as it is).
+		if recorded == 0 {
+			if err := d.writeMember(); err != nil {
+				return nil, err
+			}
+		}
+		d.storage = raft.NewMemoryStorage()
+		if !slices.Contains(logs, 0) {
+			return d, d.newLog(nil)
+		}
+		return d, d.reopenLog()
+	}
+	if recorded == 0 {
+		if err := d.writeMember(); err != nil { // format 0: give it the file
+			return nil, err
+		}
 	}
 	d.index = snaps[len(snaps)-1]
 	b, err := os.ReadFile(d.path("snap", d.index))
@@ -90,30 +140,90 @@ func OpenDisk(dir string, peers []uint64) (*Disk, error) {
 	if !slices.Contains(logs, d.index) {
 		return d, d.newLog(nil) // crashed between the snapshot and its log
 	}
+	return d, d.reopenLog()
+}
+
+// reopenLog replays log-<index> into the storage, cuts off its torn tail
+// and opens it to append.
+func (d *Disk) reopenLog() error {
 	good, err := d.replay(d.path("log", d.index))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	f, err := os.OpenFile(d.path("log", d.index), os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := f.Truncate(good); err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
 	if _, err := f.Seek(good, io.SeekStart); err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
 	d.f, d.w = f, bufio.NewWriterSize(f, 1<<20)
 	hs, _, _ := d.storage.InitialState()
 	if last, _ := d.storage.LastIndex(); hs.GetCommit() > last {
 		f.Close()
-		return nil, fmt.Errorf("replica: %s: %w: the hard state commits index %d, the log ends at %d", d.path("log", d.index), ErrCorruptLog, hs.GetCommit(), last)
+		d.f = nil
+		return fmt.Errorf("replica: %s: %w: the hard state commits index %d, the log ends at %d", d.path("log", d.index), ErrCorruptLog, hs.GetCommit(), last)
 	}
 	d.removeOld()
-	return d, nil
+	return nil
+}
+
+// ID is the member's raft id, as its directory records it.
+func (d *Disk) ID() uint64 { return d.id }
+
+// Joining: the member has no snapshot yet (it joined a running cell and
+// the leader's has not come).
+func (d *Disk) Joining() bool { return d.index == 0 }
+
+const memberFile = "member"
+
+// readMember reads the member file: the recorded id, or 0 when there is
+// no file (a new directory, or one of format 0).
+func (d *Disk) readMember() (uint64, error) {
+	path := filepath.Join(d.dir, memberFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var format int
+	var id uint64
+	if _, err := fmt.Sscanf(string(b), "omega raft member\nformat %d\nid %d\n", &format, &id); err != nil || id == 0 {
+		return 0, fmt.Errorf("replica: %s: %w: not a member file: %s", path, ErrCorruptLog, txn.Quote(string(b)))
+	}
+	if format > DiskFormat {
+		return 0, fmt.Errorf("replica: %s: format %d is newer than this omega's (%d): run the omega that wrote it", path, format, DiskFormat)
+	}
+	return id, nil
+}
+
+func (d *Disk) writeMember() error {
+	if d.id == 0 {
+		return errors.New("replica: a member's raft id is 0")
+	}
+	path := filepath.Join(d.dir, memberFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "omega raft member\nformat %d\nid %d\n", DiskFormat, d.id), 0o600); err != nil {
+		return err
+	}
+	f, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(d.dir)
 }
 
 // Storage is raft's storage, rebuilt from the directory; give it to New.

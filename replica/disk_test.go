@@ -2,6 +2,8 @@ package replica
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -14,7 +16,7 @@ import (
 // realLog is the log a Disk writes for a few entries and hard states.
 func realLog(t testing.TB) []byte {
 	dir := t.TempDir()
-	d, err := OpenDisk(dir, []uint64{1, 2, 3})
+	d, err := OpenDisk(dir, 1, []uint64{1, 2, 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func TestDiskReopens(t *testing.T) {
 	b := realLog(t)
 	for cut := 0; cut <= len(b); cut++ {
 		dir := t.TempDir()
-		d, err := OpenDisk(dir, []uint64{1, 2, 3})
+		d, err := OpenDisk(dir, 1, []uint64{1, 2, 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +51,7 @@ func TestDiskReopens(t *testing.T) {
 		if err := os.WriteFile(d.path("log", d.index), b[:cut], 0o600); err != nil {
 			t.Fatal(err)
 		}
-		d2, err := OpenDisk(dir, []uint64{1, 2, 3})
+		d2, err := OpenDisk(dir, 1, []uint64{1, 2, 3})
 		if err != nil {
 			t.Fatalf("cut at %d of %d: %v", cut, len(b), err)
 		}
@@ -78,7 +80,7 @@ func FuzzDiskLog(f *testing.F) {
 	f.Add([]byte{0x05, 0, 0, 0, 0, 'Z', 1, 2, 3, 4, 5})
 	f.Fuzz(func(t *testing.T, log []byte) {
 		dir := t.TempDir()
-		d, err := OpenDisk(dir, []uint64{1, 2, 3})
+		d, err := OpenDisk(dir, 1, []uint64{1, 2, 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +88,7 @@ func FuzzDiskLog(f *testing.F) {
 		if err := os.WriteFile(d.path("log", d.index), log, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if d2, err := OpenDisk(dir, []uint64{1, 2, 3}); err == nil {
+		if d2, err := OpenDisk(dir, 1, []uint64{1, 2, 3}); err == nil {
 			d2.Close()
 		}
 	})
@@ -117,4 +119,87 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("a decoded state breaks the invariants: %v", err)
 		}
 	})
+}
+
+// TestDiskJoining: a joining member's directory records its raft id and
+// opens empty, again and again, until a snapshot comes; then it opens as
+// any member's. A directory of format 0 (no member file) takes the id
+// given and gets the file; a member file that is garbage or of a later
+// format is refused, naming the file.
+func TestDiskJoining(t *testing.T) {
+	dir := t.TempDir()
+	id := JoinID(2, 0xbeef)
+	d, err := OpenDisk(dir, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ID() != id || !d.Joining() {
+		t.Fatalf("new joining directory: id %d joining %v, want %d true", d.ID(), d.Joining(), id)
+	}
+	hs := &raftpb.HardState{Term: new(uint64(7)), Vote: new(uint64(0)), Commit: new(uint64(0))}
+	if err := d.Save(hs, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	// Reopened with another id (the flag's) and peers: still the joiner.
+	d, err = OpenDisk(dir, 2, []uint64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := d.Storage().InitialState(); d.ID() != id || !d.Joining() || got.GetTerm() != 7 {
+		t.Fatalf("reopened: id %d joining %v term %d, want %d true 7", d.ID(), d.Joining(), got.GetTerm(), id)
+	}
+	// The leader's snapshot arrives.
+	data, err := EncodeState(txn.NewState())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(40)), Term: new(uint64(7)),
+		ConfState: &raftpb.ConfState{Voters: []uint64{1, 3, id}}}}
+	if err := d.Storage().ApplySnapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Save(&raftpb.HardState{Term: new(uint64(7)), Vote: new(uint64(0)), Commit: new(uint64(40))}, nil, snap); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d, err = OpenDisk(dir, 2, []uint64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := d.Storage().FirstIndex(); d.ID() != id || d.Joining() || first != 41 {
+		t.Fatalf("after the snapshot: id %d joining %v first index %d, want %d false 41", d.ID(), d.Joining(), first, id)
+	}
+	d.Close()
+	if _, err := os.Stat(d.path("log", 0)); !os.IsNotExist(err) {
+		t.Fatalf("the joining log is still there after the snapshot: %v", err)
+	}
+
+	// Format 0: a snapshot and no member file.
+	old := t.TempDir()
+	d, err = OpenDisk(old, 3, []uint64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	os.Remove(filepath.Join(old, memberFile))
+	if d, err = OpenDisk(old, 3, []uint64{1, 2, 3}); err != nil || d.ID() != 3 {
+		t.Fatalf("format 0: %v, id %d", err, d.ID())
+	}
+	d.Close()
+	if b, err := os.ReadFile(filepath.Join(old, memberFile)); err != nil || string(b) != "omega raft member\nformat 1\nid 3\n" {
+		t.Fatalf("format 0 given its member file: %q %v", b, err)
+	}
+
+	for body, want := range map[string]string{
+		strings.Repeat("x", 100):              `not a member file: "xxxx`,
+		"omega raft member\nformat 9\nid 3\n": "format 9 is newer than this omega's (1)",
+		"omega raft member\nformat 1\nid 0\n": "not a member file",
+	} {
+		os.WriteFile(filepath.Join(old, memberFile), []byte(body), 0o600)
+		_, err := OpenDisk(old, 3, []uint64{1, 2, 3})
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), memberFile) || len(err.Error()) > 400 {
+			t.Fatalf("member file %q: %v, want an error naming the file with %q", body, err, want)
+		}
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -140,6 +141,7 @@ type Node struct {
 	applied      *txn.State // every committed entry applied
 	appliedIndex uint64
 	snapIndex    uint64 // the newest snapshot's index
+	snapDue      bool   // a member came in: snapshot at the next Apply
 
 	// Leading: head is the state of the whole log (nil until the log the
 	// election left is applied: appliedIndex ≥ readyAt).
@@ -205,9 +207,11 @@ func New(cfg Config, storage *Storage) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := DecodeState(snap.GetData())
-	if err != nil {
-		return nil, fmt.Errorf("replica %d: the snapshot at index %d: %w", cfg.ID, snap.GetMetadata().GetIndex(), err)
+	st := txn.NewState() // a joining member's, until the leader's snapshot
+	if !raft.IsEmptySnap(snap) {
+		if st, err = DecodeState(snap.GetData()); err != nil {
+			return nil, fmt.Errorf("replica %d: the snapshot at index %d: %w", cfg.ID, snap.GetMetadata().GetIndex(), err)
+		}
 	}
 	rc := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTick, HeartbeatTick: cfg.HeartbeatTick, Storage: storage,
@@ -234,8 +238,147 @@ func (n *Node) ID() uint64 { return n.cfg.ID }
 // Tick advances raft's logical clock by one tick.
 func (n *Node) Tick() { n.rn.Tick() }
 
-// Step hands the member a message from another.
-func (n *Node) Step(m *raftpb.Message) error { return n.rn.Step(m) }
+// Step hands the member a message from another. A leader's heartbeat
+// saying this member holds entries beyond its log's end (raft's leader
+// tracks what each member acknowledged: it acknowledged them, then lost
+// them — its data wiped or rolled back) is refused with ErrLostLog and
+// not stepped (raft would panic on it).
+func (n *Node) Step(m *raftpb.Message) error {
+	if m.GetType() == raftpb.MsgHeartbeat {
+		if last, _ := n.storage.LastIndex(); m.GetCommit() > last {
+			return &LostLogError{ID: n.cfg.ID, Leader: m.GetFrom(), Commit: m.GetCommit(), Last: last}
+		}
+	}
+	return n.rn.Step(m)
+}
+
+// ErrLostLog: this member lost entries it had acknowledged (LostLogError).
+var ErrLostLog = errors.New("this member's raft log lost entries it had acknowledged")
+
+// LostLogError is ErrLostLog with what the leader and the log said.
+type LostLogError struct{ ID, Leader, Commit, Last uint64 }
+
+func (e *LostLogError) Error() string {
+	return fmt.Sprintf("member %d (raft id %d): leader %d says index %d is committed with this member, whose log ends at %d: its data was lost or rolled back; start it again with an empty data directory as a joining member (it takes a new raft id and the leader's snapshot)",
+		MemberOf(e.ID), e.ID, MemberOf(e.Leader), e.Commit, e.Last)
+}
+
+func (e *LostLogError) Unwrap() error { return ErrLostLog }
+
+// A raft id names a member (its slot in the cell: 1, 2, 3…, the operator's
+// number) and, for a member that joined a running cell, its incarnation:
+// member<<32 | nonce. A new cell's members have ids 1, 2, 3…; one whose
+// data was lost comes back under a new id (JoinID), never its old one,
+// for raft's leader remembers what each id acknowledged (etcd gives a
+// replaced member a new id too).
+
+// MaxMember is the largest member number.
+const MaxMember = 1<<32 - 1
+
+// MemberOf is the member a raft id names.
+func MemberOf(id uint64) uint64 {
+	if id > MaxMember {
+		return id >> 32
+	}
+	return id
+}
+
+// JoinID is the raft id of member's incarnation nonce (not 0).
+func JoinID(member uint64, nonce uint32) uint64 {
+	return member<<32 | uint64(max(nonce, 1))
+}
+
+// Voter: this member is a voter of the configuration it has applied (a
+// joining member is not, until the leader's snapshot says it is).
+func (n *Node) Voter() bool {
+	if n.conf == nil {
+		return false
+	}
+	return slices.Contains(n.conf.Voters, n.cfg.ID)
+}
+
+var (
+	// ErrMemberAlive: the member a joining one would replace still answers
+	// the leader (or leads): its data is not lost.
+	ErrMemberAlive = errors.New("the member is alive")
+	// ErrConfBusy: a configuration change is under way; try again.
+	ErrConfBusy = errors.New("a configuration change is under way")
+	// ErrNoSuchMember: no member of that number is in the configuration.
+	ErrNoSuchMember = errors.New("no such member in the cell's configuration")
+)
+
+// Replace makes the joining raft id the member's, in place of the ids the
+// member had (one configuration change, joint consensus: the old id out
+// and the new in at once, so the cell never runs on fewer voters). done
+// says id is already the member's voter; otherwise the change was
+// proposed, or err says why not: ErrNotLeader, ErrNotReady, ErrConfBusy
+// (a change in flight), ErrNoSuchMember, ErrMemberAlive (the member's old
+// id still answers — refused, or a live member would be cut off; with
+// DriverElections raft keeps no liveness, and the check is skipped).
+// Adding a member that was never in the cell is not done here.
+func (n *Node) Replace(member, id uint64) (done bool, err error) {
+	if !n.leading {
+		return false, &NotLeaderError{Leader: n.lead}
+	}
+	if n.head == nil {
+		return false, ErrNotReady
+	}
+	if MemberOf(id) != member {
+		return false, fmt.Errorf("%w: raft id %d is not member %d's", txn.ErrInvalid, id, member)
+	}
+	st := n.rn.Status()
+	cfg := st.Config
+	if len(cfg.Voters[1]) > 0 || n.pendingConf() {
+		return false, ErrConfBusy
+	}
+	voters := cfg.Voters[0]
+	if _, ok := voters[id]; ok {
+		return true, nil
+	}
+	var old []uint64
+	for v := range voters {
+		if MemberOf(v) == member {
+			old = append(old, v)
+		}
+	}
+	if len(old) == 0 {
+		return false, fmt.Errorf("%w: member %d", ErrNoSuchMember, member)
+	}
+	slices.Sort(old)
+	cc := &raftpb.ConfChangeV2{}
+	for _, v := range old {
+		if v == n.cfg.ID {
+			return false, fmt.Errorf("%w: member %d (raft id %d) leads", ErrMemberAlive, member, v)
+		}
+		if pr := st.Progress[v]; pr.RecentActive && !n.cfg.DriverElections {
+			return false, fmt.Errorf("%w: member %d (raft id %d) answered the leader within an election timeout", ErrMemberAlive, member, v)
+		}
+		cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(v)})
+	}
+	cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(id)})
+	if err := n.rn.ProposeConfChange(cc); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrConfBusy, err)
+	}
+	return false, nil
+}
+
+// pendingConf: the log holds a configuration change not yet applied.
+func (n *Node) pendingConf() bool {
+	last, _ := n.storage.LastIndex()
+	if last <= n.appliedIndex {
+		return false
+	}
+	ents, err := n.storage.Entries(n.appliedIndex+1, last+1, 1<<62)
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		if e.GetType() != raftpb.EntryNormal {
+			return true
+		}
+	}
+	return false
+}
 
 // Campaign makes the member stand for election at once.
 func (n *Node) Campaign() error { return n.rn.Campaign() }
@@ -372,6 +515,17 @@ func (n *Node) Persist() ([]*raftpb.Message, error) {
 		}
 		n.toApply = append(n.toApply, rd.CommittedEntries...)
 		out = append(out, rd.Messages...)
+		if confChanges(rd.CommittedEntries) {
+			// raft takes a Ready's committed entries as applied at Advance,
+			// and reads its configuration then (a leader in a joint
+			// configuration proposes to leave it once the entry that
+			// entered it is applied: applied later, it proposed the leave
+			// twice, and the second panics). So a configuration change is
+			// applied before Advance, as etcd's server waits for one.
+			if err := n.applyTaken(); err != nil {
+				return out, err
+			}
+		}
 		n.rn.Advance(rd)
 	}
 	return out, nil
@@ -380,6 +534,15 @@ func (n *Node) Persist() ([]*raftpb.Message, error) {
 // Apply is Process's second half: it applies the committed entries
 // Persist took in, answering the proposals and reads they complete.
 func (n *Node) Apply() error {
+	if err := n.applyTaken(); err != nil {
+		return err
+	}
+	n.answerReads()
+	return n.maybeSnapshot()
+}
+
+// applyTaken applies the committed entries Persist took in.
+func (n *Node) applyTaken() error {
 	ents := n.toApply
 	n.toApply = nil
 	if err := n.apply(ents); err != nil {
@@ -388,8 +551,17 @@ func (n *Node) Apply() error {
 	if n.leading && n.head == nil && n.appliedIndex >= n.readyAt {
 		n.head = n.applied
 	}
-	n.answerReads()
-	return n.maybeSnapshot()
+	return nil
+}
+
+// confChanges: the entries hold a configuration change.
+func confChanges(ents []*raftpb.Entry) bool {
+	for _, e := range ents {
+		if e.GetType() != raftpb.EntryNormal {
+			return true
+		}
+	}
+	return false
 }
 
 // leadership notes this member's leading or not: a leader that steps down
@@ -474,13 +646,13 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 			if err := proto.Unmarshal(e.Data, cc); err != nil {
 				return err
 			}
-			n.conf = n.rn.ApplyConfChange(cc)
+			n.applyConf(cc)
 		case raftpb.EntryConfChangeV2:
 			cc := &raftpb.ConfChangeV2{}
 			if err := proto.Unmarshal(e.Data, cc); err != nil {
 				return err
 			}
-			n.conf = n.rn.ApplyConfChange(cc)
+			n.applyConf(cc)
 		}
 		n.appliedIndex = e.GetIndex()
 	}
@@ -493,6 +665,25 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 		}
 	}
 	return nil
+}
+
+// applyConf applies a configuration change. One that brings in a member
+// makes the next Apply snapshot: raft's member refuses a snapshot whose
+// configuration does not name it, and a new member needs one (the log
+// before it is compacted, or starts after the new cell's snapshot).
+func (n *Node) applyConf(cc raftpb.ConfChangeI) {
+	before := map[uint64]bool{}
+	if n.conf != nil {
+		for _, id := range slices.Concat(n.conf.Voters, n.conf.Learners, n.conf.VotersOutgoing) {
+			before[id] = true
+		}
+	}
+	n.conf = n.rn.ApplyConfChange(cc)
+	for _, id := range slices.Concat(n.conf.Voters, n.conf.Learners) {
+		if !before[id] {
+			n.snapDue = true
+		}
+	}
 }
 
 // restore takes a snapshot's state (a member far behind, or wiped).
@@ -523,11 +714,12 @@ func (n *Node) answerReads() {
 }
 
 // maybeSnapshot snapshots the applied state and compacts the log behind
-// it, every SnapshotEvery entries.
+// it, every SnapshotEvery entries, and after a member came in.
 func (n *Node) maybeSnapshot() error {
-	if n.appliedIndex < n.snapIndex+n.cfg.SnapshotEvery {
+	if n.appliedIndex < n.snapIndex+n.cfg.SnapshotEvery && !(n.snapDue && n.appliedIndex > n.snapIndex) {
 		return nil
 	}
+	n.snapDue = false
 	data, err := EncodeState(n.applied)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/google/uuid"
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -38,8 +39,9 @@ type envelope struct {
 }
 
 type simMember struct {
-	id      uint64
-	node    *Node // nil while crashed
+	slot    uint64 // its member number: 1, 2, 3…
+	id      uint64 // its raft id: slot, or JoinID's after its data was lost
+	node    *Node  // nil while crashed
 	storage *Storage
 	log     map[uint64]string // revision → what its write set wrote ("key=value"), as applied
 	// The simulation's failure detector (with Config.DriverElections): the
@@ -50,6 +52,10 @@ type simMember struct {
 	// crash keeps only what Disk synced).
 	dir  string
 	disk *Disk
+	// wiped: the member's data is lost at its next start, which joins the
+	// cell under a new raft id (JoinID) and waits for the leader to
+	// replace its old id (Node.Replace) and send it a snapshot.
+	wiped bool
 }
 
 type simCell struct {
@@ -65,10 +71,12 @@ type simCell struct {
 	jobs     []uuid.UUID
 	disks    bool
 	// what the run did, to know the faults were met
-	crashes, partitions, snapshots int
+	crashes, partitions, snapshots, wipes, replaced int
 }
 
-func (c *simCell) member(id uint64) *simMember { return c.members[id-1] }
+// member is the member of a raft id's number (its slot), whatever
+// incarnation runs there.
+func (c *simCell) member(id uint64) *simMember { return c.members[MemberOf(id)-1] }
 
 func newSimCell(t *testing.T, seed uint64, n int, driverElections, disks bool) *simCell {
 	c := &simCell{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), cut: map[[2]uint64]bool{}, disks: disks}
@@ -82,7 +90,7 @@ func newSimCell(t *testing.T, seed uint64, n int, driverElections, disks bool) *
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := &simMember{id: id, storage: st, log: map[uint64]string{}}
+		m := &simMember{slot: id, id: id, storage: st, log: map[uint64]string{}}
 		if disks {
 			m.dir = t.TempDir()
 		}
@@ -94,6 +102,16 @@ func newSimCell(t *testing.T, seed uint64, n int, driverElections, disks bool) *
 
 func (c *simCell) start(m *simMember) {
 	cfg := c.cfg
+	if m.wiped {
+		// Its data lost: an empty member under a new raft id.
+		m.wiped, m.id = false, JoinID(m.slot, c.rng.Uint32())
+		m.log, m.storage = map[uint64]string{}, raft.NewMemoryStorage()
+		if c.disks {
+			m.disk.Close()
+			m.disk = nil
+			os.RemoveAll(m.dir)
+		}
+	}
 	cfg.ID = m.id
 	if c.disks {
 		if m.disk != nil {
@@ -111,7 +129,11 @@ func (c *simCell) start(m *simMember) {
 				}
 			}
 		}
-		d, err := OpenDisk(m.dir, c.cfg.Peers)
+		peers := c.cfg.Peers
+		if m.id != m.slot {
+			peers = nil // a joining member
+		}
+		d, err := OpenDisk(m.dir, m.id, peers)
 		if err != nil {
 			c.t.Fatalf("open member %d's disk: %v", m.id, err)
 		}
@@ -186,8 +208,13 @@ func (c *simCell) deliver() {
 	for _, e := range due {
 		from, to := e.msg.GetFrom(), e.msg.GetTo()
 		m, sender := c.member(to), c.member(from)
+		if sender.id != from {
+			sender = &simMember{} // an incarnation gone: nobody to tell
+		}
 		snap := e.msg.GetType() == raftpb.MsgSnap
-		if c.cut[[2]uint64{min(from, to), max(from, to)}] || m.node == nil {
+		if c.cut[[2]uint64{min(m.slot, sender.slot), max(m.slot, sender.slot)}] || m.node == nil || m.id != to {
+			// Cut off, crashed, or for an incarnation gone (its successor's
+			// transport refuses what is addressed to the old id).
 			if snap && sender.node != nil {
 				sender.node.ReportSnapshot(to, false)
 			}
@@ -196,7 +223,9 @@ func (c *simCell) deliver() {
 		if lead, _ := m.node.Leader(); lead == from {
 			m.heard = c.now
 		}
-		_ = m.node.Step(e.msg) // a stale message from an old term is refused: that is raft's business
+		if err := m.node.Step(e.msg); errors.Is(err, ErrLostLog) {
+			c.t.Fatalf("step %d: %v", c.now, err)
+		} // else a stale message from an old term, refused: raft's business
 		c.process(m)
 		if snap && sender.node != nil {
 			sender.node.ReportSnapshot(to, true)
@@ -222,6 +251,21 @@ func (c *simCell) step() {
 		}
 		c.process(m)
 	}
+	// A joining member asks the leader to take it in, as a live one does
+	// over the peer service, every few steps until it is a voter.
+	if c.now%5 == 0 {
+		for _, m := range c.members {
+			if m.node == nil || m.id == m.slot || m.node.Voter() {
+				continue
+			}
+			if l := c.leader(); l != nil && l != m {
+				if done, err := l.node.Replace(m.slot, m.id); err == nil && !done {
+					c.replaced++
+				}
+				c.process(l)
+			}
+		}
+	}
 	c.deliver()
 }
 
@@ -234,8 +278,8 @@ func (c *simCell) injectFaults() {
 		c.partitions++
 		cut := uint64(c.rng.IntN(n) + 1)
 		for _, m := range c.members {
-			if m.id != cut {
-				c.cut[[2]uint64{min(cut, m.id), max(cut, m.id)}] = true
+			if m.slot != cut {
+				c.cut[[2]uint64{min(cut, m.slot), max(cut, m.slot)}] = true
 			}
 		}
 	case r < 20:
@@ -243,13 +287,17 @@ func (c *simCell) injectFaults() {
 	case r < 26:
 		down := 0
 		for _, m := range c.members {
-			if m.node == nil {
-				down++
+			if m.node == nil || !m.node.Voter() {
+				down++ // crashed, or joining
 			}
 		}
 		if m := c.members[c.rng.IntN(n)]; m.node != nil && down < (n-1)/2 {
 			m.node = nil // crashed: what it had not persisted is gone; its storage stays
 			c.crashes++
+			if c.rng.IntN(4) == 0 {
+				m.wiped = true // and its disk with it
+				c.wipes++
+			}
 		}
 	case r < 40:
 		for _, m := range c.members {
@@ -424,7 +472,7 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 					switch {
 					case errors.As(err, &nl):
 						if nl.Leader != 0 {
-							cl.target = nl.Leader
+							cl.target = MemberOf(nl.Leader)
 						} else {
 							cl.target = uint64(c.rng.IntN(n) + 1)
 						}
@@ -521,8 +569,8 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 		}
 	}
 	term := c.leader().node.Status().Term
-	t.Logf("%d members, %d steps: %d operations (%d writes acknowledged, %d of unknown outcome), revision %d, term %d, %d crashes, %d partitions, %d snapshots sent",
-		n, steps, len(history), len(acks), unknown, want.Revision(), *term, c.crashes, c.partitions, c.snapshots)
+	t.Logf("%d members, %d steps: %d operations (%d writes acknowledged, %d of unknown outcome), revision %d, term %d, %d crashes (%d with the data lost, %d replacements proposed), %d partitions, %d snapshots sent",
+		n, steps, len(history), len(acks), unknown, want.Revision(), *term, c.crashes, c.wipes, c.replaced, c.partitions, c.snapshots)
 	if c.crashes == 0 || c.partitions == 0 || *term < 3 {
 		t.Errorf("the run met too few faults to mean much: %d crashes, %d partitions, term %d", c.crashes, c.partitions, *term)
 	}
@@ -554,9 +602,15 @@ func (c *simCell) converged() bool {
 	if l == nil {
 		return false
 	}
-	want := l.node.Status().Commit
+	st := l.node.Status()
+	if len(st.Config.Voters[1]) > 0 || len(st.Config.Voters[0]) != len(c.members) {
+		return false // a replacement under way
+	}
 	for _, m := range c.members {
-		if m.node.AppliedIndex() != l.node.AppliedIndex() || m.node.AppliedIndex() < *want {
+		if _, ok := st.Config.Voters[0][m.id]; !ok || !m.node.Voter() {
+			return false // a joining member not yet in
+		}
+		if m.node.AppliedIndex() != l.node.AppliedIndex() || m.node.AppliedIndex() < *st.Commit {
 			return false
 		}
 	}

@@ -107,6 +107,15 @@ type Config struct {
 	Member  uint64
 	Peers   map[uint64]string
 	Cluster string
+	// Join: a new DataDir is a member joining the cell as it runs — a
+	// server whose data was lost (wiped, or a disk replaced) — under a raft
+	// id of its own, which the leader puts in place of the member's old one
+	// and then sends a snapshot (replica/live.Config.Join). A DataDir that
+	// holds a member starts as it is. Without Join, a new DataDir starts a
+	// new cell; a member whose data was lost and that starts without it
+	// stops at the leader's first heartbeat (replica.ErrLostLog), saying to
+	// start it with Join.
+	Join bool
 	// RaftTick is one raft tick (replica/live.Config.Tick): an election
 	// starts after 10 to 20 ticks without a leader's word. Default 50 ms:
 	// elections after 0.5 to 1 s, so a failover stays under a second or so
@@ -281,7 +290,7 @@ func Run(ctx context.Context, c Config) error {
 		var merr error
 		if member != nil {
 			rep.f.Close()
-			merr = member.Stop()
+			merr = member.Stop() // with why it stopped by itself, if it did
 		}
 		if err := errors.Join(merr, st.Close()); err != nil {
 			return fmt.Errorf("close the store: %w", err)
@@ -328,6 +337,9 @@ func Run(ctx context.Context, c Config) error {
 			w.Header().Set("Content-Type", "text/plain")
 			if member != nil {
 				fmt.Fprintf(w, "ok revision %d member %d leader %d\n", st.Revision(), c.Member, member.Leader())
+				if !member.Voter() {
+					fmt.Fprintf(w, "joining: waiting for the leader's snapshot\n")
+				}
 				return
 			}
 			fmt.Fprintf(w, "ok revision %d\n", st.Revision())
@@ -377,7 +389,7 @@ func Run(ctx context.Context, c Config) error {
 	// terminal when (at apply, by Store.Install, stamped here on its
 	// clock), so a new leader takes both up where the cell is, its
 	// retention window not started again.
-	leads := func() bool { return member == nil || member.Leader() == c.Member }
+	leads := func() bool { return member == nil || member.Leads() }
 	go every(time.Second, expiring, controlled, func(now time.Time) {
 		var err error
 		if leads() {
@@ -403,9 +415,16 @@ func Run(ctx context.Context, c Config) error {
 		c.Ready(addrs)
 	}
 
+	var memberDone <-chan struct{}
+	if member != nil {
+		memberDone = member.Done()
+	}
 	select {
 	case err = <-served: // the listener failed
 		err = fmt.Errorf("serve gRPC: %w", err)
+	case <-memberDone: // the raft member failed (its log lost, a disk error)
+		err = fmt.Errorf("raft member %d stopped: %w", c.Member, member.Err())
+		g.Stop()
 	case <-ctx.Done():
 		log.Info("draining")
 		// Each step of the drain waits for what it waits for, or for
@@ -555,17 +574,20 @@ func startMember(c Config, st *store.Store, log *slog.Logger) (*replicalive.Driv
 	if _, ok := c.Peers[c.Member]; !ok || c.Member == 0 {
 		return nil, &ConfigError{Field: "Member", Why: fmt.Sprintf("%d is not among the peers' ids %v", c.Member, peers)}
 	}
+	if peers[len(peers)-1] > replica.MaxMember {
+		return nil, &ConfigError{Field: "Peers", Why: fmt.Sprintf("member number %d is over %d", peers[len(peers)-1], uint64(replica.MaxMember))}
+	}
 	cluster := c.Cluster
 	if cluster == "" {
 		cluster = "omega"
 	}
 	drv, err := replicalive.Start(replicalive.Config{
 		Member: replica.Config{ID: c.Member, Peers: peers}, Dir: filepath.Join(c.DataDir, "raft"),
-		Addrs: c.Peers, Cluster: cluster, Logger: log, Tick: c.RaftTick,
+		Addrs: c.Peers, Cluster: cluster, Logger: log, Tick: c.RaftTick, Join: c.Join,
 	}, replicalive.Hooks{OnApply: st.Install, OnRestore: st.Reset})
 	if err != nil {
 		return nil, fmt.Errorf("start raft member %d in %s: %w", c.Member, c.DataDir, err)
 	}
-	log.Info("raft member", "id", c.Member, "peers", c.Peers, "cluster", cluster)
+	log.Info("raft member", "member", c.Member, "id", drv.ID(), "peers", c.Peers, "cluster", cluster, "joining", !drv.Voter())
 	return drv, nil
 }

@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
@@ -30,13 +30,21 @@ type Config struct {
 	Member replica.Config
 	// Dir is the member's raft directory (replica.Disk).
 	Dir string
-	// Addrs are the peers' gRPC addresses by raft id (this member's own
-	// may be left out).
+	// Addrs are the peers' gRPC addresses by member number
+	// (replica.MemberOf: every incarnation of a member is at its address;
+	// this member's own may be left out).
 	Addrs map[uint64]string
-	// APIAddrs are the members' cell API addresses by raft id, where a
-	// follower forwards commits (Forwarder); by default Addrs (the peer
+	// APIAddrs are the members' cell API addresses by member number, where
+	// a follower forwards commits (Forwarder); by default Addrs (the peer
 	// service served beside the API).
 	APIAddrs map[uint64]string
+	// Join: a new directory is a member joining a cell that runs (its data
+	// lost, or a new server): it takes a raft id of its own
+	// (replica.JoinID of Member.ID, the member number, and a random nonce),
+	// starts empty, and asks the peers until the leader has made that id
+	// the member's (Peer.Join) and sent it a snapshot. A directory that
+	// exists starts as it is, Join or not.
+	Join bool
 	// Cluster names the cell: a peer's message naming another is refused.
 	Cluster string
 	// Tick is one raft tick of the wall clock. Default 50 ms; with the
@@ -71,6 +79,16 @@ type waiting struct {
 	reply chan commitReply
 }
 
+type joinReq struct {
+	member, id uint64
+	reply      chan joinReply
+}
+
+type joinReply struct {
+	done bool
+	err  error
+}
+
 type waitingRead struct {
 	r     *replica.Read
 	reply chan *txn.State
@@ -87,12 +105,14 @@ type Driver struct {
 	reads   chan readReq
 	inbox   chan *raftpb.Message
 	reports chan func(*replica.Node)
+	joins   chan joinReq
 	stop    chan struct{}
 	done    chan struct{}
 	err     error
 
 	applied atomic.Pointer[txn.State]
 	lead    atomic.Uint64
+	voter   atomic.Bool
 
 	sendMu  sync.Mutex
 	senders map[uint64]*sender
@@ -123,14 +143,22 @@ func Start(cfg Config, hooks Hooks) (*Driver, error) {
 	if cfg.APIAddrs == nil {
 		cfg.APIAddrs = cfg.Addrs
 	}
-	disk, err := replica.OpenDisk(cfg.Dir, cfg.Member.Peers)
+	id, peers := cfg.Member.ID, cfg.Member.Peers
+	if cfg.Join {
+		id, peers = replica.JoinID(id, rand.Uint32()), nil
+	}
+	disk, err := replica.OpenDisk(cfg.Dir, id, peers)
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Join && !disk.Joining() {
+		cfg.Logger.Info("raft member: the directory holds a member already; --join has nothing to do", "id", disk.ID(), "dir", cfg.Dir)
+	}
+	cfg.Member.ID = disk.ID() // the directory's: a member that joined has an id of its own
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, disk: disk,
 		commits: make(chan commitReq), reads: make(chan readReq), inbox: make(chan *raftpb.Message, 4096),
-		reports: make(chan func(*replica.Node), 1024), stop: make(chan struct{}), done: make(chan struct{}),
+		reports: make(chan func(*replica.Node), 1024), joins: make(chan joinReq), stop: make(chan struct{}), done: make(chan struct{}),
 		senders: map[uint64]*sender{}, hooks: hooks,
 	}
 	mc := cfg.Member
@@ -147,10 +175,14 @@ func Start(cfg Config, hooks Hooks) (*Driver, error) {
 		return nil, err
 	}
 	d.applied.Store(d.node.Applied())
+	d.voter.Store(d.node.Voter())
 	if hooks.OnRestore != nil {
 		hooks.OnRestore(d.node.Applied())
 	}
 	go d.run()
+	if !d.node.Voter() && disk.Joining() {
+		go d.join()
+	}
 	return d, nil
 }
 
@@ -174,8 +206,55 @@ func (d *Driver) Stop() error {
 // Applied is the member's applied state.
 func (d *Driver) Applied() *txn.State { return d.applied.Load() }
 
-// Leader is the member this one believes leads (0: none known).
-func (d *Driver) Leader() uint64 { return d.lead.Load() }
+// Leader is the member number of the member this one believes leads (0:
+// none known).
+func (d *Driver) Leader() uint64 { return replica.MemberOf(d.lead.Load()) }
+
+// Leads: this member leads (as far as it knows).
+func (d *Driver) Leads() bool { return d.lead.Load() == d.cfg.Member.ID }
+
+// ID is this member's raft id (its member number, or the id it joined
+// under).
+func (d *Driver) ID() uint64 { return d.cfg.Member.ID }
+
+// Voter: this member is a voter of the configuration it has applied (a
+// joining member becomes one with the leader's snapshot).
+func (d *Driver) Voter() bool { return d.voter.Load() }
+
+// Done is closed when the member has stopped (Stop, or a failure: Err).
+func (d *Driver) Done() <-chan struct{} { return d.done }
+
+// Err is why the member stopped by itself (nil before it stopped, or when
+// Stop stopped it).
+func (d *Driver) Err() error {
+	select {
+	case <-d.done:
+		return d.err
+	default:
+		return nil
+	}
+}
+
+// Join asks this member, if it leads, to make id member's (replica's
+// Node.Replace): done once it is.
+func (d *Driver) Join(ctx context.Context, member, id uint64) (bool, error) {
+	req := joinReq{member: member, id: id, reply: make(chan joinReply, 1)}
+	select {
+	case d.joins <- req:
+	case <-d.done:
+		return false, ErrStopped
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case r := <-req.reply:
+		return r.done, r.err
+	case <-d.done:
+		return false, ErrStopped
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
 
 // Commit commits tx through this member if it leads (replica's errors
 // otherwise: ErrNotLeader naming the leader, ErrNotReady), returning once
@@ -238,11 +317,16 @@ func (d *Driver) run() {
 		case <-t.C:
 			d.node.Tick()
 		case m := <-d.inbox:
-			_ = d.node.Step(m) // a stale message is raft's to ignore
+			if d.step(m) {
+				return
+			}
 		case f := <-d.reports:
 			f(d.node)
 		case req := <-d.commits:
 			props = d.commit(req, props)
+		case req := <-d.joins:
+			done, err := d.node.Replace(req.member, req.id)
+			req.reply <- joinReply{done, err}
 		case req := <-d.reads:
 			reads = append(reads, waitingRead{r: d.node.ReadIndex(), reply: req.reply, at: req.at})
 		}
@@ -252,7 +336,9 @@ func (d *Driver) run() {
 		for range 1024 {
 			select {
 			case m := <-d.inbox:
-				_ = d.node.Step(m)
+				if d.step(m) {
+					return
+				}
 			case req := <-d.commits:
 				props = d.commit(req, props)
 			case f := <-d.reports:
@@ -275,6 +361,7 @@ func (d *Driver) run() {
 			return
 		}
 		d.applied.Store(d.node.Applied())
+		d.voter.Store(d.node.Voter())
 		lead, _ := d.node.Leader()
 		d.lead.Store(lead)
 		keep := props[:0]
@@ -302,6 +389,19 @@ func (d *Driver) run() {
 		}
 		reads = keepR
 	}
+}
+
+// step hands the member a peer's message; true when the member must stop
+// (it lost entries it had acknowledged: replica.ErrLostLog). Any other
+// error is a stale message, raft's to ignore.
+func (d *Driver) step(m *raftpb.Message) bool {
+	err := d.node.Step(m)
+	if errors.Is(err, replica.ErrLostLog) {
+		d.err = err
+		d.log.Error("replica stopped", "member", replica.MemberOf(d.cfg.Member.ID), "err", err)
+		return true
+	}
+	return false
 }
 
 // commit proposes a commit request, answering it at once when nothing is
@@ -337,7 +437,7 @@ func (d *Driver) sender(to uint64) *sender {
 	if s, ok := d.senders[to]; ok {
 		return s
 	}
-	addr, ok := d.cfg.Addrs[to]
+	addr, ok := d.cfg.Addrs[replica.MemberOf(to)]
 	if !ok {
 		return nil
 	}
@@ -380,10 +480,7 @@ func (s *sender) push(m *raftpb.Message) {
 func (s *sender) close() { s.once.Do(func() { close(s.quit) }) }
 
 func (s *sender) run() {
-	opts := s.d.cfg.DialOptions
-	if len(opts) == 0 {
-		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	}
+	opts := s.d.dialOptions()
 	backoff := 50 * time.Millisecond
 	for {
 		select {

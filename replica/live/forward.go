@@ -56,9 +56,10 @@ func (f *Forwarder) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error)
 		case err == nil:
 			return res, nil
 		case errors.As(err, &nl) && nl.Leader != 0 && nl.Leader != f.d.cfg.Member.ID && !forwarded:
-			tr, terr := f.conn(nl.Leader)
+			lead := replica.MemberOf(nl.Leader)
+			tr, terr := f.conn(lead)
 			if terr != nil {
-				return txn.Result{}, fmt.Errorf("%w: forward to member %d: %v", transport.ErrUnavailable, nl.Leader, terr)
+				return txn.Result{}, fmt.Errorf("%w: forward to member %d: %v", transport.ErrUnavailable, lead, terr)
 			}
 			fctx := metadata.AppendToOutgoingContext(context.WithoutCancel(ctx), forwardedKey, "1")
 			if d, ok := ctx.Deadline(); ok {
@@ -83,7 +84,7 @@ func (f *Forwarder) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error)
 	}
 }
 
-// conn is a transport to member id's API.
+// conn is a transport to a member's API, by its member number.
 func (f *Forwarder) conn(id uint64) (*remote.Transport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

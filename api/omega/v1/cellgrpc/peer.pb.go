@@ -26,12 +26,121 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type JoinRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cell the joining member belongs to.
+	Cluster string `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Its member number and its new raft id.
+	Member        uint64 `protobuf:"varint,2,opt,name=member,proto3" json:"member,omitempty"`
+	Id            uint64 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinRequest) Reset() {
+	*x = JoinRequest{}
+	mi := &file_omega_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinRequest) ProtoMessage() {}
+
+func (x *JoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
+func (*JoinRequest) Descriptor() ([]byte, []int) {
+	return file_omega_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *JoinRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetMember() uint64 {
+	if x != nil {
+		return x.Member
+	}
+	return 0
+}
+
+func (x *JoinRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type JoinResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id is the member's voter already (else the change was proposed:
+	// ask again until it is).
+	Done          bool `protobuf:"varint,1,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinResponse) Reset() {
+	*x = JoinResponse{}
+	mi := &file_omega_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinResponse) ProtoMessage() {}
+
+func (x *JoinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
+func (*JoinResponse) Descriptor() ([]byte, []int) {
+	return file_omega_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *JoinResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 type PeerMessages struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The cell the sender belongs to: a message from another cell is
 	// refused.
 	Cluster string `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
-	// The sender's and the receiver's raft ids.
+	// The sender's and the receiver's raft ids (a member number, or a
+	// joined member's member<<32 | nonce).
 	From uint64 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
 	To   uint64 `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
 	// raftpb.Message, each in its wire form.
@@ -42,7 +151,7 @@ type PeerMessages struct {
 
 func (x *PeerMessages) Reset() {
 	*x = PeerMessages{}
-	mi := &file_omega_v1_peer_proto_msgTypes[0]
+	mi := &file_omega_v1_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -54,7 +163,7 @@ func (x *PeerMessages) String() string {
 func (*PeerMessages) ProtoMessage() {}
 
 func (x *PeerMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_peer_proto_msgTypes[0]
+	mi := &file_omega_v1_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -67,7 +176,7 @@ func (x *PeerMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerMessages.ProtoReflect.Descriptor instead.
 func (*PeerMessages) Descriptor() ([]byte, []int) {
-	return file_omega_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_omega_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PeerMessages) GetCluster() string {
@@ -106,7 +215,7 @@ type PeerAck struct {
 
 func (x *PeerAck) Reset() {
 	*x = PeerAck{}
-	mi := &file_omega_v1_peer_proto_msgTypes[1]
+	mi := &file_omega_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -118,7 +227,7 @@ func (x *PeerAck) String() string {
 func (*PeerAck) ProtoMessage() {}
 
 func (x *PeerAck) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_peer_proto_msgTypes[1]
+	mi := &file_omega_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -131,22 +240,29 @@ func (x *PeerAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerAck.ProtoReflect.Descriptor instead.
 func (*PeerAck) Descriptor() ([]byte, []int) {
-	return file_omega_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_omega_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 var File_omega_v1_peer_proto protoreflect.FileDescriptor
 
 const file_omega_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x13omega/v1/peer.proto\x12\bomega.v1\"h\n" +
+	"\x13omega/v1/peer.proto\x12\bomega.v1\"O\n" +
+	"\vJoinRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x16\n" +
+	"\x06member\x18\x02 \x01(\x04R\x06member\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\"\"\n" +
+	"\fJoinResponse\x12\x12\n" +
+	"\x04done\x18\x01 \x01(\bR\x04done\"h\n" +
 	"\fPeerMessages\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\x04R\x02to\x12\x1a\n" +
 	"\bmessages\x18\x04 \x03(\fR\bmessages\"\t\n" +
-	"\aPeerAck2;\n" +
+	"\aPeerAck2r\n" +
 	"\x04Peer\x123\n" +
-	"\x04Send\x12\x16.omega.v1.PeerMessages\x1a\x11.omega.v1.PeerAck(\x01B<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3"
+	"\x04Send\x12\x16.omega.v1.PeerMessages\x1a\x11.omega.v1.PeerAck(\x01\x125\n" +
+	"\x04Join\x12\x15.omega.v1.JoinRequest\x1a\x16.omega.v1.JoinResponseB<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3"
 
 var (
 	file_omega_v1_peer_proto_rawDescOnce sync.Once
@@ -160,16 +276,20 @@ func file_omega_v1_peer_proto_rawDescGZIP() []byte {
 	return file_omega_v1_peer_proto_rawDescData
 }
 
-var file_omega_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_omega_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_omega_v1_peer_proto_goTypes = []any{
-	(*PeerMessages)(nil), // 0: omega.v1.PeerMessages
-	(*PeerAck)(nil),      // 1: omega.v1.PeerAck
+	(*JoinRequest)(nil),  // 0: omega.v1.JoinRequest
+	(*JoinResponse)(nil), // 1: omega.v1.JoinResponse
+	(*PeerMessages)(nil), // 2: omega.v1.PeerMessages
+	(*PeerAck)(nil),      // 3: omega.v1.PeerAck
 }
 var file_omega_v1_peer_proto_depIdxs = []int32{
-	0, // 0: omega.v1.Peer.Send:input_type -> omega.v1.PeerMessages
-	1, // 1: omega.v1.Peer.Send:output_type -> omega.v1.PeerAck
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
+	2, // 0: omega.v1.Peer.Send:input_type -> omega.v1.PeerMessages
+	0, // 1: omega.v1.Peer.Join:input_type -> omega.v1.JoinRequest
+	3, // 2: omega.v1.Peer.Send:output_type -> omega.v1.PeerAck
+	1, // 3: omega.v1.Peer.Join:output_type -> omega.v1.JoinResponse
+	2, // [2:4] is the sub-list for method output_type
+	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -186,7 +306,7 @@ func file_omega_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_peer_proto_rawDesc), len(file_omega_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Peer_Send_FullMethodName = "/omega.v1.Peer/Send"
+	Peer_Join_FullMethodName = "/omega.v1.Peer/Join"
 )
 
 // PeerClient is the client API for Peer service.
@@ -35,6 +36,15 @@ type PeerClient interface {
 	// once, when the stream ends (or at once with an error: another cell,
 	// a member it does not know).
 	Send(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PeerMessages, PeerAck], error)
+	// Join asks the leader to take a joining member in: a server whose data
+	// was lost starts empty under a new raft id (its member number in the
+	// high 32 bits, a nonce in the low), and the leader replaces the
+	// member's old id with it in one configuration change, then sends it a
+	// snapshot. A member that does not lead answers FAILED_PRECONDITION
+	// naming the leader; UNAVAILABLE means try again (no leader ready, a
+	// change in flight); FAILED_PRECONDITION also when the member's old id
+	// still answers the leader (its data is not lost).
+	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 }
 
 type peerClient struct {
@@ -58,6 +68,16 @@ func (c *peerClient) Send(ctx context.Context, opts ...grpc.CallOption) (grpc.Cl
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_SendClient = grpc.ClientStreamingClient[PeerMessages, PeerAck]
 
+func (c *peerClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JoinResponse)
+	err := c.cc.Invoke(ctx, Peer_Join_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -66,6 +86,15 @@ type PeerServer interface {
 	// once, when the stream ends (or at once with an error: another cell,
 	// a member it does not know).
 	Send(grpc.ClientStreamingServer[PeerMessages, PeerAck]) error
+	// Join asks the leader to take a joining member in: a server whose data
+	// was lost starts empty under a new raft id (its member number in the
+	// high 32 bits, a nonce in the low), and the leader replaces the
+	// member's old id with it in one configuration change, then sends it a
+	// snapshot. A member that does not lead answers FAILED_PRECONDITION
+	// naming the leader; UNAVAILABLE means try again (no leader ready, a
+	// change in flight); FAILED_PRECONDITION also when the member's old id
+	// still answers the leader (its data is not lost).
+	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -78,6 +107,9 @@ type UnimplementedPeerServer struct{}
 
 func (UnimplementedPeerServer) Send(grpc.ClientStreamingServer[PeerMessages, PeerAck]) error {
 	return status.Error(codes.Unimplemented, "method Send not implemented")
+}
+func (UnimplementedPeerServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -107,13 +139,36 @@ func _Peer_Send_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_SendServer = grpc.ClientStreamingServer[PeerMessages, PeerAck]
 
+func _Peer_Join_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Join(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Join_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Join(ctx, req.(*JoinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Peer_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "omega.v1.Peer",
 	HandlerType: (*PeerServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Join",
+			Handler:    _Peer_Join_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Send",

@@ -1,0 +1,133 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/replica"
+	"github.com/omega-cell/omega/txn"
+)
+
+// JoinEvery is how often a joining member asks the peers to take it in.
+const JoinEvery = 500 * time.Millisecond
+
+// dialOptions are the options the member dials its peers with.
+func (d *Driver) dialOptions() []grpc.DialOption {
+	if len(d.cfg.DialOptions) > 0 {
+		return d.cfg.DialOptions
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+}
+
+// join asks the peers, in turn, every JoinEvery, to make this member's
+// raft id the member's, until it is a voter of the configuration it holds
+// (the leader's snapshot came) or the driver stops. Live code: dials and
+// a timer.
+func (d *Driver) join() {
+	member, id := replica.MemberOf(d.cfg.Member.ID), d.cfg.Member.ID
+	var peers []uint64
+	for m := range d.cfg.Addrs {
+		if m != member {
+			peers = append(peers, m)
+		}
+	}
+	slices.Sort(peers)
+	conns := map[uint64]*grpc.ClientConn{}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	d.log.Info("raft member: joining the cell; asking the leader to take this member in under its new id", "member", member, "id", id, "peers", peers)
+	t := time.NewTicker(JoinEvery)
+	defer t.Stop()
+	var last string
+	asked := false
+	for !d.Voter() {
+		for _, p := range peers {
+			if d.Voter() {
+				break
+			}
+			c, ok := conns[p]
+			if !ok {
+				var err error
+				if c, err = grpc.NewClient(d.cfg.Addrs[p], d.dialOptions()...); err != nil {
+					continue
+				}
+				conns[p] = c
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			resp, err := cellgrpc.NewPeerClient(c).Join(ctx, &cellgrpc.JoinRequest{Cluster: d.cfg.Cluster, Member: member, Id: id})
+			cancel()
+			switch {
+			case err == nil && !asked:
+				asked = true
+				d.log.Info("raft member: the leader takes this member in; waiting for its snapshot", "member", member, "id", id, "leader", p, "done", resp.GetDone())
+			case err != nil && status.Code(err) == codes.FailedPrecondition && !errors.Is(err, context.DeadlineExceeded) && status.Convert(err).Message() != last && !isNotLeader(err):
+				// Said once per distinct refusal: the old member still
+				// answers, say.
+				last = status.Convert(err).Message()
+				d.log.Warn("raft member: the leader refuses to take this member in (yet)", "member", member, "from", p, "err", last)
+			}
+		}
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+	}
+	d.log.Info("raft member: joined the cell", "member", member, "id", id)
+}
+
+// notLeaderPrefix starts the message of a Join sent to a member that does
+// not lead.
+const notLeaderPrefix = "not the leader"
+
+func isNotLeader(err error) bool {
+	msg := status.Convert(err).Message()
+	return len(msg) >= len(notLeaderPrefix) && msg[:len(notLeaderPrefix)] == notLeaderPrefix
+}
+
+// Join is the peer service's: this member, if it leads, takes a joining
+// one in (Driver.Join).
+func (p peerServer) Join(ctx context.Context, req *cellgrpc.JoinRequest) (*cellgrpc.JoinResponse, error) {
+	if req.GetCluster() != p.d.cfg.Cluster {
+		return nil, status.Errorf(codes.FailedPrecondition, "join: a member of cell %s; this is cell %s", txn.Quote(req.GetCluster()), txn.Quote(p.d.cfg.Cluster))
+	}
+	if req.GetMember() == 0 || req.GetMember() > replica.MaxMember || replica.MemberOf(req.GetId()) != req.GetMember() || req.GetId() <= replica.MaxMember {
+		return nil, status.Errorf(codes.InvalidArgument, "join: raft id %d is not a joining id of member %d (member<<32 | nonce)", req.GetId(), req.GetMember())
+	}
+	if _, ok := p.d.cfg.Addrs[req.GetMember()]; !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "join: member %d has no address among this server's peers", req.GetMember())
+	}
+	done, err := p.d.Join(ctx, req.GetMember(), req.GetId())
+	var nl *replica.NotLeaderError
+	switch {
+	case err == nil:
+		if !done {
+			p.d.log.Info("raft member: a joining member replaces its old id", "member", req.GetMember(), "id", req.GetId())
+		}
+		return &cellgrpc.JoinResponse{Done: done}, nil
+	case errors.As(err, &nl):
+		if nl.Leader == 0 {
+			return nil, status.Errorf(codes.Unavailable, "join: no leader is known")
+		}
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: member %d leads", notLeaderPrefix, replica.MemberOf(nl.Leader))
+	case errors.Is(err, replica.ErrNotReady), errors.Is(err, replica.ErrConfBusy), errors.Is(err, ErrStopped):
+		return nil, status.Errorf(codes.Unavailable, "join: %v", err)
+	case errors.Is(err, replica.ErrMemberAlive), errors.Is(err, replica.ErrNoSuchMember):
+		return nil, status.Errorf(codes.FailedPrecondition, "join: %v", err)
+	case errors.Is(err, txn.ErrInvalid):
+		return nil, status.Errorf(codes.InvalidArgument, "join: %v", err)
+	}
+	return nil, status.Error(codes.Unknown, fmt.Sprintf("join: %v", err))
+}
