@@ -142,6 +142,7 @@ type Node struct {
 	appliedIndex uint64
 	snapIndex    uint64 // the newest snapshot's index
 	snapDue      bool   // a member came in: snapshot at the next Apply
+	ticks        uint64
 
 	// Leading: head is the state of the whole log (nil until the log the
 	// election left is applied: appliedIndex ≥ readyAt).
@@ -236,7 +237,29 @@ func New(cfg Config, storage *Storage) (*Node, error) {
 func (n *Node) ID() uint64 { return n.cfg.ID }
 
 // Tick advances raft's logical clock by one tick.
-func (n *Node) Tick() { n.rn.Tick() }
+// Tick advances raft's logical clock by one tick. Every election timeout's
+// worth of ticks, the reads not yet confirmed are asked for again: raft
+// drops a read index asked while no leader is known (a member just
+// started, an election), and a heartbeat round's messages may be lost.
+func (n *Node) Tick() {
+	n.rn.Tick()
+	n.ticks++
+	if n.ticks%uint64(n.cfg.ElectionTick) == 0 {
+		n.askReads()
+	}
+}
+
+// askReads asks raft again for the read index of every read not yet
+// confirmed.
+func (n *Node) askReads() {
+	for id, r := range n.reads {
+		if r.index == 0 {
+			var ctx [8]byte
+			binary.BigEndian.PutUint64(ctx[:], id)
+			n.rn.ReadIndex(ctx[:])
+		}
+	}
+}
 
 // Step hands the member a message from another. A leader's heartbeat
 // saying this member holds entries beyond its log's end (raft's leader
@@ -480,6 +503,7 @@ func (n *Node) Persist() ([]*raftpb.Message, error) {
 	var out []*raftpb.Message
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
+		reask := false
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil {
 				return out, err
@@ -502,12 +526,15 @@ func (n *Node) Persist() ([]*raftpb.Message, error) {
 			}
 		}
 		if rd.SoftState != nil {
+			// Reads asked while no leader was known were dropped: asked
+			// again once one is (after Advance).
+			reask = n.lead == 0 && rd.SoftState.Lead != 0
 			n.lead = rd.SoftState.Lead
 			n.leadership(rd.SoftState.RaftState == raft.StateLeader)
 		}
 		for _, rs := range rd.ReadStates {
 			if len(rs.RequestCtx) == 8 {
-				if r := n.reads[binary.BigEndian.Uint64(rs.RequestCtx)]; r != nil {
+				if r := n.reads[binary.BigEndian.Uint64(rs.RequestCtx)]; r != nil && r.index == 0 {
 					r.index = rs.Index
 					n.confirmed = append(n.confirmed, r)
 				}
@@ -527,6 +554,9 @@ func (n *Node) Persist() ([]*raftpb.Message, error) {
 			}
 		}
 		n.rn.Advance(rd)
+		if reask {
+			n.askReads()
+		}
 	}
 	return out, nil
 }

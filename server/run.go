@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -265,6 +266,9 @@ func Run(ctx context.Context, c Config) error {
 	opts.Logger = log
 	opts.Retention = c.Retention
 	opts.JobsManaged = true // the server runs the job controller (below)
+	if err := checkDataDir(c); err != nil {
+		return err
+	}
 	var rep *lateReplicator
 	if len(c.Peers) > 0 {
 		if c.TokensFile != "" || c.TLSCert != "" {
@@ -525,6 +529,23 @@ func Run(ctx context.Context, c Config) error {
 		log.Info("stopped", "revision", st.Revision())
 	}
 	return err
+}
+
+// checkDataDir refuses a data directory of the other kind: a single
+// server's store (pebble's files) for a replicated member, whose state is
+// in DataDir/raft and would start without it, and a replicated member's
+// for a single server, which would open an empty store beside it.
+func checkDataDir(c Config) error {
+	_, rerr := os.Stat(filepath.Join(c.DataDir, "raft"))
+	manifests, _ := filepath.Glob(filepath.Join(c.DataDir, "MANIFEST-*"))
+	switch {
+	case len(c.Peers) > 0 && len(manifests) > 0:
+		return &ConfigError{Field: "DataDir", Why: fmt.Sprintf("%s holds a single server's store; a replicated cell's member keeps the cell in %s and would start without it. Start the member on an empty directory (making a single server's data the first member of a replicated cell is not built yet)",
+			c.DataDir, filepath.Join(c.DataDir, "raft"))}
+	case len(c.Peers) == 0 && rerr == nil:
+		return &ConfigError{Field: "DataDir", Why: fmt.Sprintf("%s holds a replicated cell's member (%s): start it with --peers and --member as before", c.DataDir, filepath.Join(c.DataDir, "raft"))}
+	}
+	return nil
 }
 
 // startJobController starts the job controller on st, in process, with

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -371,4 +373,76 @@ func TestRunDrainEndsWatchesAtTheLastRevision(t *testing.T) {
 	if last != end {
 		t.Fatalf("the watch delivered revision %d, beyond the store's last, %d", last, end)
 	}
+}
+
+// A data directory of the other kind is refused before anything is
+// opened, naming it: a single server's store given to a replicated
+// member (which keeps the cell in DataDir/raft and would start without
+// it), and a replicated member's directory given to a single server
+// (which would open an empty store beside it). Each still opens as what
+// it is afterwards, its revision unchanged.
+func TestDataDirOfTheOtherKind(t *testing.T) {
+	runOnce := func(cfg server.Config, commit bool) uint64 {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		addrs, done := runServer(t, ctx, cfg)
+		tr, err := remote.Dial(addrs.GRPC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		var rev uint64
+		if commit {
+			res, err := tr.Commit(ctx, &txn.Txn{Component: "t", Ops: []txn.Op{txn.CreateJob(testkit.Job(uuid.New(), "j", "batch"))}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = res.Revision
+		} else {
+			st, err := tr.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = st.Revision()
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	single := testConfig(t, make(logged, 1024))
+	rev := runOnce(single, true)
+	member := single
+	member.Member, member.Peers = 1, map[uint64]string{1: freeAddr(t)}
+	member.Listen = member.Peers[1]
+	err := server.Run(context.Background(), member)
+	var ce *server.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "DataDir" || !strings.Contains(err.Error(), "single server's store") {
+		t.Fatalf("a single server's directory as a member's: %v", err)
+	}
+	if got := runOnce(single, false); got != rev {
+		t.Fatalf("the single server's store at revision %d after the refusal, was %d", got, rev)
+	}
+
+	member.DataDir = t.TempDir()
+	mrev := runOnce(member, true)
+	single.DataDir = member.DataDir
+	err = server.Run(context.Background(), single)
+	if !errors.As(err, &ce) || ce.Field != "DataDir" || !strings.Contains(err.Error(), "replicated cell's member") {
+		t.Fatalf("a member's directory as a single server's: %v", err)
+	}
+	if got := runOnce(member, false); got != mrev {
+		t.Fatalf("the member at revision %d after the refusal, was %d", got, mrev)
+	}
+}
+
+// freeAddr is a loopback address free a moment ago.
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
