@@ -646,7 +646,7 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 				// entries come before it, so it applies as it is.
 				ws = p.ws
 				if ws.Revision != n.applied.Revision()+1 {
-					return fmt.Errorf("replica %d: entry %d holds revision %d, the state is at %d: the log broke the revisions' order", n.cfg.ID, e.GetIndex(), ws.Revision, n.applied.Revision())
+					return n.outOfOrder(e, ws)
 				}
 				next = n.applied.Apply(ws)
 			} else {
@@ -656,7 +656,7 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 					return fmt.Errorf("replica %d: entry %d: %w", n.cfg.ID, e.GetIndex(), err)
 				}
 				if ws.Revision != n.applied.Revision()+1 {
-					return fmt.Errorf("replica %d: entry %d holds revision %d, the state is at %d: the log broke the revisions' order", n.cfg.ID, e.GetIndex(), ws.Revision, n.applied.Revision())
+					return n.outOfOrder(e, ws)
 				}
 				if next, err = n.applied.ApplyChecked(ws); err != nil {
 					return fmt.Errorf("replica %d: entry %d (revision %d): %w", n.cfg.ID, e.GetIndex(), ws.Revision, err)
@@ -695,6 +695,15 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 		}
 	}
 	return nil
+}
+
+// outOfOrder is the error of an entry whose revision does not follow the
+// state's, with what tells where it came from (term, proposer and its
+// sequence, the snapshot the state started from).
+func (n *Node) outOfOrder(e *raftpb.Entry, ws *txn.WriteSet) error {
+	from, seq := entryHeader(e.Data)
+	return fmt.Errorf("replica %d: entry %d (term %d, proposed by raft id %d as its proposal %d) holds revision %d, the state is at %d (applied index %d, snapshot at %d): the log broke the revisions' order",
+		n.cfg.ID, e.GetIndex(), e.GetTerm(), from, seq, ws.Revision, n.applied.Revision(), n.appliedIndex, n.snapIndex)
 }
 
 // applyConf applies a configuration change. One that brings in a member

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -585,6 +587,23 @@ func (l *lateReplicator) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, e
 	return l.f.Commit(ctx, tx)
 }
 
+// ClusterID is what a replicated cell's members tell each other apart from
+// other cells by (every peer message and join names it): the cell's name
+// ("omega" when empty) and a hash of its members' numbers and addresses,
+// so that two cells of the same name on one host — tests, or a cell
+// started again on other ports — refuse each other's messages when one's
+// member finds a port the other's used to have.
+func ClusterID(name string, peers map[uint64]string) string {
+	if name == "" {
+		name = "omega"
+	}
+	h := fnv.New64a()
+	for _, id := range slices.Sorted(maps.Keys(peers)) {
+		fmt.Fprintf(h, "%d=%s,", id, peers[id])
+	}
+	return fmt.Sprintf("%s/%016x", name, h.Sum64())
+}
+
 // startMember starts this server's raft member over st (Config.Peers).
 func startMember(c Config, st *store.Store, log *slog.Logger) (*replicalive.Driver, error) {
 	var peers []uint64
@@ -598,10 +617,7 @@ func startMember(c Config, st *store.Store, log *slog.Logger) (*replicalive.Driv
 	if peers[len(peers)-1] > replica.MaxMember {
 		return nil, &ConfigError{Field: "Peers", Why: fmt.Sprintf("member number %d is over %d", peers[len(peers)-1], uint64(replica.MaxMember))}
 	}
-	cluster := c.Cluster
-	if cluster == "" {
-		cluster = "omega"
-	}
+	cluster := ClusterID(c.Cluster, c.Peers)
 	drv, err := replicalive.Start(replicalive.Config{
 		Member: replica.Config{ID: c.Member, Peers: peers}, Dir: filepath.Join(c.DataDir, "raft"),
 		Addrs: c.Peers, Cluster: cluster, Logger: log, Tick: c.RaftTick, Join: c.Join,
