@@ -499,11 +499,33 @@ func (n *Node) Process() ([]*raftpb.Message, error) {
 // returns the messages, which may go out at once; the committed entries
 // wait for Apply. A driver sends the messages between the two, so a
 // follower's acknowledgement does not wait for what it applies.
-func (n *Node) Persist() ([]*raftpb.Message, error) {
+func (n *Node) Persist() ([]*raftpb.Message, error) { return n.PersistSending(nil) }
+
+// PersistSending is Persist, but a leader's messages go to send before its
+// Ready is persisted: the leader writes its log while its followers write
+// theirs (the raft thesis, 10.2.1; etcd's server sends a leader's
+// messages before it saves, server/etcdserver/raft.go). It is safe: raft
+// counts the leader's own entries toward a quorum only at Advance, after
+// they are persisted, and a leader's term and vote were persisted before
+// it stood for election (a candidate's messages wait for its disk). A
+// follower's or a candidate's messages are returned, to go out after, as
+// Persist's. send must not hold on to the messages past its return
+// (raft reuses what they point into): copy them.
+func (n *Node) PersistSending(send func([]*raftpb.Message)) ([]*raftpb.Message, error) {
 	var out []*raftpb.Message
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
 		reask := false
+		early := false
+		if send != nil && len(rd.Messages) > 0 {
+			leading := n.leading
+			if rd.SoftState != nil {
+				leading = rd.SoftState.RaftState == raft.StateLeader
+			}
+			if early = leading && raft.IsEmptySnap(rd.Snapshot); early {
+				send(rd.Messages)
+			}
+		}
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil {
 				return out, err
@@ -541,7 +563,9 @@ func (n *Node) Persist() ([]*raftpb.Message, error) {
 			}
 		}
 		n.toApply = append(n.toApply, rd.CommittedEntries...)
-		out = append(out, rd.Messages...)
+		if !early {
+			out = append(out, rd.Messages...)
+		}
 		if confChanges(rd.CommittedEntries) {
 			// raft takes a Ready's committed entries as applied at Advance,
 			// and reads its configuration then (a leader in a joint

@@ -347,10 +347,11 @@ func (d *Driver) run() {
 				break drain
 			}
 		}
-		// Persisted, the messages go out before the committed entries are
+		// A leader's messages go out before its disk write (as etcd's);
+		// anyone else's once persisted. Then the committed entries are
 		// applied: a follower's acknowledgement waits for its disk, not
 		// for what it applies.
-		out, err := d.node.Persist()
+		out, err := d.node.PersistSending(d.send)
 		if err == nil {
 			d.send(out)
 			err = d.node.Apply()
