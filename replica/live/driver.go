@@ -423,12 +423,19 @@ func (d *Driver) send(msgs []*raftpb.Message) {
 		if s == nil {
 			continue
 		}
-		// A copy: raft reuses the arrays its messages point into (a
-		// MsgApp's entries alias its unstable log), and the sender encodes
-		// the message later on a goroutine of its own. Without the copy a
-		// follower was sent another entry's data under an index (TestReplicatedLeaderStopped
-		// found one applying revision 35 at 74, which it refused).
-		s.push(proto.Clone(m).(*raftpb.Message))
+		// Encoded here, at once: raft reuses the arrays its messages point
+		// into (a MsgApp's entries alias its unstable log), and the sender
+		// sends later on a goroutine of its own. When the sender encoded
+		// the message itself, a follower was sent another entry's data
+		// under an index (TestReplicatedLeaderStopped found one applying
+		// revision 35 at 74, which it refused). Encoding here is the one
+		// copy a clone would have made.
+		b, err := proto.Marshal(m)
+		if err != nil {
+			d.log.Error("encode a raft message", "to", m.GetTo(), "type", m.GetType().String(), "err", err)
+			continue
+		}
+		s.push(wireMsg{b: b, snap: m.GetType() == raftpb.MsgSnap})
 	}
 }
 
@@ -442,7 +449,7 @@ func (d *Driver) sender(to uint64) *sender {
 	if !ok {
 		return nil
 	}
-	s := &sender{d: d, to: to, addr: addr, q: make(chan *raftpb.Message, 4096), quit: make(chan struct{})}
+	s := &sender{d: d, to: to, addr: addr, q: make(chan wireMsg, 4096), quit: make(chan struct{})}
 	d.senders[to] = s
 	go s.run()
 	return s
@@ -457,22 +464,29 @@ func (d *Driver) report(f func(*replica.Node)) {
 	}
 }
 
+// wireMsg is a raft message in its wire form, and whether it is a
+// snapshot (whose arrival or loss the member is told).
+type wireMsg struct {
+	b    []byte
+	snap bool
+}
+
 // sender streams one peer's messages.
 type sender struct {
 	d    *Driver
 	to   uint64
 	addr string
-	q    chan *raftpb.Message
+	q    chan wireMsg
 	quit chan struct{}
 	once sync.Once
 }
 
-func (s *sender) push(m *raftpb.Message) {
+func (s *sender) push(m wireMsg) {
 	select {
 	case s.q <- m:
 	default: // the peer is slow or away: drop, as a lossy network would
 		s.d.report(func(n *replica.Node) { n.ReportUnreachable(s.to) })
-		if m.GetType() == raftpb.MsgSnap {
+		if m.snap {
 			s.d.report(func(n *replica.Node) { n.ReportSnapshot(s.to, false) })
 		}
 	}
@@ -522,7 +536,7 @@ func (s *sender) stream(opts []grpc.DialOption) error {
 		return err
 	}
 	for {
-		var m *raftpb.Message
+		var m wireMsg
 		select {
 		case m = <-s.q:
 		case <-ctx.Done():
@@ -531,12 +545,8 @@ func (s *sender) stream(opts []grpc.DialOption) error {
 		batch := &cellgrpc.PeerMessages{Cluster: s.d.cfg.Cluster, From: s.d.cfg.Member.ID, To: s.to}
 		snaps := 0
 		for {
-			b, err := proto.Marshal(m)
-			if err != nil {
-				return err
-			}
-			batch.Messages = append(batch.Messages, b)
-			if m.GetType() == raftpb.MsgSnap {
+			batch.Messages = append(batch.Messages, m.b)
+			if m.snap {
 				snaps++
 			}
 			if len(batch.Messages) == 64 {
