@@ -247,13 +247,49 @@ func (s *Service) Snapshot(req *cellgrpc.SnapshotRequest, stream grpc.ServerStre
 	return nil
 }
 
+// CatchUpWait bounds how long a replicated server's watch waits to apply
+// the revision a client resumes from.
+var CatchUpWait = 5 * time.Second
+
+// catchUp waits until the store has published rev: a replicated server
+// asked to watch from a revision the client saw on another member, which
+// this one has not applied yet (CatchUpWait at most, then
+// txn.ErrFutureRevision saying how far it is).
+func (s *Service) catchUp(ctx context.Context, rev uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, CatchUpWait)
+	defer cancel()
+	for {
+		cur := s.st.Revision()
+		if cur >= rev {
+			return nil
+		}
+		w, err := s.st.Watch(cur)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Next(ctx, 0); err != nil {
+			if errors.Is(err, ctx.Err()) {
+				return fmt.Errorf("%w: watch from %d; this server has applied %d, and waited %v for the rest", txn.ErrFutureRevision, rev, s.st.Revision(), CatchUpWait)
+			}
+			return err
+		}
+	}
+}
+
 // Watch streams the revisions after the request's, each in pieces of
 // bounded size, until the client goes away, the store closes, or the
-// watcher falls behind the retained history (ERROR_CODE_COMPACTED).
+// watcher falls behind the retained history (ERROR_CODE_COMPACTED). A
+// replicated server waits for a revision it has not applied yet
+// (catchUp); a single server refuses one (ERROR_CODE_FUTURE_REVISION).
 func (s *Service) Watch(req *cellgrpc.WatchRequest, stream grpc.ServerStreamingServer[omegav1.RevisionChanges]) error {
 	f, err := parseFilter(req.GetLabelSelector(), req.GetMachineUid(), "")
 	if err != nil {
 		return status(err)
+	}
+	if from := req.GetFromRevision(); s.ReadBarrier != nil && from > s.st.Revision() {
+		if err := s.catchUp(stream.Context(), from); err != nil {
+			return status(err)
+		}
 	}
 	w, err := s.st.Watch(req.GetFromRevision())
 	if err != nil {
