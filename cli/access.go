@@ -105,6 +105,38 @@ func (f *cellFlags) resolve() error {
 // dial connects to the server (or to the first of the servers that
 // answers, moving on when it fails).
 func (f *cellFlags) dial() (*remote.Transport, error) {
+	opts, err := f.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	if len(f.servers) == 1 {
+		return remote.Dial(f.servers[0], opts...)
+	}
+	// Several servers: gRPC's first-pick policy over their addresses, each
+	// checked against its own host's name under TLS.
+	r := manual.NewBuilderWithScheme("omega-servers")
+	addrs := make([]resolver.Address, len(f.servers))
+	for i, s := range f.servers {
+		host, _, _ := net.SplitHostPort(s)
+		addrs[i] = resolver.Address{Addr: s, ServerName: host}
+	}
+	r.InitialState(resolver.State{Addresses: addrs})
+	return remote.Dial(r.Scheme()+":///cell", append(opts, grpc.WithResolvers(r))...)
+}
+
+// dialAddr connects to the server at addr alone, with the token and TLS
+// the flags give.
+func (f *cellFlags) dialAddr(addr string) (*remote.Transport, error) {
+	opts, err := f.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	return remote.Dial(addr, opts...)
+}
+
+// dialOptions resolves the flags and returns the options that present
+// their token and TLS.
+func (f *cellFlags) dialOptions() ([]grpc.DialOption, error) {
 	if err := f.resolve(); err != nil {
 		return nil, err
 	}
@@ -123,19 +155,7 @@ func (f *cellFlags) dial() (*remote.Transport, error) {
 		}
 		opts = append(opts, remote.WithTLS(cfg))
 	}
-	if len(f.servers) == 1 {
-		return remote.Dial(f.servers[0], opts...)
-	}
-	// Several servers: gRPC's first-pick policy over their addresses, each
-	// checked against its own host's name under TLS.
-	r := manual.NewBuilderWithScheme("omega-servers")
-	addrs := make([]resolver.Address, len(f.servers))
-	for i, s := range f.servers {
-		host, _, _ := net.SplitHostPort(s)
-		addrs[i] = resolver.Address{Addr: s, ServerName: host}
-	}
-	r.InitialState(resolver.State{Addresses: addrs})
-	return remote.Dial(r.Scheme()+":///cell", append(opts, grpc.WithResolvers(r))...)
+	return opts, nil
 }
 
 // connect dials the server and waits for it to listen, for at most

@@ -104,8 +104,8 @@ func newGetCmd() *cobra.Command {
 	var selector, output string
 	var cf cellFlags
 	cmd := &cobra.Command{
-		Use:   "get machines|jobs|tasks|schedulers|leases [NAME] [-l SELECTOR] [-o table|wide|json|yaml|name]",
-		Short: "List a cell's machines, jobs, tasks or schedulers",
+		Use:   "get machines|jobs|tasks|schedulers|leases|servers [NAME] [-l SELECTOR] [-o table|wide|json|yaml|name]",
+		Short: "List a cell's machines, jobs, tasks, schedulers or servers",
 		Long: `Lists the objects of a kind from the cell's server, filtered there by a label
 selector (-l, Kubernetes syntax: k=v,k!=v,k in (a,b)). NAME picks one object by
 name or by a prefix of its uid; an ambiguous NAME lists its matches and exits
@@ -115,9 +115,31 @@ schedulers lists the scheduler instances that announced themselves in the
 cell (each holds a lease named after it, renewed every third of its
 duration): LIVE while it was renewed within its duration by this machine's
 clock, EXPIRED after (an instance that stopped without giving it back).
-leases lists every lease.`,
+leases lists every lease.
+
+servers lists the cell's servers: a single server, or every member of a
+replicated cell, each asked itself (one that does not answer within 3 s is
+unreachable): its role (leader, follower, candidate, joining), the leader it
+knows, its raft term, commit and applied indexes and the store's revision;
+-o wide adds the leader's view of each (raft id, match index, progress, heard
+from recently). NAME is a member number.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "servers" || args[0] == "server" {
+				switch output {
+				case "table", "wide", "json", "yaml", "name":
+				default:
+					return fmt.Errorf("-o %s: want table, wide, json, yaml or name", txn.Quote(output))
+				}
+				if selector != "" {
+					return errors.New("-l: servers have no labels")
+				}
+				only := ""
+				if len(args) == 2 {
+					only = args[1]
+				}
+				return getServers(cmd.Context(), cmd.OutOrStdout(), &cf, output, only)
+			}
 			kinds := map[string]omegav1.ObjectKind{
 				"machines": omegav1.ObjectKind_OBJECT_KIND_MACHINE, "machine": omegav1.ObjectKind_OBJECT_KIND_MACHINE,
 				"jobs": omegav1.ObjectKind_OBJECT_KIND_JOB, "job": omegav1.ObjectKind_OBJECT_KIND_JOB,
@@ -127,7 +149,7 @@ leases lists every lease.`,
 			}
 			kind, ok := kinds[args[0]]
 			if !ok {
-				return fmt.Errorf("%s: want machines, jobs, tasks, schedulers or leases", txn.Quote(args[0]))
+				return fmt.Errorf("%s: want machines, jobs, tasks, schedulers, leases or servers", txn.Quote(args[0]))
 			}
 			switch output {
 			case "table", "wide", "json", "yaml", "name":

@@ -54,6 +54,9 @@ type Service struct {
 	// committed before the call (a raft read index). Nil: a single server,
 	// whose state is the cell's.
 	ReadBarrier func(ctx context.Context) error
+	// Describe, if set, answers Server for a replicated member. Nil: a
+	// single server (its role "single" and its revision).
+	Describe func(ctx context.Context) (*cellgrpc.ServerStatus, error)
 
 	drainOnce sync.Once
 	draining  chan struct{} // closed once the commits in flight at the drain are done
@@ -245,6 +248,18 @@ func (s *Service) Snapshot(req *cellgrpc.SnapshotRequest, stream grpc.ServerStre
 		return status(err)
 	}
 	return nil
+}
+
+// Server says how this server stands in its cell (Describe).
+func (s *Service) Server(ctx context.Context, _ *cellgrpc.ServerRequest) (*cellgrpc.ServerStatus, error) {
+	if s.Describe == nil {
+		return &cellgrpc.ServerStatus{Role: "single", Revision: s.st.Revision()}, nil
+	}
+	st, err := s.Describe(ctx)
+	if err != nil {
+		return nil, status(fmt.Errorf("%w: %v", transport.ErrUnavailable, err))
+	}
+	return st, nil
 }
 
 // CatchUpWait bounds how long a replicated server's watch waits to apply

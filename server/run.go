@@ -316,6 +316,9 @@ func Run(ctx context.Context, c Config) error {
 	svc.Metrics = NewMetrics(reg, st)
 	if member != nil {
 		svc.ReadBarrier = func(ctx context.Context) error { _, err := member.Read(ctx); return err }
+		svc.Describe = func(ctx context.Context) (*cellgrpc.ServerStatus, error) {
+			return describeMember(ctx, c, member, addrs.GRPC, st.Revision())
+		}
 	}
 	g := grpc.NewServer(gopts...)
 	svc.Register(g)
@@ -585,6 +588,31 @@ type lateReplicator struct{ f *replicalive.Forwarder }
 
 func (l *lateReplicator) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
 	return l.f.Commit(ctx, tx)
+}
+
+// describeMember is a replicated member's answer to Server.
+func describeMember(ctx context.Context, c Config, member *replicalive.Driver, addr string, rev uint64) (*cellgrpc.ServerStatus, error) {
+	ms, err := member.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &cellgrpc.ServerStatus{Member: c.Member, RaftId: ms.ID, Address: addr, Role: ms.State, Leader: replica.MemberOf(ms.Leader),
+		Term: ms.Term, CommitIndex: ms.Commit, AppliedIndex: ms.Applied, Revision: rev}
+	if !ms.Voter {
+		out.Role = "joining"
+	}
+	ids := map[uint64]uint64{} // member → raft id in the configuration
+	for _, id := range ms.Voters {
+		ids[replica.MemberOf(id)] = id
+	}
+	for _, m := range slices.Sorted(maps.Keys(c.Peers)) {
+		p := &cellgrpc.PeerStatus{Member: m, Address: c.Peers[m], RaftId: ids[m]}
+		if pr, ok := ms.Progress[ids[m]]; ok && ids[m] != 0 {
+			p.Match, p.Progress, p.RecentActive = pr.Match, pr.State, pr.RecentActive
+		}
+		out.Peers = append(out.Peers, p)
+	}
+	return out, nil
 }
 
 // ClusterID is what a replicated cell's members tell each other apart from

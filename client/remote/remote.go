@@ -423,6 +423,18 @@ func (t *Transport) Get(ctx context.Context, kind omegav1.ObjectKind, uid, name 
 	return r, nil
 }
 
+// Server returns how the server answering stands in its cell (a single
+// server, or a replicated member's raft state).
+func (t *Transport) Server(ctx context.Context) (*cellgrpc.ServerStatus, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	r, err := t.c.Server(ctx, &cellgrpc.ServerRequest{})
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return r, nil
+}
+
 // Listing is what List returns: the matching objects at one revision.
 type Listing struct {
 	Revision uint64

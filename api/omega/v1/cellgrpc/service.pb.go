@@ -26,6 +26,254 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ServerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerRequest) Reset() {
+	*x = ServerRequest{}
+	mi := &file_omega_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerRequest) ProtoMessage() {}
+
+func (x *ServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
+func (*ServerRequest) Descriptor() ([]byte, []int) {
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+type ServerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its member number (0: a single server) and raft id (the member
+	// number, or member<<32 | nonce for a member that joined a running
+	// cell).
+	Member uint64 `protobuf:"varint,1,opt,name=member,proto3" json:"member,omitempty"`
+	RaftId uint64 `protobuf:"varint,2,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
+	// Its gRPC address as it listens.
+	Address string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	// single, leader, follower, candidate, pre-candidate; joining for a
+	// member waiting for the leader's snapshot.
+	Role string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	// The member it knows to lead (0: none), its term, raft's commit and
+	// applied indexes.
+	Leader       uint64 `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term         uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex  uint64 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The store's published revision.
+	Revision uint64 `protobuf:"varint,9,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Every member of --peers, by number, with its address; when this one
+	// leads, raft's progress of each (match index, probe, replicate or
+	// snapshot, and whether it was heard from within an election timeout).
+	Peers         []*PeerStatus `protobuf:"bytes,10,rep,name=peers,proto3" json:"peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerStatus) Reset() {
+	*x = ServerStatus{}
+	mi := &file_omega_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerStatus) ProtoMessage() {}
+
+func (x *ServerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
+func (*ServerStatus) Descriptor() ([]byte, []int) {
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ServerStatus) GetMember() uint64 {
+	if x != nil {
+		return x.Member
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetRaftId() uint64 {
+	if x != nil {
+		return x.RaftId
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ServerStatus) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ServerStatus) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetPeers() []*PeerStatus {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+type PeerStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        uint64                 `protobuf:"varint,1,opt,name=member,proto3" json:"member,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	RaftId        uint64                 `protobuf:"varint,3,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
+	Match         uint64                 `protobuf:"varint,4,opt,name=match,proto3" json:"match,omitempty"`
+	Progress      string                 `protobuf:"bytes,5,opt,name=progress,proto3" json:"progress,omitempty"`
+	RecentActive  bool                   `protobuf:"varint,6,opt,name=recent_active,json=recentActive,proto3" json:"recent_active,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerStatus) Reset() {
+	*x = PeerStatus{}
+	mi := &file_omega_v1_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerStatus) ProtoMessage() {}
+
+func (x *PeerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
+func (*PeerStatus) Descriptor() ([]byte, []int) {
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PeerStatus) GetMember() uint64 {
+	if x != nil {
+		return x.Member
+	}
+	return 0
+}
+
+func (x *PeerStatus) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *PeerStatus) GetRaftId() uint64 {
+	if x != nil {
+		return x.RaftId
+	}
+	return 0
+}
+
+func (x *PeerStatus) GetMatch() uint64 {
+	if x != nil {
+		return x.Match
+	}
+	return 0
+}
+
+func (x *PeerStatus) GetProgress() string {
+	if x != nil {
+		return x.Progress
+	}
+	return ""
+}
+
+func (x *PeerStatus) GetRecentActive() bool {
+	if x != nil {
+		return x.RecentActive
+	}
+	return false
+}
+
 type SnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In a replicated cell, answer from what this server has applied,
@@ -39,7 +287,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_omega_v1_service_proto_msgTypes[0]
+	mi := &file_omega_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +299,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[0]
+	mi := &file_omega_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +312,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SnapshotRequest) GetStale() bool {
@@ -91,7 +339,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_omega_v1_service_proto_msgTypes[1]
+	mi := &file_omega_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -103,7 +351,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[1]
+	mi := &file_omega_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -116,7 +364,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -160,7 +408,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_omega_v1_service_proto_msgTypes[2]
+	mi := &file_omega_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -172,7 +420,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[2]
+	mi := &file_omega_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -185,7 +433,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRequest) GetKind() v1.ObjectKind {
@@ -234,7 +482,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_omega_v1_service_proto_msgTypes[3]
+	mi := &file_omega_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +494,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[3]
+	mi := &file_omega_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +507,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetResponse) GetRevision() uint64 {
@@ -385,7 +633,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_omega_v1_service_proto_msgTypes[4]
+	mi := &file_omega_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +645,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[4]
+	mi := &file_omega_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +658,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRequest) GetKind() v1.ObjectKind {
@@ -452,7 +700,28 @@ var File_omega_v1_service_proto protoreflect.FileDescriptor
 
 const file_omega_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"'\n" +
+	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"\x0f\n" +
+	"\rServerRequest\"\xa9\x02\n" +
+	"\fServerStatus\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\x04R\x06member\x12\x17\n" +
+	"\araft_id\x18\x02 \x01(\x04R\x06raftId\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12\x16\n" +
+	"\x06leader\x18\x05 \x01(\x04R\x06leader\x12\x12\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12!\n" +
+	"\fcommit_index\x18\a \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12\x1a\n" +
+	"\brevision\x18\t \x01(\x04R\brevision\x12*\n" +
+	"\x05peers\x18\n" +
+	" \x03(\v2\x14.omega.v1.PeerStatusR\x05peers\"\xae\x01\n" +
+	"\n" +
+	"PeerStatus\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\x04R\x06member\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x17\n" +
+	"\araft_id\x18\x03 \x01(\x04R\x06raftId\x12\x14\n" +
+	"\x05match\x18\x04 \x01(\x04R\x05match\x12\x1a\n" +
+	"\bprogress\x18\x05 \x01(\tR\bprogress\x12#\n" +
+	"\rrecent_active\x18\x06 \x01(\bR\frecentActive\"'\n" +
 	"\x0fSnapshotRequest\x12\x14\n" +
 	"\x05stale\x18\x01 \x01(\bR\x05stale\"\xa4\x01\n" +
 	"\fWatchRequest\x12#\n" +
@@ -482,13 +751,14 @@ const file_omega_v1_service_proto_rawDesc = "" +
 	"\vmachine_uid\x18\x03 \x01(\tR\n" +
 	"machineUid\x12\x17\n" +
 	"\ajob_uid\x18\x04 \x01(\tR\x06jobUid\x12\x14\n" +
-	"\x05stale\x18\x05 \x01(\bR\x05stale2\xb2\x02\n" +
+	"\x05stale\x18\x05 \x01(\bR\x05stale2\xed\x02\n" +
 	"\x04Cell\x12<\n" +
 	"\x06Commit\x12\x15.omega.v1.Transaction\x1a\x1b.omega.v1.TransactionResult\x12@\n" +
 	"\bSnapshot\x12\x19.omega.v1.SnapshotRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x12<\n" +
 	"\x05Watch\x12\x16.omega.v1.WatchRequest\x1a\x19.omega.v1.RevisionChanges0\x01\x122\n" +
 	"\x03Get\x12\x14.omega.v1.GetRequest\x1a\x15.omega.v1.GetResponse\x128\n" +
-	"\x04List\x12\x15.omega.v1.ListRequest\x1a\x17.omega.v1.SnapshotChunk0\x01B<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3"
+	"\x04List\x12\x15.omega.v1.ListRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x129\n" +
+	"\x06Server\x12\x17.omega.v1.ServerRequest\x1a\x16.omega.v1.ServerStatusB<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3"
 
 var (
 	file_omega_v1_service_proto_rawDescOnce sync.Once
@@ -502,49 +772,55 @@ func file_omega_v1_service_proto_rawDescGZIP() []byte {
 	return file_omega_v1_service_proto_rawDescData
 }
 
-var file_omega_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_omega_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_omega_v1_service_proto_goTypes = []any{
-	(*SnapshotRequest)(nil),      // 0: omega.v1.SnapshotRequest
-	(*WatchRequest)(nil),         // 1: omega.v1.WatchRequest
-	(*GetRequest)(nil),           // 2: omega.v1.GetRequest
-	(*GetResponse)(nil),          // 3: omega.v1.GetResponse
-	(*ListRequest)(nil),          // 4: omega.v1.ListRequest
-	(v1.ObjectKind)(0),           // 5: omega.v1.ObjectKind
-	(*v1.Task)(nil),              // 6: omega.v1.Task
-	(*v1.Job)(nil),               // 7: omega.v1.Job
-	(*v1.Machine)(nil),           // 8: omega.v1.Machine
-	(*v1.Offer)(nil),             // 9: omega.v1.Offer
-	(*v1.Quota)(nil),             // 10: omega.v1.Quota
-	(*v1.Lease)(nil),             // 11: omega.v1.Lease
-	(*v1.Transaction)(nil),       // 12: omega.v1.Transaction
-	(*v1.TransactionResult)(nil), // 13: omega.v1.TransactionResult
-	(*v1.SnapshotChunk)(nil),     // 14: omega.v1.SnapshotChunk
-	(*v1.RevisionChanges)(nil),   // 15: omega.v1.RevisionChanges
+	(*ServerRequest)(nil),        // 0: omega.v1.ServerRequest
+	(*ServerStatus)(nil),         // 1: omega.v1.ServerStatus
+	(*PeerStatus)(nil),           // 2: omega.v1.PeerStatus
+	(*SnapshotRequest)(nil),      // 3: omega.v1.SnapshotRequest
+	(*WatchRequest)(nil),         // 4: omega.v1.WatchRequest
+	(*GetRequest)(nil),           // 5: omega.v1.GetRequest
+	(*GetResponse)(nil),          // 6: omega.v1.GetResponse
+	(*ListRequest)(nil),          // 7: omega.v1.ListRequest
+	(v1.ObjectKind)(0),           // 8: omega.v1.ObjectKind
+	(*v1.Task)(nil),              // 9: omega.v1.Task
+	(*v1.Job)(nil),               // 10: omega.v1.Job
+	(*v1.Machine)(nil),           // 11: omega.v1.Machine
+	(*v1.Offer)(nil),             // 12: omega.v1.Offer
+	(*v1.Quota)(nil),             // 13: omega.v1.Quota
+	(*v1.Lease)(nil),             // 14: omega.v1.Lease
+	(*v1.Transaction)(nil),       // 15: omega.v1.Transaction
+	(*v1.TransactionResult)(nil), // 16: omega.v1.TransactionResult
+	(*v1.SnapshotChunk)(nil),     // 17: omega.v1.SnapshotChunk
+	(*v1.RevisionChanges)(nil),   // 18: omega.v1.RevisionChanges
 }
 var file_omega_v1_service_proto_depIdxs = []int32{
-	5,  // 0: omega.v1.GetRequest.kind:type_name -> omega.v1.ObjectKind
-	6,  // 1: omega.v1.GetResponse.task:type_name -> omega.v1.Task
-	7,  // 2: omega.v1.GetResponse.job:type_name -> omega.v1.Job
-	8,  // 3: omega.v1.GetResponse.machine:type_name -> omega.v1.Machine
-	9,  // 4: omega.v1.GetResponse.offer:type_name -> omega.v1.Offer
-	10, // 5: omega.v1.GetResponse.quota:type_name -> omega.v1.Quota
-	11, // 6: omega.v1.GetResponse.lease:type_name -> omega.v1.Lease
-	5,  // 7: omega.v1.ListRequest.kind:type_name -> omega.v1.ObjectKind
-	12, // 8: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
-	0,  // 9: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
-	1,  // 10: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
-	2,  // 11: omega.v1.Cell.Get:input_type -> omega.v1.GetRequest
-	4,  // 12: omega.v1.Cell.List:input_type -> omega.v1.ListRequest
-	13, // 13: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
-	14, // 14: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
-	15, // 15: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
-	3,  // 16: omega.v1.Cell.Get:output_type -> omega.v1.GetResponse
-	14, // 17: omega.v1.Cell.List:output_type -> omega.v1.SnapshotChunk
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	2,  // 0: omega.v1.ServerStatus.peers:type_name -> omega.v1.PeerStatus
+	8,  // 1: omega.v1.GetRequest.kind:type_name -> omega.v1.ObjectKind
+	9,  // 2: omega.v1.GetResponse.task:type_name -> omega.v1.Task
+	10, // 3: omega.v1.GetResponse.job:type_name -> omega.v1.Job
+	11, // 4: omega.v1.GetResponse.machine:type_name -> omega.v1.Machine
+	12, // 5: omega.v1.GetResponse.offer:type_name -> omega.v1.Offer
+	13, // 6: omega.v1.GetResponse.quota:type_name -> omega.v1.Quota
+	14, // 7: omega.v1.GetResponse.lease:type_name -> omega.v1.Lease
+	8,  // 8: omega.v1.ListRequest.kind:type_name -> omega.v1.ObjectKind
+	15, // 9: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
+	3,  // 10: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
+	4,  // 11: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
+	5,  // 12: omega.v1.Cell.Get:input_type -> omega.v1.GetRequest
+	7,  // 13: omega.v1.Cell.List:input_type -> omega.v1.ListRequest
+	0,  // 14: omega.v1.Cell.Server:input_type -> omega.v1.ServerRequest
+	16, // 15: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
+	17, // 16: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
+	18, // 17: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
+	6,  // 18: omega.v1.Cell.Get:output_type -> omega.v1.GetResponse
+	17, // 19: omega.v1.Cell.List:output_type -> omega.v1.SnapshotChunk
+	1,  // 20: omega.v1.Cell.Server:output_type -> omega.v1.ServerStatus
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_service_proto_init() }
@@ -552,7 +828,7 @@ func file_omega_v1_service_proto_init() {
 	if File_omega_v1_service_proto != nil {
 		return
 	}
-	file_omega_v1_service_proto_msgTypes[3].OneofWrappers = []any{
+	file_omega_v1_service_proto_msgTypes[6].OneofWrappers = []any{
 		(*GetResponse_Task)(nil),
 		(*GetResponse_Job)(nil),
 		(*GetResponse_Machine)(nil),
@@ -566,7 +842,7 @@ func file_omega_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_service_proto_rawDesc), len(file_omega_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

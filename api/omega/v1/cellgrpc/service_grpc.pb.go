@@ -29,6 +29,7 @@ const (
 	Cell_Watch_FullMethodName    = "/omega.v1.Cell/Watch"
 	Cell_Get_FullMethodName      = "/omega.v1.Cell/Get"
 	Cell_List_FullMethodName     = "/omega.v1.Cell/List"
+	Cell_Server_FullMethodName   = "/omega.v1.Cell/Server"
 )
 
 // CellClient is the client API for Cell service.
@@ -75,6 +76,12 @@ type CellClient interface {
 	// object holds, as INVALID_ARGUMENT naming the field; an error quotes a
 	// string of the request cut to its first 64 bytes, with its length.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.SnapshotChunk], error)
+	// Server says how the server answering stands in its cell: a single
+	// server, or a member of a replicated cell (its raft state, term and
+	// indexes, the store's revision, the leader it knows, and the members
+	// of its configuration — with each one's progress when it leads). Any
+	// token may ask.
+	Server(ctx context.Context, in *ServerRequest, opts ...grpc.CallOption) (*ServerStatus, error)
 }
 
 type cellClient struct {
@@ -162,6 +169,16 @@ func (c *cellClient) List(ctx context.Context, in *ListRequest, opts ...grpc.Cal
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cell_ListClient = grpc.ServerStreamingClient[v1.SnapshotChunk]
 
+func (c *cellClient) Server(ctx context.Context, in *ServerRequest, opts ...grpc.CallOption) (*ServerStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServerStatus)
+	err := c.cc.Invoke(ctx, Cell_Server_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CellServer is the server API for Cell service.
 // All implementations must embed UnimplementedCellServer
 // for forward compatibility.
@@ -206,6 +223,12 @@ type CellServer interface {
 	// object holds, as INVALID_ARGUMENT naming the field; an error quotes a
 	// string of the request cut to its first 64 bytes, with its length.
 	List(*ListRequest, grpc.ServerStreamingServer[v1.SnapshotChunk]) error
+	// Server says how the server answering stands in its cell: a single
+	// server, or a member of a replicated cell (its raft state, term and
+	// indexes, the store's revision, the leader it knows, and the members
+	// of its configuration — with each one's progress when it leads). Any
+	// token may ask.
+	Server(context.Context, *ServerRequest) (*ServerStatus, error)
 	mustEmbedUnimplementedCellServer()
 }
 
@@ -230,6 +253,9 @@ func (UnimplementedCellServer) Get(context.Context, *GetRequest) (*GetResponse, 
 }
 func (UnimplementedCellServer) List(*ListRequest, grpc.ServerStreamingServer[v1.SnapshotChunk]) error {
 	return status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedCellServer) Server(context.Context, *ServerRequest) (*ServerStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method Server not implemented")
 }
 func (UnimplementedCellServer) mustEmbedUnimplementedCellServer() {}
 func (UnimplementedCellServer) testEmbeddedByValue()              {}
@@ -321,6 +347,24 @@ func _Cell_List_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cell_ListServer = grpc.ServerStreamingServer[v1.SnapshotChunk]
 
+func _Cell_Server_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).Server(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_Server_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).Server(ctx, req.(*ServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cell_ServiceDesc is the grpc.ServiceDesc for Cell service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -335,6 +379,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Get",
 			Handler:    _Cell_Get_Handler,
+		},
+		{
+			MethodName: "Server",
+			Handler:    _Cell_Server_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -40,6 +40,11 @@ class CellStub(object):
                 request_serializer=omega_dot_v1_dot_service__pb2.ListRequest.SerializeToString,
                 response_deserializer=omega_dot_v1_dot_txn__pb2.SnapshotChunk.FromString,
                 )
+        self.Server = channel.unary_unary(
+                '/omega.v1.Cell/Server',
+                request_serializer=omega_dot_v1_dot_service__pb2.ServerRequest.SerializeToString,
+                response_deserializer=omega_dot_v1_dot_service__pb2.ServerStatus.FromString,
+                )
 
 
 class CellServicer(object):
@@ -110,6 +115,17 @@ class CellServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Server(self, request, context):
+        """Server says how the server answering stands in its cell: a single
+        server, or a member of a replicated cell (its raft state, term and
+        indexes, the store's revision, the leader it knows, and the members
+        of its configuration — with each one's progress when it leads). Any
+        token may ask.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CellServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +153,11 @@ def add_CellServicer_to_server(servicer, server):
                     servicer.List,
                     request_deserializer=omega_dot_v1_dot_service__pb2.ListRequest.FromString,
                     response_serializer=omega_dot_v1_dot_txn__pb2.SnapshotChunk.SerializeToString,
+            ),
+            'Server': grpc.unary_unary_rpc_method_handler(
+                    servicer.Server,
+                    request_deserializer=omega_dot_v1_dot_service__pb2.ServerRequest.FromString,
+                    response_serializer=omega_dot_v1_dot_service__pb2.ServerStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -230,5 +251,22 @@ class Cell(object):
         return grpc.experimental.unary_stream(request, target, '/omega.v1.Cell/List',
             omega_dot_v1_dot_service__pb2.ListRequest.SerializeToString,
             omega_dot_v1_dot_txn__pb2.SnapshotChunk.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Server(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/omega.v1.Cell/Server',
+            omega_dot_v1_dot_service__pb2.ServerRequest.SerializeToString,
+            omega_dot_v1_dot_service__pb2.ServerStatus.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
