@@ -106,7 +106,7 @@ tasks placed on it), watched with the server's machine filter.
 	}
 	fl := cmd.Flags()
 	f.cell.registerWaiting(fl, time.Minute)
-	fl.StringVar(&f.join, "join", "", "the server's gossip address")
+	fl.StringVar(&f.join, "join", "", "the server's gossip address; a replicated cell's servers' addresses, comma-separated (the agent joins those it reaches, and again when it sees no server)")
 	f.gossipOpts.register(fl)
 	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "this agent's gossip address (port 0: one chosen the first time, kept in --data for restarts)")
 	fl.StringVar(&f.name, "name", "", "the machine's name")
@@ -179,7 +179,7 @@ func agentConfig(f agentFlags, tr *remote.Transport) (live.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	gc.Join = []string{f.join}
+	gc.Join = joinList(f.join)
 	cfg.Membership = gc
 	return cfg, cfg.Validate()
 }

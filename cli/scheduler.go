@@ -87,7 +87,7 @@ that died is taken over once it expires.`,
 				if err != nil {
 					return err
 				}
-				gc.Bind, gc.Join = gossip, []string{join}
+				gc.Bind, gc.Join = gossip, joinList(join)
 				cfg.Membership = &gc
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
@@ -111,7 +111,7 @@ that died is taken over once it expires.`,
 	f.StringVar(&kind, "kind", "", "the scheduler kind")
 	f.StringVar(&name, "name", "", "this instance's name (its component name in the cell)")
 	cf.registerWaiting(f, time.Minute)
-	f.StringVar(&join, "join", "", "the cell's gossip address (the server's --gossip): share the kind's jobs with its other instances")
+	f.StringVar(&join, "join", "", "the cell's gossip address (the server's --gossip; a replicated cell's, comma-separated): share the kind's jobs with its other instances")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "with --join: this instance's gossip address")
 	gf.register(f)
 	f.StringArrayVar(&params, "param", nil, "a parameter of the kind, name=value (repeatable), e.g. policy=global-cap for mapreduce")
@@ -119,4 +119,15 @@ that died is taken over once it expires.`,
 	f.DurationVar(&tTask, "t-task", 0, "modelled decision time per task")
 	f.DurationVar(&leaseDur, "lease-duration", live.DefaultLeaseDuration, "how long the instance's lease holds after each renewal (renewed every third of it)")
 	return cmd
+}
+
+// joinList reads --join: gossip addresses, comma-separated.
+func joinList(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,8 +40,43 @@ type Membership struct {
 	st     *store.Store
 	log    *slog.Logger
 	events *nodeEvents
+	opts   MembershipOptions
+	lead   atomic.Bool // the follower holds the duties
 	stop   chan struct{}
 	done   sync.WaitGroup
+}
+
+// MembershipOptions are the server's side of the membership.
+type MembershipOptions struct {
+	// Grace is how long machines UP may go without their agent joining,
+	// counted from when this server took up the duty (its start, or its
+	// taking the lead of a replicated cell).
+	Grace time.Duration
+	// Name is the server's node name. Default membership.ServerName; the
+	// members of a replicated cell have names of their own
+	// (ServerNodeName).
+	Name string
+	// Leads, if set, says whether this server holds the membership's
+	// duties (a replicated cell's leader): the deaths, the returns and the
+	// sweep are committed by the leader only, a follower following the
+	// membership without a word to the store. On taking the lead, a server
+	// puts UP the machines DOWN whose agents are alive members, and counts
+	// Grace from then before it puts DOWN those UP whose agents are not.
+	// Nil: always (a single server).
+	Leads func() bool
+	// LeadCheck is how often Leads is asked. Default 200 ms.
+	LeadCheck time.Duration
+}
+
+// ServerNodeName is a server's node name in the gossip membership: the
+// single server's membership.ServerName, a replicated member's that
+// followed by its member number, so that three servers are three members
+// (agents tell a server by its metadata, membership.RoleServer).
+func ServerNodeName(member uint64) string {
+	if member == 0 {
+		return membership.ServerName
+	}
+	return fmt.Sprintf("%s-%d", membership.ServerName, member)
 }
 
 // nodeEvents is the membership's event delegate. memberlist calls it from
@@ -109,14 +145,25 @@ func StartMembership(st *store.Store, bind string, grace time.Duration, logger *
 // Join are the server's own (membership.ServerName, membership.Server(),
 // the follower, none) whatever cfg says.
 func StartMembershipWith(st *store.Store, cfg membership.Config, grace time.Duration, logger *slog.Logger) (*Membership, error) {
-	m := &Membership{st: st, log: logger, events: newNodeEvents(), stop: make(chan struct{})}
-	cfg.Name, cfg.Meta, cfg.Events, cfg.Join = membership.ServerName, membership.Server(), m.events, nil
+	return StartMembershipOpts(st, cfg, MembershipOptions{Grace: grace}, logger)
+}
+
+// StartMembershipOpts is StartMembershipWith with the server's options.
+func StartMembershipOpts(st *store.Store, cfg membership.Config, o MembershipOptions, logger *slog.Logger) (*Membership, error) {
+	if o.Name == "" {
+		o.Name = membership.ServerName
+	}
+	if o.LeadCheck <= 0 {
+		o.LeadCheck = 200 * time.Millisecond
+	}
+	m := &Membership{st: st, log: logger, events: newNodeEvents(), opts: o, stop: make(chan struct{})}
+	cfg.Name, cfg.Meta, cfg.Events, cfg.Join = o.Name, membership.Server(), m.events, nil
 	var err error
 	if m.ml, err = membership.Start(cfg); err != nil {
 		return nil, err
 	}
 	m.done.Add(1)
-	go m.follow(grace)
+	go m.follow()
 	// After a restart, the agents' members still hold the server's name and
 	// address as alive (a quick restart is not a death to them), so they
 	// would not join again, and the new server would learn of them only by
@@ -159,17 +206,54 @@ func machineOf(n *memberlist.Node) (uuid.UUID, bool) {
 	return m.Machine, err == nil && m.Role == membership.RoleAgent
 }
 
-func (m *Membership) follow(grace time.Duration) {
+// follow commits what the membership's events mean while this server
+// holds the duty (Leads), and sweeps Grace after it took it up. Events
+// that come while another server holds it are dropped: that one commits
+// them, and a server taking the duty up reconciles from the membership as
+// it then is.
+func (m *Membership) follow() {
 	defer m.done.Done()
-	graceOver := time.After(grace)
+	leads := m.opts.Leads
+	if leads == nil {
+		leads = func() bool { return true }
+	}
+	check := time.NewTicker(m.opts.LeadCheck)
+	defer check.Stop()
+	var graceOver <-chan time.Time
+	leading := false
+	takeUp := func() {
+		leading = leads()
+		m.lead.Store(leading)
+		if leading {
+			graceOver = time.After(m.opts.Grace)
+			m.reconcile()
+		}
+	}
+	takeUp()
 	for {
 		select {
 		case <-m.stop:
 			return
+		case <-check.C:
+			switch now := leads(); {
+			case now && !leading:
+				m.log.Info("membership: this server holds the membership's duties now (it leads); the grace period starts", "grace", m.opts.Grace)
+				takeUp()
+			case !now && leading:
+				leading, graceOver = false, nil
+				m.lead.Store(false)
+			}
 		case <-graceOver:
-			m.sweep()
+			graceOver = nil
+			if leading && leads() {
+				m.sweep()
+			}
 		case <-m.events.wake:
-			for _, ev := range m.events.take() {
+			evs := m.events.take()
+			if !leading {
+				continue
+			}
+			for _, ev := range evs {
 				select {
 				case <-m.stop:
 					return
@@ -177,6 +261,20 @@ func (m *Membership) follow(grace time.Duration) {
 				}
 				m.handle(ev)
 			}
+		}
+	}
+}
+
+// leadingNow says whether the follower holds the duties.
+func (m *Membership) leadingNow() bool { return m.lead.Load() }
+
+// reconcile puts UP (at their node's address) the machines DOWN whose
+// agents are alive members: a server taking up the duty did not commit
+// their returns, which came while another held it (or before it started).
+func (m *Membership) reconcile() {
+	for _, n := range m.ml.Members() {
+		if u, ok := machineOf(n); ok && n.State == memberlist.StateAlive {
+			m.up(u, n.Name, n.Address())
 		}
 	}
 }

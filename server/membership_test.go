@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -327,4 +328,97 @@ func TestMembershipReadsEveryMetadataForm(t *testing.T) {
 	if n := st.Snapshot().NumMachines(); n != 2 {
 		t.Fatalf("%d machines: a member made one", n)
 	}
+}
+
+// In a replicated cell the membership's duties are the leader's: a
+// follower's membership sees an agent join and commits nothing; taking the
+// lead, it puts UP the machines whose agents are alive members at once,
+// and puts DOWN those UP whose agents never joined only a grace period
+// after it took the lead; losing the lead, it commits nothing again (an
+// agent leaving leaves its machine UP for the new leader to see to).
+func TestMembershipDutiesOnTheLeaderOnly(t *testing.T) {
+	st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
+	a, b := testkit.UID('m', 1, 0), testkit.UID('m', 2, 0)
+	down, up := omegav1.MachineState_MACHINE_STATE_DOWN, omegav1.MachineState_MACHINE_STATE_UP
+	putMachines(t, st, machineAt(a, down, ""), machineAt(b, up, "127.0.0.1:9"))
+	name := ServerNodeName(2)
+	net := membership.NewMemNetwork(name, "agent-a")
+	t.Cleanup(net.Close)
+	var leads atomic.Bool
+	m, err := StartMembershipOpts(st, membership.Config{Profile: "local", Transport: net.Transport(name), Tune: membership.Fast},
+		MembershipOptions{Grace: 300 * time.Millisecond, Name: name, Leads: leads.Load, LeadCheck: 10 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if got := m.ml.LocalNode().Name; got != "omega-server-2" {
+		t.Fatalf("the member's node name is %q, want omega-server-2", got)
+	}
+	// drained: the server sees n members and its follower took every event.
+	drained := func(n int) bool {
+		m.events.mu.Lock()
+		pending := len(m.events.order)
+		m.events.mu.Unlock()
+		return m.ml.NumMembers() == n && pending == 0
+	}
+	cfg := memberlist.DefaultLocalConfig()
+	cfg.Name, cfg.Transport = "agent-a", net.Transport("agent-a")
+	meta, _ := membership.Agent(a).Encode()
+	cfg.Delegate, cfg.Logger = &metaOf{meta: meta}, log.New(io.Discard, "", 0)
+	membership.Fast(cfg)
+	agent, err := memberlist.Create(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Shutdown() })
+	rev := st.Revision()
+	if _, err := agent.Join([]string{m.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	if !eventuallyTrue(30*time.Second, func() bool { return drained(2) }) {
+		t.Fatal("the server's membership did not see the agent")
+	}
+	if st.Revision() != rev {
+		t.Fatalf("a follower's membership committed (revision %d, was %d)", st.Revision(), rev)
+	}
+
+	leads.Store(true)
+	here := agent.LocalNode().Address()
+	waitMachines(t, st, 30*time.Second, map[uuid.UUID]string{a: up.String() + " " + here, b: down.String() + " 127.0.0.1:9"})
+	s := st.Snapshot()
+	ma, _ := s.Machine(a)
+	mb, _ := s.Machine(b)
+	if mb.Version <= ma.Version {
+		t.Fatalf("machine b went DOWN at revision %d, before a came UP at %d: the grace did not count from taking the lead", mb.Version, ma.Version)
+	}
+
+	leads.Store(false)
+	if !eventuallyTrue(30*time.Second, func() bool { return !m.leadingNow() }) {
+		t.Fatal("the membership did not notice it lost the lead")
+	}
+	rev = st.Revision()
+	agent.Leave(5 * time.Second)
+	agent.Shutdown()
+	if !eventuallyTrue(30*time.Second, func() bool { return drained(1) }) {
+		t.Fatal("the server's membership did not see the agent go")
+	}
+	if st.Revision() != rev {
+		t.Fatalf("a membership that lost the lead committed (revision %d, was %d)", st.Revision(), rev)
+	}
+}
+
+// eventuallyTrue polls cond every 10 ms until it holds or within passed.
+func eventuallyTrue(within time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return cond()
+		}
+	}
+	return true
 }

@@ -75,8 +75,9 @@ type Config struct {
 	// GossipTransport, if set, carries the gossip instead of UDP and TCP
 	// on Gossip (membership.MemNetwork's in tests).
 	GossipTransport memberlist.Transport
-	// AgentGrace is how long after the start a machine UP may go without
-	// its agent joining the membership before it goes DOWN. Default 30 s:
+	// AgentGrace is how long after the start (a replicated member: after
+	// it takes the lead) a machine UP may go without its agent joining the
+	// membership before it goes DOWN. Default 30 s:
 	// time for the agents to notice a restarted server and rejoin.
 	AgentGrace time.Duration
 	// SchedulerGrace is how long after the start a job may wait for a
@@ -106,7 +107,9 @@ type Config struct {
 	// store's durable log is raft's, in DataDir/raft. Empty: a single
 	// server. The job controller and retention write on the leader only.
 	// Still to come: tokens and TLS between members (refused with Peers for
-	// now), the gossip membership's deaths on the leader only.
+	// now). With Gossip, each member is a member of the gossip membership
+	// under a name of its own (ServerNodeName), and only the leader commits
+	// what the membership says (MembershipOptions.Leads).
 	Member  uint64
 	Peers   map[uint64]string
 	Cluster string
@@ -361,7 +364,13 @@ func Run(ctx context.Context, c Config) error {
 	var members *Membership
 	if c.Gossip != "" || c.GossipTransport != nil {
 		mc := membership.Config{Bind: c.Gossip, Profile: c.GossipProfile, Key: gossipKey, Transport: c.GossipTransport}
-		if members, err = StartMembershipWith(st, mc, c.AgentGrace, log); err != nil {
+		mo := MembershipOptions{Grace: c.AgentGrace, Name: ServerNodeName(c.Member)}
+		if member != nil {
+			// The deaths, returns and sweep on the leader only, the grace
+			// counted from its taking the lead.
+			mo.Leads = member.Leads
+		}
+		if members, err = StartMembershipOpts(st, mc, mo, log); err != nil {
 			lis.Close()
 			if web != nil {
 				web.Close()
