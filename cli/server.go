@@ -107,8 +107,9 @@ must present a certificate that CA signed.`,
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "with --tls-cert: its key")
 	f.StringVar(&cfg.TLSCA, "tls-ca", "", "with --tls-cert: require client certificates signed by this CA")
-	f.StringVar(&peers, "peers", "", "a replicated cell's members, ID=ADDR,... (each member's --listen, this one's included): the store becomes a raft member (experimental: an open cell on a trusted network)")
+	f.StringVar(&peers, "peers", "", "a replicated cell's members, ID=ADDR,... (each member's --listen, this one's included): the store becomes a raft member")
 	f.Uint64Var(&cfg.Member, "member", 0, "with --peers: this server's id among them")
+	f.StringVar(&cfg.PeerTokenFile, "peer-token-file", "", "with --peers and --tokens: the token this member presents to the others (role peer in --tokens); with --tls-cert the members talk TLS, checking each other against --tls-ca")
 	f.BoolVar(&cfg.Join, "join", false, "with --peers: an empty --data joins the running cell as --member, in place of that member's lost data (a new raft id; the leader's snapshot); a --data that holds a member starts as it is")
 	f.DurationVar(&cfg.RaftTick, "raft-tick", 50*time.Millisecond, "with --peers: one raft tick; an election starts after 10 to 20 of them without a word from the leader")
 	f.StringVar(&cfg.Cluster, "cluster", "omega", "with --peers: the cell's name, the same on every member (a message from another cell is refused)")
@@ -141,7 +142,7 @@ var serverFlags = map[string]string{
 	"GossipProfile": "--gossip-profile", "GossipKeyFile": "--gossip-key-file", "Gossip": "--gossip",
 	"AgentGrace": "--agent-grace", "SchedulerGrace": "--scheduler-grace", "Retention": "--retention", "ExpireEvery": "--expire-every",
 	"TokensFile": "--tokens", "TLSCert": "--tls-cert", "TLSKey": "--tls-key", "TLSCA": "--tls-ca",
-	"Peers": "--peers", "Member": "--member", "Join": "--join",
+	"Peers": "--peers", "Member": "--member", "Join": "--join", "PeerTokenFile": "--peer-token-file",
 }
 
 // flagError says a refused server.Config by its flag.

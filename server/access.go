@@ -42,6 +42,11 @@ const (
 	RoleScheduler
 	// RoleAgent registers its machine and reports its tasks' status.
 	RoleAgent
+	// RolePeer is a replicated cell's server speaking to another: the
+	// peer service (raft's messages, a joining member's request) is its
+	// alone, and on the cell API it only forwards commits a member took
+	// from its clients (and authorized as theirs).
+	RolePeer
 )
 
 func (r Role) String() string {
@@ -54,12 +59,14 @@ func (r Role) String() string {
 		return "scheduler"
 	case RoleAgent:
 		return "agent"
+	case RolePeer:
+		return "peer"
 	}
 	return fmt.Sprintf("role(%d)", uint8(r))
 }
 
 func parseRole(s string) (Role, bool) {
-	for r := RoleAdmin; r <= RoleAgent; r++ {
+	for r := RoleAdmin; r <= RolePeer; r++ {
 		if r.String() == s {
 			return r, true
 		}
@@ -105,8 +112,8 @@ const MinTokenBytes = 16
 // LoadTokens reads a token file: one token per line as "TOKEN,ROLE[,NAME]"
 // (Kubernetes' static token file, with the role in the second column);
 // blank lines and lines starting with # are skipped. Roles are admin,
-// submitter, scheduler and agent; schedulers and agents must be named
-// (their components are).
+// submitter, scheduler, agent and peer (a replicated cell's servers);
+// schedulers and agents must be named (their components are).
 func LoadTokens(path string) (*Tokens, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -137,7 +144,7 @@ func LoadTokens(path string) (*Tokens, error) {
 		}
 		role, ok := parseRole(cols[1])
 		if !ok {
-			return nil, bad("role %q: want admin, submitter, scheduler or agent", cols[1])
+			return nil, bad("role %q: want admin, submitter, scheduler, agent or peer", cols[1])
 		}
 		id := Identity{Role: role}
 		if len(cols) == 3 {
@@ -162,6 +169,22 @@ func LoadTokens(path string) (*Tokens, error) {
 		return nil, fmt.Errorf("tokens: %s holds no token", path)
 	}
 	return t, nil
+}
+
+// checkPeerToken checks that the token in path is a peer's here.
+func (t *Tokens) checkPeerToken(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	id, ok := t.lookup(strings.TrimSpace(string(b)))
+	switch {
+	case !ok:
+		return fmt.Errorf("%s: the token is not in the token file", path)
+	case id.Role != RolePeer:
+		return fmt.Errorf("%s: the token is %s's; a member needs a peer's (TOKEN,peer[,NAME] in the token file)", path, id)
+	}
+	return nil
 }
 
 // Len is how many tokens there are.
@@ -217,21 +240,44 @@ func (t *Tokens) ServerOptions() []grpc.ServerOption {
 		return nil
 	}
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			ctx, err := t.authenticate(ctx)
 			if err != nil {
 				return nil, err
 			}
+			if err := permitted(ctx, info.FullMethod); err != nil {
+				return nil, err
+			}
 			return h(ctx, req)
 		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			ctx, err := t.authenticate(ss.Context())
 			if err != nil {
+				return err
+			}
+			if err := permitted(ctx, info.FullMethod); err != nil {
 				return err
 			}
 			return h(srv, &authedStream{ServerStream: ss, ctx: ctx})
 		}),
 	}
+}
+
+// peerService is the prefix of the peer service's methods.
+const peerService = "/omega.v1.Peer/"
+
+// permitted refuses a method the caller's role may not call: the peer
+// service to any but a peer, and to a peer any cell method but Commit
+// (whose handler lets a peer commit only what a member forwarded).
+func permitted(ctx context.Context, method string) error {
+	id, _ := IdentityFrom(ctx)
+	switch peer := strings.HasPrefix(method, peerService); {
+	case peer && id.Role != RolePeer:
+		return grpcstatus.Errorf(codes.PermissionDenied, "%s: the token is %s's; only a peer's (a replicated cell's server, role peer in the token file) may call it", method, id)
+	case !peer && id.Role == RolePeer && method != "/omega.v1.Cell/Commit":
+		return grpcstatus.Errorf(codes.PermissionDenied, "%s: a peer's token only forwards commits", method)
+	}
+	return nil
 }
 
 type authedStream struct {

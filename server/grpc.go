@@ -226,7 +226,17 @@ func (s *Service) Commit(ctx context.Context, p *omegav1.Transaction) (*omegav1.
 		return nil, status(err)
 	}
 	if id, ok := IdentityFrom(ctx); ok {
-		if err := Authorize(id, tx); err != nil {
+		var err error
+		switch {
+		case id.Role == RolePeer && !forwarded(ctx):
+			err = fmt.Errorf("%w: a peer's token commits only what a member forwards (%s)", ErrPermission, ForwardedHeader)
+		case id.Role == RolePeer:
+			// A member forwarding its client's commit, which it authorized
+			// (role checks, the component set from the client's token).
+		default:
+			err = Authorize(id, tx)
+		}
+		if err != nil {
 			s.Metrics.commit(nil, txn.Result{}, err, time.Since(start).Seconds())
 			return nil, grpcstatus.Error(codes.PermissionDenied, err.Error())
 		}
@@ -248,6 +258,17 @@ func (s *Service) Snapshot(req *cellgrpc.SnapshotRequest, stream grpc.ServerStre
 		return status(err)
 	}
 	return nil
+}
+
+// ForwardedHeader marks a commit a replicated cell's member forwards to
+// the leader (replica/live.Forwarder): the leader does not forward it
+// again, and takes it from a peer's token as the member authorized it.
+// From any other token it means nothing more than "do not forward".
+const ForwardedHeader = "omega-forwarded"
+
+func forwarded(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(ForwardedHeader)) > 0
 }
 
 // Server says how this server stands in its cell (Describe).

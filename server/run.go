@@ -20,10 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/jobs"
 	"github.com/omega-cell/omega/membership"
 	"github.com/omega-cell/omega/replica"
@@ -122,6 +124,14 @@ type Config struct {
 	// stops at the leader's first heartbeat (replica.ErrLostLog), saying to
 	// start it with Join.
 	Join bool
+	// PeerTokenFile holds the token this member presents to its peers (on
+	// the peer service and on the commits it forwards): a token of role
+	// peer in the cell's TokensFile. Required with Peers and TokensFile.
+	// With TLS the members dial each other over TLS too, checking each
+	// other's certificates against TLSCA (else the host's roots), and
+	// presenting their own (TLSCert, which must allow client
+	// authentication when TLSCA asks for client certificates).
+	PeerTokenFile string
 	// RaftTick is one raft tick (replica/live.Config.Tick): an election
 	// starts after 10 to 20 ticks without a leader's word. Default 50 ms:
 	// elections after 0.5 to 1 s, so a failover stays under a second or so
@@ -253,6 +263,11 @@ func Run(ctx context.Context, c Config) error {
 		if err != nil {
 			return &ConfigError{Field: "TokensFile", Err: err}
 		}
+		if c.PeerTokenFile != "" {
+			if err := toks.checkPeerToken(c.PeerTokenFile); err != nil {
+				return &ConfigError{Field: "PeerTokenFile", Err: err}
+			}
+		}
 		gopts = append(gopts, toks.ServerOptions()...)
 		log.Info("access by token", "tokens", toks.Len(), "file", c.TokensFile)
 	} else {
@@ -276,8 +291,8 @@ func Run(ctx context.Context, c Config) error {
 	}
 	var rep *lateReplicator
 	if len(c.Peers) > 0 {
-		if c.TokensFile != "" || c.TLSCert != "" {
-			return &ConfigError{Field: "Peers", Why: "a replicated cell does not take tokens or TLS yet (the members' own role and TLS come next): run it on a network you trust"}
+		if c.TokensFile != "" && c.PeerTokenFile == "" {
+			return &ConfigError{Field: "PeerTokenFile", Why: "a replicated cell with tokens needs this member's own token (a peer's, in the token file): its peers refuse its messages without one"}
 		}
 		rep = &lateReplicator{}
 		opts.Durability, opts.Dir, opts.Replicator = store.DurabilityNone, "", rep
@@ -599,6 +614,28 @@ func (l *lateReplicator) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, e
 	return l.f.Commit(ctx, tx)
 }
 
+// peerDialOptions are how a member dials its peers: over TLS when the
+// server serves TLS (the peers' certificates checked against TLSCA, its
+// own presented), else in plain text; with its peer token when it has one.
+func peerDialOptions(c Config) ([]grpc.DialOption, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.TLSCert != "" {
+		tc, err := remote.TLSConfig(c.TLSCA, c.TLSCert, c.TLSKey, "")
+		if err != nil {
+			return nil, &ConfigError{Field: "TLSCert", Err: err}
+		}
+		opts = append(opts, remote.WithTLS(tc))
+	}
+	if c.PeerTokenFile != "" {
+		tok, err := remote.ReadToken(c.PeerTokenFile)
+		if err != nil {
+			return nil, &ConfigError{Field: "PeerTokenFile", Err: err}
+		}
+		opts = append(opts, remote.WithToken(tok))
+	}
+	return opts, nil
+}
+
 // describeMember is a replicated member's answer to Server.
 func describeMember(ctx context.Context, c Config, member *replicalive.Driver, addr string, rev uint64) (*cellgrpc.ServerStatus, error) {
 	ms, err := member.Status(ctx)
@@ -655,9 +692,13 @@ func startMember(c Config, st *store.Store, log *slog.Logger) (*replicalive.Driv
 		return nil, &ConfigError{Field: "Peers", Why: fmt.Sprintf("member number %d is over %d", peers[len(peers)-1], uint64(replica.MaxMember))}
 	}
 	cluster := ClusterID(c.Cluster, c.Peers)
+	dial, err := peerDialOptions(c)
+	if err != nil {
+		return nil, err
+	}
 	drv, err := replicalive.Start(replicalive.Config{
 		Member: replica.Config{ID: c.Member, Peers: peers}, Dir: filepath.Join(c.DataDir, "raft"),
-		Addrs: c.Peers, Cluster: cluster, Logger: log, Tick: c.RaftTick, Join: c.Join,
+		Addrs: c.Peers, Cluster: cluster, Logger: log, Tick: c.RaftTick, Join: c.Join, DialOptions: dial,
 	}, replicalive.Hooks{OnApply: st.Install, OnRestore: st.Reset})
 	if err != nil {
 		return nil, fmt.Errorf("start raft member %d in %s: %w", c.Member, c.DataDir, err)

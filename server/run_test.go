@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -445,4 +447,30 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// A replicated member with a token file needs a peer token of its own,
+// one of role peer there: each refused naming the field.
+func TestPeerTokenRequired(t *testing.T) {
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "tokens")
+	os.WriteFile(tf, []byte("admin-0123456789abcdef,admin\npeer-0123456789abcdefgh,peer\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "admin.token"), []byte("admin-0123456789abcdef\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "other.token"), []byte("nobody-0123456789abcdef\n"), 0o600)
+	for file, want := range map[string]string{
+		"":            "needs this member's own token",
+		"admin.token": "the token is admin's; a member needs a peer's",
+		"other.token": "not in the token file",
+	} {
+		cfg := testConfig(t, make(logged, 1024))
+		cfg.Member, cfg.Peers, cfg.TokensFile = 1, map[uint64]string{1: cfg.Listen}, tf
+		if file != "" {
+			cfg.PeerTokenFile = filepath.Join(dir, file)
+		}
+		err := server.Run(context.Background(), cfg)
+		var ce *server.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "PeerTokenFile" || !strings.Contains(err.Error(), want) {
+			t.Errorf("peer token file %q: %v, want PeerTokenFile: %s", file, err, want)
+		}
+	}
 }

@@ -51,7 +51,9 @@ type Config struct {
 	// member's default ElectionTick of 10, an election starts 0.5 to 1 s
 	// after the leader was last heard.
 	Tick time.Duration
-	// DialOptions dial the peers (default: plaintext).
+	// DialOptions dial the peers, for the peer service and the forwarded
+	// commits: transport credentials (TLS) and the member's own token
+	// (default: plaintext, no token).
 	DialOptions []grpc.DialOption
 	Logger      *slog.Logger
 }

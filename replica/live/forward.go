@@ -95,7 +95,7 @@ func (f *Forwarder) conn(id uint64) (*remote.Transport, error) {
 	if !ok {
 		return nil, fmt.Errorf("no API address for member %d", id)
 	}
-	t, err := remote.Dial(addr)
+	t, err := remote.Dial(addr, f.d.cfg.DialOptions...) // the member's token and TLS
 	if err != nil {
 		return nil, err
 	}
