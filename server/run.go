@@ -20,12 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
-	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/jobs"
 	"github.com/omega-cell/omega/membership"
 	"github.com/omega-cell/omega/replica"
@@ -614,24 +612,16 @@ func (l *lateReplicator) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, e
 	return l.f.Commit(ctx, tx)
 }
 
-// peerDialOptions are how a member dials its peers: over TLS when the
-// server serves TLS (the peers' certificates checked against TLSCA, its
-// own presented), else in plain text; with its peer token when it has one.
+// peerDialOptions are how a member dials its peers (replica/live's
+// DialOptions from the server's TLS and peer token files).
 func peerDialOptions(c Config) ([]grpc.DialOption, error) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	if c.TLSCert != "" {
-		tc, err := remote.TLSConfig(c.TLSCA, c.TLSCert, c.TLSKey, "")
-		if err != nil {
-			return nil, &ConfigError{Field: "TLSCert", Err: err}
+	opts, err := replicalive.DialOptions(c.TLSCA, c.TLSCert, c.TLSKey, c.PeerTokenFile)
+	if err != nil {
+		field := "TLSCert"
+		if errors.Is(err, replicalive.ErrPeerToken) {
+			field = "PeerTokenFile"
 		}
-		opts = append(opts, remote.WithTLS(tc))
-	}
-	if c.PeerTokenFile != "" {
-		tok, err := remote.ReadToken(c.PeerTokenFile)
-		if err != nil {
-			return nil, &ConfigError{Field: "PeerTokenFile", Err: err}
-		}
-		opts = append(opts, remote.WithToken(tok))
+		return nil, &ConfigError{Field: field, Err: err}
 	}
 	return opts, nil
 }

@@ -13,12 +13,39 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/replica"
 	"github.com/omega-cell/omega/txn"
 )
 
 // JoinEvery is how often a joining member asks the peers to take it in.
 const JoinEvery = 500 * time.Millisecond
+
+// ErrPeerToken: DialOptions could not read the member's peer token.
+var ErrPeerToken = errors.New("the peer token")
+
+// DialOptions are how a server's member dials its peers: over TLS when
+// certFile is set (the peers' certificates checked against caFile, else
+// the host's roots; certFile and keyFile presented), else in plain text;
+// presenting the token in tokenFile when set.
+func DialOptions(caFile, certFile, keyFile, tokenFile string) ([]grpc.DialOption, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if certFile != "" {
+		tc, err := remote.TLSConfig(caFile, certFile, keyFile, "")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, remote.WithTLS(tc))
+	}
+	if tokenFile != "" {
+		tok, err := remote.ReadToken(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrPeerToken, err)
+		}
+		opts = append(opts, remote.WithToken(tok))
+	}
+	return opts, nil
+}
 
 // dialOptions are the options the member dials its peers with.
 func (d *Driver) dialOptions() []grpc.DialOption {
