@@ -195,6 +195,25 @@ from recently). NAME is a member number.`,
 	return cmd
 }
 
+// writeDoc writes a JSON document as -o json (indented) or yaml says.
+func writeDoc(w io.Writer, doc, output string) error {
+	if output == "yaml" {
+		y, err := yaml.JSONToYAML([]byte(doc))
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, []byte(doc), "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
 // pick narrows a listing to the one object NAME names (its name, or a
 // prefix of its uid). Several objects of that very name (a job's name used
 // again while the first is kept for the retention window) are narrowed to
@@ -373,22 +392,7 @@ func printListing(w io.Writer, l *remote.Listing, kind omegav1.ObjectKind, outpu
 			}
 			parts = append(parts, string(b))
 		}
-		doc := fmt.Sprintf(`{"revision": %d, "items": [%s]}`, l.Revision, strings.Join(parts, ","))
-		if output == "yaml" {
-			y, err := yaml.JSONToYAML([]byte(doc))
-			if err != nil {
-				return err
-			}
-			_, err = w.Write(y)
-			return err
-		}
-		var out bytes.Buffer
-		if err := json.Indent(&out, []byte(doc), "", "  "); err != nil {
-			return err
-		}
-		out.WriteByte('\n')
-		_, err := w.Write(out.Bytes())
-		return err
+		return writeDoc(w, fmt.Sprintf(`{"revision": %d, "items": [%s]}`, l.Revision, strings.Join(parts, ",")), output)
 	}
 	now := time.Now()
 	wide := output == "wide"

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"sigs.k8s.io/yaml"
 
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/txn"
@@ -116,22 +113,7 @@ func printServers(w io.Writer, rows []*cellgrpc.ServerStatus, output string) err
 			}
 			parts = append(parts, string(b))
 		}
-		doc := fmt.Sprintf(`{"items": [%s]}`, strings.Join(parts, ","))
-		if output == "yaml" {
-			y, err := yaml.JSONToYAML([]byte(doc))
-			if err != nil {
-				return err
-			}
-			_, err = w.Write(y)
-			return err
-		}
-		var out bytes.Buffer
-		if err := json.Indent(&out, []byte(doc), "", "  "); err != nil {
-			return err
-		}
-		out.WriteByte('\n')
-		_, err := w.Write(out.Bytes())
-		return err
+		return writeDoc(w, fmt.Sprintf(`{"items": [%s]}`, strings.Join(parts, ",")), output)
 	}
 	// The leader's view of each member, if a leader answered.
 	var view map[uint64]*cellgrpc.PeerStatus
