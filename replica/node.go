@@ -385,6 +385,35 @@ func (n *Node) Replace(member, id uint64) (done bool, err error) {
 	return false, nil
 }
 
+// TransferLeadership hands the lead to the voter that has the most of the
+// log among those heard from within an election timeout (raft's transfer:
+// once it has the whole log, it stands at once, without waiting out an
+// election timeout; meanwhile this leader takes no proposal). It returns
+// the member chosen, or ErrNotLeader, or ErrNoSuchMember when no other
+// voter answers.
+func (n *Node) TransferLeadership() (uint64, error) {
+	if !n.leading {
+		return 0, &NotLeaderError{Leader: n.lead}
+	}
+	st := n.rn.Status()
+	var best uint64
+	var bestMatch uint64
+	for id := range st.Config.Voters[0] {
+		pr, ok := st.Progress[id]
+		if id == n.cfg.ID || !ok || (!pr.RecentActive && !n.cfg.DriverElections) {
+			continue
+		}
+		if best == 0 || pr.Match > bestMatch || pr.Match == bestMatch && id < best {
+			best, bestMatch = id, pr.Match
+		}
+	}
+	if best == 0 {
+		return 0, fmt.Errorf("%w: no other voter answers", ErrNoSuchMember)
+	}
+	n.rn.TransferLeader(best)
+	return best, nil
+}
+
 // pendingConf: the log holds a configuration change not yet applied.
 func (n *Node) pendingConf() bool {
 	last, _ := n.storage.LastIndex()
@@ -455,10 +484,12 @@ func (n *Node) Commit(tx *txn.Txn) (*Proposal, txn.Result, error) {
 		return nil, txn.Result{}, err
 	}
 	if err := n.rn.Propose(data); err != nil {
-		// Dropped (leadership moving): nothing was appended, but the
-		// head is not the log's any more. Start again from the log.
+		// Dropped (leadership moving to another member, or raft's
+		// own limits): nothing was appended, so the commit may be sent
+		// again (to whoever leads next). The head starts again from the
+		// log.
 		n.resync()
-		return nil, txn.Result{}, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+		return nil, txn.Result{}, fmt.Errorf("%w: %v", ErrNotReady, err)
 	}
 	n.head = n.head.Apply(ws)
 	p := &Proposal{Revision: ws.Revision, Result: res, seq: n.seq, ws: ws, term: n.leaderTerm}

@@ -458,6 +458,24 @@ func Run(ctx context.Context, c Config) error {
 		g.Stop()
 	case <-ctx.Done():
 		log.Info("draining")
+		if member != nil && member.Leads() {
+			// A planned stop costs no election timeout: the lead goes to
+			// the most up-to-date member first (raft's transfer), bounded
+			// by an election timeout's worth of ticks.
+			tick := c.RaftTick
+			if tick <= 0 {
+				tick = 50 * time.Millisecond
+			}
+			tctx, cancel := context.WithTimeout(context.Background(), 20*tick)
+			start := time.Now()
+			to, terr := member.TransferLeadership(tctx)
+			cancel()
+			if terr != nil {
+				log.Warn("the lead did not move before the stop: the others elect a leader after their election timeout", "err", terr)
+			} else {
+				log.Info("leadership transferred", "to", to, "took", time.Since(start).Round(time.Millisecond))
+			}
+		}
 		// Each step of the drain waits for what it waits for, or for
 		// StopNow, which cuts the drain short.
 		cut := false

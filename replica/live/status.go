@@ -2,8 +2,10 @@ package live
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.etcd.io/raft/v3"
 
@@ -71,5 +73,51 @@ func (d *Driver) Status(ctx context.Context) (Status, error) {
 		return Status{}, ErrStopped
 	case <-ctx.Done():
 		return Status{}, ctx.Err()
+	}
+}
+
+// TransferLeadership, if this member leads, hands the lead to the most
+// up-to-date voter (replica.Node.TransferLeadership) and waits, within
+// ctx, until another member leads. It returns the member number that
+// leads then (0 if this member did not lead).
+func (d *Driver) TransferLeadership(ctx context.Context) (uint64, error) {
+	if !d.Leads() {
+		return 0, nil
+	}
+	reply := make(chan error, 1)
+	f := func(n *replica.Node) {
+		_, err := n.TransferLeadership()
+		reply <- err
+	}
+	select {
+	case d.reports <- f:
+	case <-d.done:
+		return 0, ErrStopped
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		if err != nil {
+			return 0, err
+		}
+	case <-d.done:
+		return 0, ErrStopped
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	t := time.NewTicker(d.cfg.Tick / 5)
+	defer t.Stop()
+	for {
+		if l := d.lead.Load(); l != 0 && l != d.cfg.Member.ID {
+			return replica.MemberOf(l), nil
+		}
+		select {
+		case <-t.C:
+		case <-d.done:
+			return 0, ErrStopped
+		case <-ctx.Done():
+			return 0, fmt.Errorf("the lead did not move: %w", ctx.Err())
+		}
 	}
 }
