@@ -142,6 +142,8 @@ type Node struct {
 	appliedIndex uint64
 	snapIndex    uint64 // the newest snapshot's index
 	snapDue      bool   // a member came in: snapshot at the next Apply
+	snapshots    uint64 // snapshots made
+	compactions  uint64 // log compactions
 	ticks        uint64
 
 	// Leading: head is the state of the whole log (nil until the log the
@@ -462,6 +464,11 @@ func (n *Node) Leader() (lead uint64, ready bool) { return n.lead, n.leading && 
 
 // Status is raft's.
 func (n *Node) Status() raft.Status { return n.rn.Status() }
+
+// Snapshots and Compactions count the snapshots this member made and the
+// compactions of its log since it started.
+func (n *Node) Snapshots() uint64   { return n.snapshots }
+func (n *Node) Compactions() uint64 { return n.compactions }
 
 // Commit evaluates tx against the head and proposes its write set. It
 // returns the Proposal to wait on (nil if nothing committed: every
@@ -828,9 +835,14 @@ func (n *Node) maybeSnapshot() error {
 		}
 	}
 	n.snapIndex = n.appliedIndex
+	n.snapshots++
 	if keep := n.cfg.SnapshotEvery / 2; n.appliedIndex > keep {
-		if err := n.storage.Compact(n.appliedIndex - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
+		err := n.storage.Compact(n.appliedIndex - keep)
+		if err != nil && !errors.Is(err, raft.ErrCompacted) {
 			return err
+		}
+		if err == nil {
+			n.compactions++
 		}
 	}
 	return nil

@@ -331,6 +331,7 @@ func Run(ctx context.Context, c Config) error {
 	svc := New(st)
 	svc.Metrics = NewMetrics(reg, st)
 	if member != nil {
+		reg.MustRegister(newRaftCollector(member))
 		svc.ReadBarrier = func(ctx context.Context) error { _, err := member.Read(ctx); return err }
 		svc.Describe = func(ctx context.Context) (*cellgrpc.ServerStatus, error) {
 			return describeMember(ctx, c, member, addrs.GRPC, st.Revision())
@@ -358,12 +359,21 @@ func Run(ctx context.Context, c Config) error {
 			mux.Handle("/", c.Mux)
 		}
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			if member != nil {
 				fmt.Fprintf(w, "ok revision %d member %d leader %d\n", st.Revision(), c.Member, member.Leader())
 				if !member.Voter() {
 					fmt.Fprintf(w, "joining: waiting for the leader's snapshot\n")
+				}
+				// Whether a linearizable read would be answered now: a read
+				// index confirmed by a leader within a second.
+				rctx, cancel := context.WithTimeout(r.Context(), time.Second)
+				defer cancel()
+				if _, err := member.Read(rctx); err != nil {
+					fmt.Fprintf(w, "reads stale only: no leader confirmed a read index within 1s (%v)\n", err)
+				} else {
+					fmt.Fprintf(w, "reads linearizable\n")
 				}
 				return
 			}

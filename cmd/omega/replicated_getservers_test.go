@@ -2,6 +2,9 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,4 +103,53 @@ func TestGetServers(t *testing.T) {
 	if err != nil || len(rows) != 1 || rows[0].Role != "single" || !strings.Contains(single.grpc, rows[0].Address) {
 		t.Fatalf("get servers on a single server: %v %+v", err, rows)
 	}
+}
+
+// TestReplicatedMetrics: a member's /metrics reports its raft state — the
+// leader is_leader 1 with every member's match index and progress, a
+// follower is_leader 0 and the same term — and /healthz says reads are
+// linearizable while a leader confirms them.
+func TestReplicatedMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	c := newReplCell(t)
+	lead := c.leader(-1)
+	follower := (lead + 1) % 3
+	scrape := func(s *serverProc) string {
+		resp, err := http.Get("http://" + s.http + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	var lm, fm string
+	if !eventually(30*time.Second, 100*time.Millisecond, func() bool {
+		lm, fm = scrape(c.srv[lead]), scrape(c.srv[follower])
+		return strings.Contains(lm, "omega_raft_is_leader 1") && strings.Contains(fm, "omega_raft_is_leader 0") &&
+			strings.Contains(lm, `omega_raft_peer_progress{member="`+fmt.Sprint(follower+1)+`",state="replicate"} 1`)
+	}) {
+		t.Fatalf("metrics:\nleader:\n%s\nfollower:\n%s", grepLines(lm, "omega_raft"), grepLines(fm, "omega_raft"))
+	}
+	for _, want := range []string{"omega_raft_term ", "omega_raft_commit_index ", "omega_raft_applied_index ", "omega_raft_proposals_pending ", "omega_raft_snapshots_total ", `omega_raft_peer_match_index{member="1"}`} {
+		if !strings.Contains(lm, want) {
+			t.Fatalf("the leader's metrics lack %s:\n%s", want, grepLines(lm, "omega_raft"))
+		}
+	}
+	if body, err := healthBody(c.srv[follower].http); err != nil || !strings.Contains(body, "reads linearizable") {
+		t.Fatalf("a follower's /healthz: %v\n%s", err, body)
+	}
+}
+
+// grepLines is the lines of s that hold sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -115,6 +115,11 @@ type Driver struct {
 	applied atomic.Pointer[txn.State]
 	lead    atomic.Uint64
 	voter   atomic.Bool
+	pending atomic.Int64 // commits proposed, not yet answered
+	// snapshots made, compactions, and the seconds the Applies that made a
+	// snapshot took (the snapshot's encoding and write, mostly)
+	snapshots, compactions atomic.Uint64
+	snapNanos              atomic.Int64
 
 	sendMu  sync.Mutex
 	senders map[uint64]*sender
@@ -356,7 +361,13 @@ func (d *Driver) run() {
 		out, err := d.node.PersistSending(d.send)
 		if err == nil {
 			d.send(out)
+			before, start := d.node.Snapshots(), time.Now()
 			err = d.node.Apply()
+			if n := d.node.Snapshots(); n != before {
+				d.snapNanos.Add(int64(time.Since(start)))
+				d.snapshots.Store(n)
+				d.compactions.Store(d.node.Compactions())
+			}
 		}
 		if err != nil {
 			d.err = err
@@ -380,6 +391,7 @@ func (d *Driver) run() {
 			}
 		}
 		props = keep
+		d.pending.Store(int64(len(props)))
 		keepR := reads[:0]
 		for _, w := range reads {
 			switch {

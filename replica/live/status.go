@@ -22,6 +22,12 @@ type Status struct {
 	Voter           bool
 	Voters          []uint64 // the configuration's (incoming) voters
 	Progress        map[uint64]Progress
+	// Pending is how many commits wait for their entries; Snapshots,
+	// Compactions and SnapshotSeconds what the member made since it
+	// started and how long the applies that made them took.
+	Pending                int
+	Snapshots, Compactions uint64
+	SnapshotSeconds        float64
 }
 
 // Progress is the leader's view of one member.
@@ -57,6 +63,9 @@ func (d *Driver) Status(ctx context.Context) (Status, error) {
 				s.Progress[id] = Progress{Match: pr.Match, State: strings.ToLower(strings.TrimPrefix(pr.State.String(), "State")), RecentActive: pr.RecentActive}
 			}
 		}
+		s.Pending = int(d.pending.Load())
+		s.Snapshots, s.Compactions = d.snapshots.Load(), d.compactions.Load()
+		s.SnapshotSeconds = time.Duration(d.snapNanos.Load()).Seconds()
 		reply <- s
 	}
 	select {
