@@ -94,7 +94,9 @@ func memberNumbers(rows []*cellgrpc.ServerStatus) string {
 }
 
 // printServers prints the servers as -o says. The table's MATCH and
-// PROGRESS (wide) are the leader's view of each member.
+// PROGRESS (wide) are the leader's view of each member; PENDING and
+// SNAPSHOTS each member's own (commits it has not answered, snapshots it
+// made since it started).
 func printServers(w io.Writer, rows []*cellgrpc.ServerStatus, output string) error {
 	switch output {
 	case "name":
@@ -127,7 +129,7 @@ func printServers(w io.Writer, rows []*cellgrpc.ServerStatus, output string) err
 	}
 	wide := output == "wide"
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tADDRESS\tROLE\tLEADER\tTERM\tCOMMIT\tAPPLIED\tREVISION"+map[bool]string{true: "\tRAFT-ID\tMATCH\tPROGRESS\tACTIVE", false: ""}[wide])
+	fmt.Fprintln(tw, "MEMBER\tADDRESS\tROLE\tLEADER\tTERM\tCOMMIT\tAPPLIED\tREVISION"+map[bool]string{true: "\tRAFT-ID\tMATCH\tPROGRESS\tACTIVE\tPENDING\tSNAPSHOTS", false: ""}[wide])
 	dash := func(v uint64, ok bool) string {
 		if !ok {
 			return "-"
@@ -145,7 +147,9 @@ func printServers(w io.Writer, rows []*cellgrpc.ServerStatus, output string) err
 			if ok && p.GetProgress() != "" {
 				progress, active = p.GetProgress(), strconv.FormatBool(p.GetRecentActive())
 			}
-			line += fmt.Sprintf("\t%s\t%s\t%s\t%s", dash(r.GetRaftId(), r.GetRaftId() != 0), dash(p.GetMatch(), ok && p.GetProgress() != ""), progress, active)
+			member := up && r.GetRole() != "single"
+			line += fmt.Sprintf("\t%s\t%s\t%s\t%s\t%s\t%s", dash(r.GetRaftId(), r.GetRaftId() != 0), dash(p.GetMatch(), ok && p.GetProgress() != ""), progress, active,
+				dash(r.GetProposalsPending(), member), dash(r.GetSnapshots(), member))
 		}
 		fmt.Fprintln(tw, line)
 	}

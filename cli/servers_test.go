@@ -16,18 +16,18 @@ func TestPrintServers(t *testing.T) {
 		{Member: 3, Address: "a:3", RaftId: 3, Match: 4, Progress: "probe"},
 	}
 	rows := []*cellgrpc.ServerStatus{
-		{Member: 1, RaftId: 1, Address: "a:1", Role: "follower", Leader: 2, Term: 5, CommitIndex: 9, AppliedIndex: 9, Revision: 7},
-		{Member: 2, RaftId: 2, Address: "a:2", Role: "leader", Leader: 2, Term: 5, CommitIndex: 9, AppliedIndex: 9, Revision: 7, Peers: peers},
+		{Member: 1, RaftId: 1, Address: "a:1", Role: "follower", Leader: 2, Term: 5, CommitIndex: 9, AppliedIndex: 9, Revision: 7, Snapshots: 1},
+		{Member: 2, RaftId: 2, Address: "a:2", Role: "leader", Leader: 2, Term: 5, CommitIndex: 9, AppliedIndex: 9, Revision: 7, Peers: peers, ProposalsPending: 3, Snapshots: 2},
 		{Member: 3, RaftId: 3, Address: "a:3", Role: "unreachable"},
 	}
 	var b strings.Builder
 	if err := printServers(&b, rows, "wide"); err != nil {
 		t.Fatal(err)
 	}
-	want := `MEMBER  ADDRESS  ROLE         LEADER  TERM  COMMIT  APPLIED  REVISION  RAFT-ID  MATCH  PROGRESS   ACTIVE
-1       a:1      follower     2       5     9       9        7         1        9      replicate  true
-2       a:2      leader       2       5     9       9        7         2        9      replicate  true
-3       a:3      unreachable  -       -     -       -        -         3        4      probe      false
+	want := `MEMBER  ADDRESS  ROLE         LEADER  TERM  COMMIT  APPLIED  REVISION  RAFT-ID  MATCH  PROGRESS   ACTIVE  PENDING  SNAPSHOTS
+1       a:1      follower     2       5     9       9        7         1        9      replicate  true    0        1
+2       a:2      leader       2       5     9       9        7         2        9      replicate  true    3        2
+3       a:3      unreachable  -       -     -       -        -         3        4      probe      false   -        -
 `
 	if b.String() != want {
 		t.Fatalf("wide table:\n%s\nwant:\n%s", b.String(), want)

@@ -661,7 +661,8 @@ func describeMember(ctx context.Context, c Config, member *replicalive.Driver, a
 		return nil, err
 	}
 	out := &cellgrpc.ServerStatus{Member: c.Member, RaftId: ms.ID, Address: addr, Role: ms.State, Leader: replica.MemberOf(ms.Leader),
-		Term: ms.Term, CommitIndex: ms.Commit, AppliedIndex: ms.Applied, Revision: rev}
+		Term: ms.Term, CommitIndex: ms.Commit, AppliedIndex: ms.Applied, Revision: rev,
+		ProposalsPending: uint64(ms.Pending), Snapshots: ms.Snapshots, Compactions: ms.Compactions}
 	if !ms.Voter {
 		out.Role = "joining"
 	}

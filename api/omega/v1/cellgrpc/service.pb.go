@@ -85,9 +85,14 @@ type ServerStatus struct {
 	// Every member of --peers, by number, with its address; when this one
 	// leads, raft's progress of each (match index, probe, replicate or
 	// snapshot, and whether it was heard from within an election timeout).
-	Peers         []*PeerStatus `protobuf:"bytes,10,rep,name=peers,proto3" json:"peers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Peers []*PeerStatus `protobuf:"bytes,10,rep,name=peers,proto3" json:"peers,omitempty"`
+	// Commits this member proposed and has not answered yet; the snapshots
+	// it made and the compactions of its raft log since it started.
+	ProposalsPending uint64 `protobuf:"varint,11,opt,name=proposals_pending,json=proposalsPending,proto3" json:"proposals_pending,omitempty"`
+	Snapshots        uint64 `protobuf:"varint,12,opt,name=snapshots,proto3" json:"snapshots,omitempty"`
+	Compactions      uint64 `protobuf:"varint,13,opt,name=compactions,proto3" json:"compactions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ServerStatus) Reset() {
@@ -188,6 +193,27 @@ func (x *ServerStatus) GetPeers() []*PeerStatus {
 		return x.Peers
 	}
 	return nil
+}
+
+func (x *ServerStatus) GetProposalsPending() uint64 {
+	if x != nil {
+		return x.ProposalsPending
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetSnapshots() uint64 {
+	if x != nil {
+		return x.Snapshots
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetCompactions() uint64 {
+	if x != nil {
+		return x.Compactions
+	}
+	return 0
 }
 
 type PeerStatus struct {
@@ -701,7 +727,7 @@ var File_omega_v1_service_proto protoreflect.FileDescriptor
 const file_omega_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"\x0f\n" +
-	"\rServerRequest\"\xa9\x02\n" +
+	"\rServerRequest\"\x96\x03\n" +
 	"\fServerStatus\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\x04R\x06member\x12\x17\n" +
 	"\araft_id\x18\x02 \x01(\x04R\x06raftId\x12\x18\n" +
@@ -713,7 +739,10 @@ const file_omega_v1_service_proto_rawDesc = "" +
 	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12\x1a\n" +
 	"\brevision\x18\t \x01(\x04R\brevision\x12*\n" +
 	"\x05peers\x18\n" +
-	" \x03(\v2\x14.omega.v1.PeerStatusR\x05peers\"\xae\x01\n" +
+	" \x03(\v2\x14.omega.v1.PeerStatusR\x05peers\x12+\n" +
+	"\x11proposals_pending\x18\v \x01(\x04R\x10proposalsPending\x12\x1c\n" +
+	"\tsnapshots\x18\f \x01(\x04R\tsnapshots\x12 \n" +
+	"\vcompactions\x18\r \x01(\x04R\vcompactions\"\xae\x01\n" +
 	"\n" +
 	"PeerStatus\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\x04R\x06member\x12\x18\n" +

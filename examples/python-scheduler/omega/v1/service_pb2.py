@@ -15,7 +15,7 @@ from omega.v1 import cell_pb2 as omega_dot_v1_dot_cell__pb2
 from omega.v1 import txn_pb2 as omega_dot_v1_dot_txn__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16omega/v1/service.proto\x12\x08omega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"\x0f\n\rServerRequest\"\xd0\x01\n\x0cServerStatus\x12\x0e\n\x06member\x18\x01 \x01(\x04\x12\x0f\n\x07raft_id\x18\x02 \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x0e\n\x06leader\x18\x05 \x01(\x04\x12\x0c\n\x04term\x18\x06 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x07 \x01(\x04\x12\x15\n\rapplied_index\x18\x08 \x01(\x04\x12\x10\n\x08revision\x18\t \x01(\x04\x12#\n\x05peers\x18\n \x03(\x0b\x32\x14.omega.v1.PeerStatus\"v\n\nPeerStatus\x12\x0e\n\x06member\x18\x01 \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0f\n\x07raft_id\x18\x03 \x01(\x04\x12\r\n\x05match\x18\x04 \x01(\x04\x12\x10\n\x08progress\x18\x05 \x01(\t\x12\x15\n\rrecent_active\x18\x06 \x01(\x08\" \n\x0fSnapshotRequest\x12\r\n\x05stale\x18\x01 \x01(\x08\"k\n\x0cWatchRequest\x12\x15\n\rfrom_revision\x18\x01 \x01(\x04\x12\x13\n\x0bmachine_uid\x18\x02 \x01(\t\x12\x16\n\x0elabel_selector\x18\x03 \x01(\t\x12\x17\n\x0fpartial_changes\x18\x04 \x01(\x08\"Z\n\nGetRequest\x12\"\n\x04kind\x18\x01 \x01(\x0e\x32\x14.omega.v1.ObjectKind\x12\x0b\n\x03uid\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\r\n\x05stale\x18\x04 \x01(\x08\"\xf3\x01\n\x0bGetResponse\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12\x1e\n\x04task\x18\x02 \x01(\x0b\x32\x0e.omega.v1.TaskH\x00\x12\x1c\n\x03job\x18\x03 \x01(\x0b\x32\r.omega.v1.JobH\x00\x12$\n\x07machine\x18\x04 \x01(\x0b\x32\x11.omega.v1.MachineH\x00\x12 \n\x05offer\x18\x05 \x01(\x0b\x32\x0f.omega.v1.OfferH\x00\x12 \n\x05quota\x18\x06 \x01(\x0b\x32\x0f.omega.v1.QuotaH\x00\x12 \n\x05lease\x18\x07 \x01(\x0b\x32\x0f.omega.v1.LeaseH\x00\x42\x08\n\x06object\"~\n\x0bListRequest\x12\"\n\x04kind\x18\x01 \x01(\x0e\x32\x14.omega.v1.ObjectKind\x12\x16\n\x0elabel_selector\x18\x02 \x01(\t\x12\x13\n\x0bmachine_uid\x18\x03 \x01(\t\x12\x0f\n\x07job_uid\x18\x04 \x01(\t\x12\r\n\x05stale\x18\x05 \x01(\x08\x32\xed\x02\n\x04\x43\x65ll\x12<\n\x06\x43ommit\x12\x15.omega.v1.Transaction\x1a\x1b.omega.v1.TransactionResult\x12@\n\x08Snapshot\x12\x19.omega.v1.SnapshotRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x12<\n\x05Watch\x12\x16.omega.v1.WatchRequest\x1a\x19.omega.v1.RevisionChanges0\x01\x12\x32\n\x03Get\x12\x14.omega.v1.GetRequest\x1a\x15.omega.v1.GetResponse\x12\x38\n\x04List\x12\x15.omega.v1.ListRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x12\x39\n\x06Server\x12\x17.omega.v1.ServerRequest\x1a\x16.omega.v1.ServerStatusB<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16omega/v1/service.proto\x12\x08omega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"\x0f\n\rServerRequest\"\x93\x02\n\x0cServerStatus\x12\x0e\n\x06member\x18\x01 \x01(\x04\x12\x0f\n\x07raft_id\x18\x02 \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x0e\n\x06leader\x18\x05 \x01(\x04\x12\x0c\n\x04term\x18\x06 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x07 \x01(\x04\x12\x15\n\rapplied_index\x18\x08 \x01(\x04\x12\x10\n\x08revision\x18\t \x01(\x04\x12#\n\x05peers\x18\n \x03(\x0b\x32\x14.omega.v1.PeerStatus\x12\x19\n\x11proposals_pending\x18\x0b \x01(\x04\x12\x11\n\tsnapshots\x18\x0c \x01(\x04\x12\x13\n\x0b\x63ompactions\x18\r \x01(\x04\"v\n\nPeerStatus\x12\x0e\n\x06member\x18\x01 \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0f\n\x07raft_id\x18\x03 \x01(\x04\x12\r\n\x05match\x18\x04 \x01(\x04\x12\x10\n\x08progress\x18\x05 \x01(\t\x12\x15\n\rrecent_active\x18\x06 \x01(\x08\" \n\x0fSnapshotRequest\x12\r\n\x05stale\x18\x01 \x01(\x08\"k\n\x0cWatchRequest\x12\x15\n\rfrom_revision\x18\x01 \x01(\x04\x12\x13\n\x0bmachine_uid\x18\x02 \x01(\t\x12\x16\n\x0elabel_selector\x18\x03 \x01(\t\x12\x17\n\x0fpartial_changes\x18\x04 \x01(\x08\"Z\n\nGetRequest\x12\"\n\x04kind\x18\x01 \x01(\x0e\x32\x14.omega.v1.ObjectKind\x12\x0b\n\x03uid\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\r\n\x05stale\x18\x04 \x01(\x08\"\xf3\x01\n\x0bGetResponse\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12\x1e\n\x04task\x18\x02 \x01(\x0b\x32\x0e.omega.v1.TaskH\x00\x12\x1c\n\x03job\x18\x03 \x01(\x0b\x32\r.omega.v1.JobH\x00\x12$\n\x07machine\x18\x04 \x01(\x0b\x32\x11.omega.v1.MachineH\x00\x12 \n\x05offer\x18\x05 \x01(\x0b\x32\x0f.omega.v1.OfferH\x00\x12 \n\x05quota\x18\x06 \x01(\x0b\x32\x0f.omega.v1.QuotaH\x00\x12 \n\x05lease\x18\x07 \x01(\x0b\x32\x0f.omega.v1.LeaseH\x00\x42\x08\n\x06object\"~\n\x0bListRequest\x12\"\n\x04kind\x18\x01 \x01(\x0e\x32\x14.omega.v1.ObjectKind\x12\x16\n\x0elabel_selector\x18\x02 \x01(\t\x12\x13\n\x0bmachine_uid\x18\x03 \x01(\t\x12\x0f\n\x07job_uid\x18\x04 \x01(\t\x12\r\n\x05stale\x18\x05 \x01(\x08\x32\xed\x02\n\x04\x43\x65ll\x12<\n\x06\x43ommit\x12\x15.omega.v1.Transaction\x1a\x1b.omega.v1.TransactionResult\x12@\n\x08Snapshot\x12\x19.omega.v1.SnapshotRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x12<\n\x05Watch\x12\x16.omega.v1.WatchRequest\x1a\x19.omega.v1.RevisionChanges0\x01\x12\x32\n\x03Get\x12\x14.omega.v1.GetRequest\x1a\x15.omega.v1.GetResponse\x12\x38\n\x04List\x12\x15.omega.v1.ListRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x12\x39\n\x06Server\x12\x17.omega.v1.ServerRequest\x1a\x16.omega.v1.ServerStatusB<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'omega.v1.service_pb2', globals())
@@ -26,19 +26,19 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _SERVERREQUEST._serialized_start=77
   _SERVERREQUEST._serialized_end=92
   _SERVERSTATUS._serialized_start=95
-  _SERVERSTATUS._serialized_end=303
-  _PEERSTATUS._serialized_start=305
-  _PEERSTATUS._serialized_end=423
-  _SNAPSHOTREQUEST._serialized_start=425
-  _SNAPSHOTREQUEST._serialized_end=457
-  _WATCHREQUEST._serialized_start=459
-  _WATCHREQUEST._serialized_end=566
-  _GETREQUEST._serialized_start=568
-  _GETREQUEST._serialized_end=658
-  _GETRESPONSE._serialized_start=661
-  _GETRESPONSE._serialized_end=904
-  _LISTREQUEST._serialized_start=906
-  _LISTREQUEST._serialized_end=1032
-  _CELL._serialized_start=1035
-  _CELL._serialized_end=1400
+  _SERVERSTATUS._serialized_end=370
+  _PEERSTATUS._serialized_start=372
+  _PEERSTATUS._serialized_end=490
+  _SNAPSHOTREQUEST._serialized_start=492
+  _SNAPSHOTREQUEST._serialized_end=524
+  _WATCHREQUEST._serialized_start=526
+  _WATCHREQUEST._serialized_end=633
+  _GETREQUEST._serialized_start=635
+  _GETREQUEST._serialized_end=725
+  _GETRESPONSE._serialized_start=728
+  _GETRESPONSE._serialized_end=971
+  _LISTREQUEST._serialized_start=973
+  _LISTREQUEST._serialized_end=1099
+  _CELL._serialized_start=1102
+  _CELL._serialized_end=1467
 # @@protoc_insertion_point(module_scope)
