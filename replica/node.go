@@ -68,6 +68,10 @@ type Config struct {
 	ID uint64
 	// Peers are every member's ids, this one's included, for a new cell.
 	Peers []uint64
+	// Addrs are the founders' addresses by member number (--peers): the
+	// member records of a cell whose snapshot holds none (a new cell's, or
+	// one written before records were kept). members.go.
+	Addrs map[uint64]string
 	// ElectionTick and HeartbeatTick are raft's, in ticks. Defaults 10
 	// and 1.
 	ElectionTick, HeartbeatTick int
@@ -146,6 +150,15 @@ type Node struct {
 	compactions  uint64 // log compactions
 	ticks        uint64
 
+	// The member records (members.go): addresses by member number, the
+	// numbers removed, a version moved by every change; whether this
+	// member's own id left the configuration; learners' catching-up rounds.
+	addrs          map[uint64]string
+	removed        map[uint64]bool
+	recordsVersion uint64
+	removedSelf    bool
+	rounds         map[uint64]catchUp
+
 	// Leading: head is the state of the whole log (nil until the log the
 	// election left is applied: appliedIndex ≥ readyAt).
 	leading    bool
@@ -211,8 +224,9 @@ func New(cfg Config, storage *Storage) (*Node, error) {
 		return nil, err
 	}
 	st := txn.NewState() // a joining member's, until the leader's snapshot
+	var records *omegav1.CellMembers
 	if !raft.IsEmptySnap(snap) {
-		if st, err = DecodeState(snap.GetData()); err != nil {
+		if st, records, err = DecodeSnapshot(snap.GetData()); err != nil {
 			return nil, fmt.Errorf("replica %d: the snapshot at index %d: %w", cfg.ID, snap.GetMetadata().GetIndex(), err)
 		}
 	}
@@ -228,11 +242,13 @@ func New(cfg Config, storage *Storage) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica %d: %w", cfg.ID, err)
 	}
-	return &Node{
+	n := &Node{
 		cfg: cfg, rn: rn, storage: storage, conf: snap.GetMetadata().GetConfState(),
 		applied: st, appliedIndex: snap.GetMetadata().GetIndex(), snapIndex: snap.GetMetadata().GetIndex(),
 		props: map[uint64]*Proposal{}, reads: map[uint64]*Read{},
-	}, nil
+	}
+	n.setRecords(records)
+	return n, nil
 }
 
 // ID is the member's id.
@@ -246,6 +262,7 @@ func (n *Node) ID() uint64 { return n.cfg.ID }
 func (n *Node) Tick() {
 	n.rn.Tick()
 	n.ticks++
+	n.promote()
 	if n.ticks%uint64(n.cfg.ElectionTick) == 0 {
 		n.askReads()
 	}
@@ -356,20 +373,27 @@ func (n *Node) Replace(member, id uint64) (done bool, err error) {
 	if len(cfg.Voters[1]) > 0 || n.pendingConf() {
 		return false, ErrConfBusy
 	}
-	voters := cfg.Voters[0]
-	if _, ok := voters[id]; ok {
+	if _, ok := cfg.Voters[0][id]; ok {
 		return true, nil
 	}
-	var old []uint64
-	for v := range voters {
-		if MemberOf(v) == member {
-			old = append(old, v)
+	if _, ok := cfg.Learners[id]; ok {
+		return true, nil
+	}
+	old, learner := incarnations(cfg.Voters[0], cfg.Learners, member)
+	if len(old) == 0 {
+		if n.removed[member] {
+			return false, fmt.Errorf("%w: member %d was removed from the cell", ErrNoSuchMember, member)
+		}
+		return false, fmt.Errorf("%w: member %d (a new member is added first: omega server add)", ErrNoSuchMember, member)
+	}
+	// A placeholder learner (AddMember's) is replaced by a learner; a
+	// member that had voted by a voter.
+	add := raftpb.ConfChangeAddLearnerNode
+	for _, v := range old {
+		if !learner[v] {
+			add = raftpb.ConfChangeAddNode
 		}
 	}
-	if len(old) == 0 {
-		return false, fmt.Errorf("%w: member %d", ErrNoSuchMember, member)
-	}
-	slices.Sort(old)
 	cc := &raftpb.ConfChangeV2{}
 	for _, v := range old {
 		if v == n.cfg.ID {
@@ -380,7 +404,7 @@ func (n *Node) Replace(member, id uint64) (done bool, err error) {
 		}
 		cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(v)})
 	}
-	cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(id)})
+	cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: add.Enum(), NodeId: new(id)})
 	if err := n.rn.ProposeConfChange(cc); err != nil {
 		return false, fmt.Errorf("%w: %v", ErrConfBusy, err)
 	}
@@ -744,6 +768,13 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 			if err := proto.Unmarshal(e.Data, cc); err != nil {
 				return err
 			}
+			if len(cc.GetContext()) > 0 {
+				rec := &omegav1.CellMembers{}
+				if err := proto.Unmarshal(cc.GetContext(), rec); err != nil {
+					return fmt.Errorf("replica %d: entry %d: a configuration change's member records: %w", n.cfg.ID, e.GetIndex(), err)
+				}
+				n.takeRecords(rec)
+			}
 			n.applyConf(cc)
 		}
 		n.appliedIndex = e.GetIndex()
@@ -785,14 +816,18 @@ func (n *Node) applyConf(cc raftpb.ConfChangeI) {
 			n.snapDue = true
 		}
 	}
+	if before[n.cfg.ID] && !n.InConfig() {
+		n.removedSelf = true
+	}
 }
 
 // restore takes a snapshot's state (a member far behind, or wiped).
 func (n *Node) restore(snap *raftpb.Snapshot) error {
-	st, err := DecodeState(snap.GetData())
+	st, records, err := DecodeSnapshot(snap.GetData())
 	if err != nil {
 		return fmt.Errorf("replica %d: snapshot at index %d: %w", n.cfg.ID, snap.GetMetadata().GetIndex(), err)
 	}
+	n.setRecords(records)
 	n.applied, n.appliedIndex = st, snap.GetMetadata().GetIndex()
 	n.snapIndex, n.conf = snap.GetMetadata().GetIndex(), snap.GetMetadata().GetConfState()
 	if n.cfg.OnRestore != nil {
@@ -821,7 +856,7 @@ func (n *Node) maybeSnapshot() error {
 		return nil
 	}
 	n.snapDue = false
-	data, err := EncodeState(n.applied)
+	data, err := EncodeSnapshot(n.applied, n.records())
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,9 @@ type simMember struct {
 	wiped bool
 	// dropSave: the member crashes in its next Disk write, which is lost.
 	dropSave bool
+	// absent: a slot for a member the run adds later (no server yet);
+	// removed: a member the run removed (stopped for good).
+	absent, removed bool
 }
 
 // crashingDisk is a member's Disk that loses the write its member crashes
@@ -86,21 +89,53 @@ type simCell struct {
 	cfg      Config
 	jobs     []uuid.UUID
 	disks    bool
+	// churn: the run adds a member (the spare slot, absent until then) and
+	// removes another as it goes (AddMember, Replace, promote, RemoveMember).
+	churn bool
 	// what the run did, to know the faults were met
 	crashes, partitions, snapshots, wipes, replaced, earlyCrashes int
+	added, promoted, removedAt                                    int64
+	victim                                                       *simMember
+}
+
+// active are the members that are the cell's (not a slot still absent,
+// not one removed).
+func (c *simCell) active() []*simMember {
+	var out []*simMember
+	for _, m := range c.members {
+		if !m.absent && !m.removed {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// target is a member a client turns to at random.
+func (c *simCell) target() uint64 {
+	a := c.active()
+	return a[c.rng.IntN(len(a))].slot
 }
 
 // member is the member of a raft id's number (its slot), whatever
 // incarnation runs there.
 func (c *simCell) member(id uint64) *simMember { return c.members[MemberOf(id)-1] }
 
-func newSimCell(t *testing.T, seed uint64, n int, driverElections, disks bool) *simCell {
-	c := &simCell{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), cut: map[[2]uint64]bool{}, disks: disks}
+func newSimCell(t *testing.T, seed uint64, n int, driverElections, disks, churn bool) *simCell {
+	c := &simCell{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), cut: map[[2]uint64]bool{}, disks: disks, churn: churn}
 	var peers []uint64
+	addrs := map[uint64]string{}
 	for i := range n {
 		peers = append(peers, uint64(i+1))
+		addrs[uint64(i+1)] = fmt.Sprintf("sim-%d", i+1)
 	}
-	c.cfg = Config{Peers: peers, ElectionTick: 10, HeartbeatTick: 1, SnapshotEvery: 64, DriverElections: driverElections}
+	c.cfg = Config{Peers: peers, Addrs: addrs, ElectionTick: 10, HeartbeatTick: 1, SnapshotEvery: 64, DriverElections: driverElections}
+	if churn {
+		spare := &simMember{slot: uint64(n + 1), absent: true, log: map[uint64]string{}}
+		if disks {
+			spare.dir = t.TempDir()
+		}
+		defer func() { c.members = append(c.members, spare) }()
+	}
 	for _, id := range peers {
 		st, err := NewStorage(peers)
 		if err != nil {
@@ -123,8 +158,10 @@ func (c *simCell) start(m *simMember) {
 		m.wiped, m.id = false, JoinID(m.slot, c.rng.Uint32())
 		m.log, m.storage = map[uint64]string{}, raft.NewMemoryStorage()
 		if c.disks {
-			m.disk.Close()
-			m.disk = nil
+			if m.disk != nil {
+				m.disk.Close()
+				m.disk = nil
+			}
 			os.RemoveAll(m.dir)
 		}
 	}
@@ -212,7 +249,7 @@ func (c *simCell) process(m *simMember) {
 // down is how many members are crashed or joining.
 func (c *simCell) down() int {
 	down := 0
-	for _, m := range c.members {
+	for _, m := range c.active() {
 		if m.node == nil || !m.node.Voter() {
 			down++
 		}
@@ -261,6 +298,12 @@ func (c *simCell) deliver() {
 		if sender.id != from {
 			sender = &simMember{} // an incarnation gone: nobody to tell
 		}
+		if m.node != nil && sender.node != nil && m.node.MemberRemoved(sender.slot) {
+			// A removed member's messages are refused, which tells it
+			// (the live transport's answer): it stops for good.
+			sender.node, sender.removed = nil, true
+			continue
+		}
 		snap := e.msg.GetType() == raftpb.MsgSnap
 		if c.cut[[2]uint64{min(m.slot, sender.slot), max(m.slot, sender.slot)}] || m.node == nil || m.id != to {
 			// Cut off, crashed, or for an incarnation gone (its successor's
@@ -288,6 +331,10 @@ func (c *simCell) step() {
 	c.now++
 	for _, m := range c.members {
 		if m.node == nil {
+			continue
+		}
+		if m.node.Removed() {
+			m.node, m.removed = nil, true // it applied its own removal: it stops
 			continue
 		}
 		m.node.Tick()
@@ -322,11 +369,11 @@ func (c *simCell) step() {
 // injectFaults partitions, heals, crashes and restarts, at the seed's
 // whim; at most a minority is down at once.
 func (c *simCell) injectFaults() {
-	n := len(c.members)
+	n := len(c.active())
 	switch r := c.rng.IntN(1000); {
 	case r < 8: // a partition: one member apart from the rest
 		c.partitions++
-		cut := uint64(c.rng.IntN(n) + 1)
+		cut := c.target()
 		for _, m := range c.members {
 			if m.slot != cut {
 				c.cut[[2]uint64{min(cut, m.slot), max(cut, m.slot)}] = true
@@ -335,7 +382,7 @@ func (c *simCell) injectFaults() {
 	case r < 20:
 		clear(c.cut)
 	case r < 26:
-		if m := c.members[c.rng.IntN(n)]; m.node != nil && c.down() < (n-1)/2 {
+		if m := c.member(c.target()); m.node != nil && c.down() < (n-1)/2 {
 			m.node = nil // crashed: what it had not persisted is gone; its storage stays
 			c.crashes++
 			if c.rng.IntN(4) == 0 {
@@ -344,7 +391,7 @@ func (c *simCell) injectFaults() {
 			}
 		}
 	case r < 40:
-		for _, m := range c.members {
+		for _, m := range c.active() {
 			if m.node == nil && c.rng.IntN(2) == 0 {
 				c.start(m)
 			}
@@ -401,7 +448,24 @@ func TestReplicatedCellRaftTimers(t *testing.T) {
 	simTest(t, false, false, 4)
 }
 
+// TestReplicatedCellMembershipChanges is the first test with the
+// membership changing under the faults and the clients: a fifth into the
+// run a member is added (AddMember's placeholder learner, its server
+// joining empty under its own id and sent a snapshot, promoted once it
+// caught up), and then a founder that does not lead is removed (it stops
+// when it applies its removal, or when a member refuses its messages);
+// the leader's own removal and a removed number's second add are refused.
+// With disks for half the seeds.
+func TestReplicatedCellMembershipChanges(t *testing.T) {
+	simTestChurn(t, true, false, 6, true)
+	t.Run("disks", func(t *testing.T) { simTestChurn(t, true, true, 3, true) })
+}
+
 func simTest(t *testing.T, driverElections, disks bool, seeds int) {
+	simTestChurn(t, driverElections, disks, seeds, false)
+}
+
+func simTestChurn(t *testing.T, driverElections, disks bool, seeds int, churn bool) {
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("members=%d", n), func(t *testing.T) {
 			if testing.Short() {
@@ -414,7 +478,7 @@ func simTest(t *testing.T, driverElections, disks bool, seeds int) {
 							t.Logf("seed %d (rerun with OMEGA_REPLICA_SEED=%d go test ./replica -run '%s')", seed, seed, t.Name())
 						}
 					}()
-					runSim(t, seed, n, 3000, driverElections, disks)
+					runSim(t, seed, n, 3000, driverElections, disks, churn)
 				})
 			}
 		})
@@ -437,8 +501,8 @@ func simSeeds(t *testing.T, n int) []uint64 {
 	return out
 }
 
-func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool) {
-	c := newSimCell(t, seed, n, driverElections, disks)
+func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks, churn bool) {
+	c := newSimCell(t, seed, n, driverElections, disks, churn)
 	const keys = 4
 	// Elect a leader and make the registers (jobs), without faults; a
 	// leader may still change meanwhile (the failure detector's patience is
@@ -486,7 +550,7 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 		if s == steps-steps/5 { // the last fifth: heal, restart, no more faults
 			c.faults = false
 			clear(c.cut)
-			for _, m := range c.members {
+			for _, m := range c.active() {
 				if m.node == nil {
 					c.start(m)
 				}
@@ -494,6 +558,9 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 		}
 		if c.faults {
 			c.injectFaults()
+		}
+		if c.churn {
+			c.changeMembers(s, steps)
 		}
 		for _, cl := range clients {
 			switch {
@@ -503,7 +570,7 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 				}
 				m := c.member(cl.target)
 				if m.node == nil {
-					cl.target = uint64(c.rng.IntN(n) + 1)
+					cl.target = c.target()
 					continue
 				}
 				in := &kvInput{key: c.rng.IntN(keys)}
@@ -521,7 +588,7 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 						if nl.Leader != 0 {
 							cl.target = MemberOf(nl.Leader)
 						} else {
-							cl.target = uint64(c.rng.IntN(n) + 1)
+							cl.target = c.target()
 						}
 						continue
 					case errors.Is(err, ErrNotReady):
@@ -566,7 +633,7 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 						history = append(history, porcupine.Operation{ClientId: cl.id, Input: *cl.op, Call: cl.call, Output: kvOutput{unknown: true}, Return: math.MaxInt64})
 					}
 					cl.op, cl.prop, cl.read = nil, nil, nil
-					cl.target = uint64(c.rng.IntN(n) + 1)
+					cl.target = c.target()
 				}
 			}
 		}
@@ -575,6 +642,14 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 	// Let the healed cell settle: every member applies the whole log.
 	for i := 0; ; i++ {
 		if i > 2000 {
+			for _, m := range c.members {
+				if m.node != nil {
+					st := m.node.Status()
+					t.Logf("member %d (slot %d, removed %v): applied %d, voters %v, learners %v, lead %d", m.id, m.slot, m.removed, m.node.AppliedIndex(), st.Config.Voters, st.Config.Learners, st.Lead)
+				} else {
+					t.Logf("member %d (slot %d, removed %v, absent %v): down", m.id, m.slot, m.removed, m.absent)
+				}
+			}
 			t.Fatalf("the members did not converge in 2,000 steps after healing: applied %v", c.appliedIndexes())
 		}
 		if c.converged() {
@@ -591,10 +666,11 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 		}
 		t.Fatalf("the history of %d operations is not linearizable (%v); porcupine's picture: %s", len(history), res, file)
 	}
-	want := c.members[0].node.Applied()
-	for _, m := range c.members[1:] {
+	first := c.active()[0]
+	want := first.node.Applied()
+	for _, m := range c.active()[1:] {
 		if err := testkit.DiffStates(want, m.node.Applied(), testkit.Compare{IgnoreSeq: true}); err != nil {
-			t.Fatalf("member %d's cell differs from member 1's: %v", m.id, err)
+			t.Fatalf("member %d's cell differs from member %d's: %v", m.id, first.id, err)
 		}
 	}
 	for _, a := range acks {
@@ -621,6 +697,68 @@ func runSim(t *testing.T, seed uint64, n, steps int, driverElections, disks bool
 	if c.crashes == 0 || c.partitions == 0 || *term < 3 {
 		t.Errorf("the run met too few faults to mean much: %d crashes, %d partitions, term %d", c.crashes, c.partitions, *term)
 	}
+	if c.churn {
+		t.Logf("member %d added at step %d, promoted by step %d; member removed at step %d", len(c.members), c.added, c.promoted, c.removedAt)
+		if c.added == 0 || c.promoted == 0 || c.removedAt == 0 {
+			t.Errorf("the membership changes did not all happen: added at %d, promoted at %d, removed at %d", c.added, c.promoted, c.removedAt)
+		}
+		for _, m := range c.members {
+			if m.removed && m.node != nil {
+				t.Errorf("member %d was removed and still runs", m.id)
+			}
+		}
+	}
+}
+
+// changeMembers adds the spare member a fifth into the run and, once it is
+// a voter, removes a founder that does not lead (asking the leader each
+// step until it is done, as an operator's command retries).
+func (c *simCell) changeMembers(s, steps int) {
+	spare := c.members[len(c.members)-1]
+	l := c.leader()
+	switch {
+	case s < steps/5 || l == nil:
+	case spare.absent:
+		done, err := l.node.AddMember(spare.slot, fmt.Sprintf("sim-%d", spare.slot))
+		if err != nil && !errors.Is(err, ErrConfBusy) && !errors.Is(err, ErrNotReady) && !errors.Is(err, ErrNotLeader) {
+			c.t.Fatalf("step %d: add member %d: %v", c.now, spare.slot, err)
+		}
+		c.process(l)
+		if done { // the placeholder is in: its server starts, empty, joining
+			spare.absent, spare.wiped, c.added = false, true, c.now
+			spare.id = spare.slot
+			c.start(spare)
+		}
+	case c.promoted == 0:
+		if spare.node != nil && spare.node.Voter() {
+			c.promoted = c.now
+		}
+	case c.removedAt == 0:
+		if c.victim == nil || c.victim == l {
+			c.victim = nil
+			for _, m := range c.active() {
+				if m != l && m != spare {
+					c.victim = m
+					break
+				}
+			}
+		}
+		victim := c.victim
+		if _, err := l.node.RemoveMember(l.slot); !errors.Is(err, ErrLeaderRemoval) {
+			c.t.Fatalf("step %d: the leader's own removal: %v, want ErrLeaderRemoval", c.now, err)
+		}
+		done, err := l.node.RemoveMember(victim.slot)
+		if err != nil && !errors.Is(err, ErrConfBusy) && !errors.Is(err, ErrNotReady) && !errors.Is(err, ErrNotLeader) {
+			c.t.Fatalf("step %d: remove member %d: %v", c.now, victim.slot, err)
+		}
+		c.process(l)
+		if done {
+			c.removedAt = c.now
+			if _, err := l.node.AddMember(victim.slot, "elsewhere"); !errors.Is(err, ErrMemberTaken) {
+				c.t.Fatalf("step %d: member %d added again after its removal: %v, want ErrMemberTaken", c.now, victim.slot, err)
+			}
+		}
+	}
 }
 
 func (c *simCell) leader() *simMember {
@@ -636,7 +774,7 @@ func (c *simCell) leader() *simMember {
 
 func (c *simCell) appliedIndexes() []uint64 {
 	var out []uint64
-	for _, m := range c.members {
+	for _, m := range c.active() {
 		out = append(out, m.node.AppliedIndex())
 	}
 	return out
@@ -650,10 +788,10 @@ func (c *simCell) converged() bool {
 		return false
 	}
 	st := l.node.Status()
-	if len(st.Config.Voters[1]) > 0 || len(st.Config.Voters[0]) != len(c.members) {
-		return false // a replacement under way
+	if len(st.Config.Voters[1]) > 0 || len(st.Config.Voters[0]) != len(c.active()) || len(st.Config.Learners) > 0 {
+		return false // a replacement or a promotion under way
 	}
-	for _, m := range c.members {
+	for _, m := range c.active() {
 		if _, ok := st.Config.Voters[0][m.id]; !ok || !m.node.Voter() {
 			return false // a joining member not yet in
 		}

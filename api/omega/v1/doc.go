@@ -13,5 +13,5 @@
 // then run go generate ./... from the module root (with ~/go/bin on PATH).
 package omegav1
 
-//go:generate protoc -I ../.. --go_out=../.. --go_opt=paths=source_relative omega/v1/cell.proto omega/v1/txn.proto
+//go:generate protoc -I ../.. --go_out=../.. --go_opt=paths=source_relative omega/v1/cell.proto omega/v1/txn.proto omega/v1/member.proto
 //go:generate protoc -I ../.. --go_out=../../.. --go_opt=module=github.com/omega-cell/omega --go-grpc_out=../../.. --go-grpc_opt=module=github.com/omega-cell/omega omega/v1/service.proto omega/v1/peer.proto

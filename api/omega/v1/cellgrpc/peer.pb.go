@@ -90,9 +90,13 @@ func (x *JoinRequest) GetId() uint64 {
 
 type JoinResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The id is the member's voter already (else the change was proposed:
-	// ask again until it is).
-	Done          bool `protobuf:"varint,1,opt,name=done,proto3" json:"done,omitempty"`
+	// The id is the member's in the configuration already (a voter, or a
+	// learner the leader promotes once it has caught up); else the change
+	// was proposed: ask again until it is.
+	Done bool `protobuf:"varint,1,opt,name=done,proto3" json:"done,omitempty"`
+	// The cell's id, which a member new to the cell records (its --peers
+	// may name members the cell's founders did not).
+	Cluster       string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -132,6 +136,13 @@ func (x *JoinResponse) GetDone() bool {
 		return x.Done
 	}
 	return false
+}
+
+func (x *JoinResponse) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
 }
 
 type PeerMessages struct {
@@ -251,9 +262,10 @@ const file_omega_v1_peer_proto_rawDesc = "" +
 	"\vJoinRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\x04R\x06member\x12\x0e\n" +
-	"\x02id\x18\x03 \x01(\x04R\x02id\"\"\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\"<\n" +
 	"\fJoinResponse\x12\x12\n" +
-	"\x04done\x18\x01 \x01(\bR\x04done\"h\n" +
+	"\x04done\x18\x01 \x01(\bR\x04done\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\"h\n" +
 	"\fPeerMessages\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +

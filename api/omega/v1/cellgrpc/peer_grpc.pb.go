@@ -37,10 +37,13 @@ type PeerClient interface {
 	// a member it does not know).
 	Send(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PeerMessages, PeerAck], error)
 	// Join asks the leader to take a joining member in: a server whose data
-	// was lost starts empty under a new raft id (its member number in the
-	// high 32 bits, a nonce in the low), and the leader replaces the
-	// member's old id with it in one configuration change, then sends it a
-	// snapshot. A member that does not lead answers FAILED_PRECONDITION
+	// was lost, or one an operator added (omega server add), starts empty
+	// under a new raft id (its member number in the high 32 bits, a nonce in
+	// the low), and the leader replaces the member's old id (or the
+	// placeholder the add made) with it in one configuration change, then
+	// sends it a snapshot. The request may name the cell by its name alone
+	// (the part before "/"): a new member learns the cell's id from the
+	// answer. A member that does not lead answers FAILED_PRECONDITION
 	// naming the leader; UNAVAILABLE means try again (no leader ready, a
 	// change in flight); FAILED_PRECONDITION also when the member's old id
 	// still answers the leader (its data is not lost).
@@ -87,10 +90,13 @@ type PeerServer interface {
 	// a member it does not know).
 	Send(grpc.ClientStreamingServer[PeerMessages, PeerAck]) error
 	// Join asks the leader to take a joining member in: a server whose data
-	// was lost starts empty under a new raft id (its member number in the
-	// high 32 bits, a nonce in the low), and the leader replaces the
-	// member's old id with it in one configuration change, then sends it a
-	// snapshot. A member that does not lead answers FAILED_PRECONDITION
+	// was lost, or one an operator added (omega server add), starts empty
+	// under a new raft id (its member number in the high 32 bits, a nonce in
+	// the low), and the leader replaces the member's old id (or the
+	// placeholder the add made) with it in one configuration change, then
+	// sends it a snapshot. The request may name the cell by its name alone
+	// (the part before "/"): a new member learns the cell's id from the
+	// answer. A member that does not lead answers FAILED_PRECONDITION
 	// naming the leader; UNAVAILABLE means try again (no leader ready, a
 	// change in flight); FAILED_PRECONDITION also when the member's old id
 	// still answers the leader (its data is not lost).

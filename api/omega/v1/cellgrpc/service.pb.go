@@ -26,6 +26,175 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ServerChange_Op int32
+
+const (
+	ServerChange_OP_UNSPECIFIED ServerChange_Op = 0
+	// Add member `member` at `address` (its peer and API address).
+	ServerChange_OP_ADD ServerChange_Op = 1
+	// Remove member `member`; its server stops serving.
+	ServerChange_OP_REMOVE ServerChange_Op = 2
+	// Hand the lead to `member` (0: the most up-to-date voter).
+	ServerChange_OP_TRANSFER_LEADER ServerChange_Op = 3
+)
+
+// Enum value maps for ServerChange_Op.
+var (
+	ServerChange_Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_ADD",
+		2: "OP_REMOVE",
+		3: "OP_TRANSFER_LEADER",
+	}
+	ServerChange_Op_value = map[string]int32{
+		"OP_UNSPECIFIED":     0,
+		"OP_ADD":             1,
+		"OP_REMOVE":          2,
+		"OP_TRANSFER_LEADER": 3,
+	}
+)
+
+func (x ServerChange_Op) Enum() *ServerChange_Op {
+	p := new(ServerChange_Op)
+	*p = x
+	return p
+}
+
+func (x ServerChange_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ServerChange_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_omega_v1_service_proto_enumTypes[0].Descriptor()
+}
+
+func (ServerChange_Op) Type() protoreflect.EnumType {
+	return &file_omega_v1_service_proto_enumTypes[0]
+}
+
+func (x ServerChange_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ServerChange_Op.Descriptor instead.
+func (ServerChange_Op) EnumDescriptor() ([]byte, []int) {
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{0, 0}
+}
+
+type ServerChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            ServerChange_Op        `protobuf:"varint,1,opt,name=op,proto3,enum=omega.v1.ServerChange_Op" json:"op,omitempty"`
+	Member        uint64                 `protobuf:"varint,2,opt,name=member,proto3" json:"member,omitempty"`
+	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerChange) Reset() {
+	*x = ServerChange{}
+	mi := &file_omega_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerChange) ProtoMessage() {}
+
+func (x *ServerChange) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerChange.ProtoReflect.Descriptor instead.
+func (*ServerChange) Descriptor() ([]byte, []int) {
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ServerChange) GetOp() ServerChange_Op {
+	if x != nil {
+		return x.Op
+	}
+	return ServerChange_OP_UNSPECIFIED
+}
+
+func (x *ServerChange) GetMember() uint64 {
+	if x != nil {
+		return x.Member
+	}
+	return 0
+}
+
+func (x *ServerChange) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type ServerChangeResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What was done, for a person.
+	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// The member that leads after the change (a transfer's new leader).
+	Leader        uint64 `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerChangeResult) Reset() {
+	*x = ServerChangeResult{}
+	mi := &file_omega_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerChangeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerChangeResult) ProtoMessage() {}
+
+func (x *ServerChangeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerChangeResult.ProtoReflect.Descriptor instead.
+func (*ServerChangeResult) Descriptor() ([]byte, []int) {
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ServerChangeResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ServerChangeResult) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
 type ServerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -34,7 +203,7 @@ type ServerRequest struct {
 
 func (x *ServerRequest) Reset() {
 	*x = ServerRequest{}
-	mi := &file_omega_v1_service_proto_msgTypes[0]
+	mi := &file_omega_v1_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +215,7 @@ func (x *ServerRequest) String() string {
 func (*ServerRequest) ProtoMessage() {}
 
 func (x *ServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[0]
+	mi := &file_omega_v1_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +228,7 @@ func (x *ServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
 func (*ServerRequest) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{2}
 }
 
 type ServerStatus struct {
@@ -82,7 +251,8 @@ type ServerStatus struct {
 	AppliedIndex uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// The store's published revision.
 	Revision uint64 `protobuf:"varint,9,opt,name=revision,proto3" json:"revision,omitempty"`
-	// Every member of --peers, by number, with its address; when this one
+	// Every member of the cell's configuration, by number, with its address
+	// (as the configuration records them); when this one
 	// leads, raft's progress of each (match index, probe, replicate or
 	// snapshot, and whether it was heard from within an election timeout).
 	Peers []*PeerStatus `protobuf:"bytes,10,rep,name=peers,proto3" json:"peers,omitempty"`
@@ -97,7 +267,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_omega_v1_service_proto_msgTypes[1]
+	mi := &file_omega_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +279,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[1]
+	mi := &file_omega_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +292,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ServerStatus) GetMember() uint64 {
@@ -217,20 +387,23 @@ func (x *ServerStatus) GetCompactions() uint64 {
 }
 
 type PeerStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Member        uint64                 `protobuf:"varint,1,opt,name=member,proto3" json:"member,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	RaftId        uint64                 `protobuf:"varint,3,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
-	Match         uint64                 `protobuf:"varint,4,opt,name=match,proto3" json:"match,omitempty"`
-	Progress      string                 `protobuf:"bytes,5,opt,name=progress,proto3" json:"progress,omitempty"`
-	RecentActive  bool                   `protobuf:"varint,6,opt,name=recent_active,json=recentActive,proto3" json:"recent_active,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Member       uint64                 `protobuf:"varint,1,opt,name=member,proto3" json:"member,omitempty"`
+	Address      string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	RaftId       uint64                 `protobuf:"varint,3,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
+	Match        uint64                 `protobuf:"varint,4,opt,name=match,proto3" json:"match,omitempty"`
+	Progress     string                 `protobuf:"bytes,5,opt,name=progress,proto3" json:"progress,omitempty"`
+	RecentActive bool                   `protobuf:"varint,6,opt,name=recent_active,json=recentActive,proto3" json:"recent_active,omitempty"`
+	// A learner: added, not yet a voter (its server has not joined, or has
+	// not caught up).
+	Learner       bool `protobuf:"varint,7,opt,name=learner,proto3" json:"learner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PeerStatus) Reset() {
 	*x = PeerStatus{}
-	mi := &file_omega_v1_service_proto_msgTypes[2]
+	mi := &file_omega_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +415,7 @@ func (x *PeerStatus) String() string {
 func (*PeerStatus) ProtoMessage() {}
 
 func (x *PeerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[2]
+	mi := &file_omega_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +428,7 @@ func (x *PeerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
 func (*PeerStatus) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PeerStatus) GetMember() uint64 {
@@ -300,6 +473,13 @@ func (x *PeerStatus) GetRecentActive() bool {
 	return false
 }
 
+func (x *PeerStatus) GetLearner() bool {
+	if x != nil {
+		return x.Learner
+	}
+	return false
+}
+
 type SnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In a replicated cell, answer from what this server has applied,
@@ -313,7 +493,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_omega_v1_service_proto_msgTypes[3]
+	mi := &file_omega_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +505,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[3]
+	mi := &file_omega_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +518,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SnapshotRequest) GetStale() bool {
@@ -365,7 +545,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_omega_v1_service_proto_msgTypes[4]
+	mi := &file_omega_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +557,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[4]
+	mi := &file_omega_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +570,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -434,7 +614,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_omega_v1_service_proto_msgTypes[5]
+	mi := &file_omega_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +626,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[5]
+	mi := &file_omega_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +639,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRequest) GetKind() v1.ObjectKind {
@@ -508,7 +688,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_omega_v1_service_proto_msgTypes[6]
+	mi := &file_omega_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +700,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[6]
+	mi := &file_omega_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +713,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetResponse) GetRevision() uint64 {
@@ -659,7 +839,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_omega_v1_service_proto_msgTypes[7]
+	mi := &file_omega_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +851,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_omega_v1_service_proto_msgTypes[7]
+	mi := &file_omega_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +864,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_omega_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_omega_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRequest) GetKind() v1.ObjectKind {
@@ -726,7 +906,20 @@ var File_omega_v1_service_proto protoreflect.FileDescriptor
 
 const file_omega_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"\x0f\n" +
+	"\x16omega/v1/service.proto\x12\bomega.v1\x1a\x13omega/v1/cell.proto\x1a\x12omega/v1/txn.proto\"\xb8\x01\n" +
+	"\fServerChange\x12)\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x19.omega.v1.ServerChange.OpR\x02op\x12\x16\n" +
+	"\x06member\x18\x02 \x01(\x04R\x06member\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"K\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
+	"\n" +
+	"\x06OP_ADD\x10\x01\x12\r\n" +
+	"\tOP_REMOVE\x10\x02\x12\x16\n" +
+	"\x12OP_TRANSFER_LEADER\x10\x03\"F\n" +
+	"\x12ServerChangeResult\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\x04R\x06leader\"\x0f\n" +
 	"\rServerRequest\"\x96\x03\n" +
 	"\fServerStatus\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\x04R\x06member\x12\x17\n" +
@@ -742,7 +935,7 @@ const file_omega_v1_service_proto_rawDesc = "" +
 	" \x03(\v2\x14.omega.v1.PeerStatusR\x05peers\x12+\n" +
 	"\x11proposals_pending\x18\v \x01(\x04R\x10proposalsPending\x12\x1c\n" +
 	"\tsnapshots\x18\f \x01(\x04R\tsnapshots\x12 \n" +
-	"\vcompactions\x18\r \x01(\x04R\vcompactions\"\xae\x01\n" +
+	"\vcompactions\x18\r \x01(\x04R\vcompactions\"\xc8\x01\n" +
 	"\n" +
 	"PeerStatus\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\x04R\x06member\x12\x18\n" +
@@ -750,7 +943,8 @@ const file_omega_v1_service_proto_rawDesc = "" +
 	"\araft_id\x18\x03 \x01(\x04R\x06raftId\x12\x14\n" +
 	"\x05match\x18\x04 \x01(\x04R\x05match\x12\x1a\n" +
 	"\bprogress\x18\x05 \x01(\tR\bprogress\x12#\n" +
-	"\rrecent_active\x18\x06 \x01(\bR\frecentActive\"'\n" +
+	"\rrecent_active\x18\x06 \x01(\bR\frecentActive\x12\x18\n" +
+	"\alearner\x18\a \x01(\bR\alearner\"'\n" +
 	"\x0fSnapshotRequest\x12\x14\n" +
 	"\x05stale\x18\x01 \x01(\bR\x05stale\"\xa4\x01\n" +
 	"\fWatchRequest\x12#\n" +
@@ -780,14 +974,15 @@ const file_omega_v1_service_proto_rawDesc = "" +
 	"\vmachine_uid\x18\x03 \x01(\tR\n" +
 	"machineUid\x12\x17\n" +
 	"\ajob_uid\x18\x04 \x01(\tR\x06jobUid\x12\x14\n" +
-	"\x05stale\x18\x05 \x01(\bR\x05stale2\xed\x02\n" +
+	"\x05stale\x18\x05 \x01(\bR\x05stale2\xb4\x03\n" +
 	"\x04Cell\x12<\n" +
 	"\x06Commit\x12\x15.omega.v1.Transaction\x1a\x1b.omega.v1.TransactionResult\x12@\n" +
 	"\bSnapshot\x12\x19.omega.v1.SnapshotRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x12<\n" +
 	"\x05Watch\x12\x16.omega.v1.WatchRequest\x1a\x19.omega.v1.RevisionChanges0\x01\x122\n" +
 	"\x03Get\x12\x14.omega.v1.GetRequest\x1a\x15.omega.v1.GetResponse\x128\n" +
 	"\x04List\x12\x15.omega.v1.ListRequest\x1a\x17.omega.v1.SnapshotChunk0\x01\x129\n" +
-	"\x06Server\x12\x17.omega.v1.ServerRequest\x1a\x16.omega.v1.ServerStatusB<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3"
+	"\x06Server\x12\x17.omega.v1.ServerRequest\x1a\x16.omega.v1.ServerStatus\x12E\n" +
+	"\rChangeServers\x12\x16.omega.v1.ServerChange\x1a\x1c.omega.v1.ServerChangeResultB<Z:github.com/omega-cell/omega/api/omega/v1/cellgrpc;cellgrpcb\x06proto3"
 
 var (
 	file_omega_v1_service_proto_rawDescOnce sync.Once
@@ -801,55 +996,62 @@ func file_omega_v1_service_proto_rawDescGZIP() []byte {
 	return file_omega_v1_service_proto_rawDescData
 }
 
-var file_omega_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_omega_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_omega_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_omega_v1_service_proto_goTypes = []any{
-	(*ServerRequest)(nil),        // 0: omega.v1.ServerRequest
-	(*ServerStatus)(nil),         // 1: omega.v1.ServerStatus
-	(*PeerStatus)(nil),           // 2: omega.v1.PeerStatus
-	(*SnapshotRequest)(nil),      // 3: omega.v1.SnapshotRequest
-	(*WatchRequest)(nil),         // 4: omega.v1.WatchRequest
-	(*GetRequest)(nil),           // 5: omega.v1.GetRequest
-	(*GetResponse)(nil),          // 6: omega.v1.GetResponse
-	(*ListRequest)(nil),          // 7: omega.v1.ListRequest
-	(v1.ObjectKind)(0),           // 8: omega.v1.ObjectKind
-	(*v1.Task)(nil),              // 9: omega.v1.Task
-	(*v1.Job)(nil),               // 10: omega.v1.Job
-	(*v1.Machine)(nil),           // 11: omega.v1.Machine
-	(*v1.Offer)(nil),             // 12: omega.v1.Offer
-	(*v1.Quota)(nil),             // 13: omega.v1.Quota
-	(*v1.Lease)(nil),             // 14: omega.v1.Lease
-	(*v1.Transaction)(nil),       // 15: omega.v1.Transaction
-	(*v1.TransactionResult)(nil), // 16: omega.v1.TransactionResult
-	(*v1.SnapshotChunk)(nil),     // 17: omega.v1.SnapshotChunk
-	(*v1.RevisionChanges)(nil),   // 18: omega.v1.RevisionChanges
+	(ServerChange_Op)(0),         // 0: omega.v1.ServerChange.Op
+	(*ServerChange)(nil),         // 1: omega.v1.ServerChange
+	(*ServerChangeResult)(nil),   // 2: omega.v1.ServerChangeResult
+	(*ServerRequest)(nil),        // 3: omega.v1.ServerRequest
+	(*ServerStatus)(nil),         // 4: omega.v1.ServerStatus
+	(*PeerStatus)(nil),           // 5: omega.v1.PeerStatus
+	(*SnapshotRequest)(nil),      // 6: omega.v1.SnapshotRequest
+	(*WatchRequest)(nil),         // 7: omega.v1.WatchRequest
+	(*GetRequest)(nil),           // 8: omega.v1.GetRequest
+	(*GetResponse)(nil),          // 9: omega.v1.GetResponse
+	(*ListRequest)(nil),          // 10: omega.v1.ListRequest
+	(v1.ObjectKind)(0),           // 11: omega.v1.ObjectKind
+	(*v1.Task)(nil),              // 12: omega.v1.Task
+	(*v1.Job)(nil),               // 13: omega.v1.Job
+	(*v1.Machine)(nil),           // 14: omega.v1.Machine
+	(*v1.Offer)(nil),             // 15: omega.v1.Offer
+	(*v1.Quota)(nil),             // 16: omega.v1.Quota
+	(*v1.Lease)(nil),             // 17: omega.v1.Lease
+	(*v1.Transaction)(nil),       // 18: omega.v1.Transaction
+	(*v1.TransactionResult)(nil), // 19: omega.v1.TransactionResult
+	(*v1.SnapshotChunk)(nil),     // 20: omega.v1.SnapshotChunk
+	(*v1.RevisionChanges)(nil),   // 21: omega.v1.RevisionChanges
 }
 var file_omega_v1_service_proto_depIdxs = []int32{
-	2,  // 0: omega.v1.ServerStatus.peers:type_name -> omega.v1.PeerStatus
-	8,  // 1: omega.v1.GetRequest.kind:type_name -> omega.v1.ObjectKind
-	9,  // 2: omega.v1.GetResponse.task:type_name -> omega.v1.Task
-	10, // 3: omega.v1.GetResponse.job:type_name -> omega.v1.Job
-	11, // 4: omega.v1.GetResponse.machine:type_name -> omega.v1.Machine
-	12, // 5: omega.v1.GetResponse.offer:type_name -> omega.v1.Offer
-	13, // 6: omega.v1.GetResponse.quota:type_name -> omega.v1.Quota
-	14, // 7: omega.v1.GetResponse.lease:type_name -> omega.v1.Lease
-	8,  // 8: omega.v1.ListRequest.kind:type_name -> omega.v1.ObjectKind
-	15, // 9: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
-	3,  // 10: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
-	4,  // 11: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
-	5,  // 12: omega.v1.Cell.Get:input_type -> omega.v1.GetRequest
-	7,  // 13: omega.v1.Cell.List:input_type -> omega.v1.ListRequest
-	0,  // 14: omega.v1.Cell.Server:input_type -> omega.v1.ServerRequest
-	16, // 15: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
-	17, // 16: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
-	18, // 17: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
-	6,  // 18: omega.v1.Cell.Get:output_type -> omega.v1.GetResponse
-	17, // 19: omega.v1.Cell.List:output_type -> omega.v1.SnapshotChunk
-	1,  // 20: omega.v1.Cell.Server:output_type -> omega.v1.ServerStatus
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	0,  // 0: omega.v1.ServerChange.op:type_name -> omega.v1.ServerChange.Op
+	5,  // 1: omega.v1.ServerStatus.peers:type_name -> omega.v1.PeerStatus
+	11, // 2: omega.v1.GetRequest.kind:type_name -> omega.v1.ObjectKind
+	12, // 3: omega.v1.GetResponse.task:type_name -> omega.v1.Task
+	13, // 4: omega.v1.GetResponse.job:type_name -> omega.v1.Job
+	14, // 5: omega.v1.GetResponse.machine:type_name -> omega.v1.Machine
+	15, // 6: omega.v1.GetResponse.offer:type_name -> omega.v1.Offer
+	16, // 7: omega.v1.GetResponse.quota:type_name -> omega.v1.Quota
+	17, // 8: omega.v1.GetResponse.lease:type_name -> omega.v1.Lease
+	11, // 9: omega.v1.ListRequest.kind:type_name -> omega.v1.ObjectKind
+	18, // 10: omega.v1.Cell.Commit:input_type -> omega.v1.Transaction
+	6,  // 11: omega.v1.Cell.Snapshot:input_type -> omega.v1.SnapshotRequest
+	7,  // 12: omega.v1.Cell.Watch:input_type -> omega.v1.WatchRequest
+	8,  // 13: omega.v1.Cell.Get:input_type -> omega.v1.GetRequest
+	10, // 14: omega.v1.Cell.List:input_type -> omega.v1.ListRequest
+	3,  // 15: omega.v1.Cell.Server:input_type -> omega.v1.ServerRequest
+	1,  // 16: omega.v1.Cell.ChangeServers:input_type -> omega.v1.ServerChange
+	19, // 17: omega.v1.Cell.Commit:output_type -> omega.v1.TransactionResult
+	20, // 18: omega.v1.Cell.Snapshot:output_type -> omega.v1.SnapshotChunk
+	21, // 19: omega.v1.Cell.Watch:output_type -> omega.v1.RevisionChanges
+	9,  // 20: omega.v1.Cell.Get:output_type -> omega.v1.GetResponse
+	20, // 21: omega.v1.Cell.List:output_type -> omega.v1.SnapshotChunk
+	4,  // 22: omega.v1.Cell.Server:output_type -> omega.v1.ServerStatus
+	2,  // 23: omega.v1.Cell.ChangeServers:output_type -> omega.v1.ServerChangeResult
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_service_proto_init() }
@@ -857,7 +1059,7 @@ func file_omega_v1_service_proto_init() {
 	if File_omega_v1_service_proto != nil {
 		return
 	}
-	file_omega_v1_service_proto_msgTypes[6].OneofWrappers = []any{
+	file_omega_v1_service_proto_msgTypes[8].OneofWrappers = []any{
 		(*GetResponse_Task)(nil),
 		(*GetResponse_Job)(nil),
 		(*GetResponse_Machine)(nil),
@@ -870,13 +1072,14 @@ func file_omega_v1_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_service_proto_rawDesc), len(file_omega_v1_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   8,
+			NumEnums:      1,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_omega_v1_service_proto_goTypes,
 		DependencyIndexes: file_omega_v1_service_proto_depIdxs,
+		EnumInfos:         file_omega_v1_service_proto_enumTypes,
 		MessageInfos:      file_omega_v1_service_proto_msgTypes,
 	}.Build()
 	File_omega_v1_service_proto = out.File

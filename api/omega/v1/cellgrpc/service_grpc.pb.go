@@ -24,12 +24,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cell_Commit_FullMethodName   = "/omega.v1.Cell/Commit"
-	Cell_Snapshot_FullMethodName = "/omega.v1.Cell/Snapshot"
-	Cell_Watch_FullMethodName    = "/omega.v1.Cell/Watch"
-	Cell_Get_FullMethodName      = "/omega.v1.Cell/Get"
-	Cell_List_FullMethodName     = "/omega.v1.Cell/List"
-	Cell_Server_FullMethodName   = "/omega.v1.Cell/Server"
+	Cell_Commit_FullMethodName        = "/omega.v1.Cell/Commit"
+	Cell_Snapshot_FullMethodName      = "/omega.v1.Cell/Snapshot"
+	Cell_Watch_FullMethodName         = "/omega.v1.Cell/Watch"
+	Cell_Get_FullMethodName           = "/omega.v1.Cell/Get"
+	Cell_List_FullMethodName          = "/omega.v1.Cell/List"
+	Cell_Server_FullMethodName        = "/omega.v1.Cell/Server"
+	Cell_ChangeServers_FullMethodName = "/omega.v1.Cell/ChangeServers"
 )
 
 // CellClient is the client API for Cell service.
@@ -82,6 +83,14 @@ type CellClient interface {
 	// of its configuration — with each one's progress when it leads). Any
 	// token may ask.
 	Server(ctx context.Context, in *ServerRequest, opts ...grpc.CallOption) (*ServerStatus, error)
+	// ChangeServers changes a replicated cell's membership as it runs: adds
+	// a member (a learner until its server has joined and caught up, then a
+	// voter), removes one, or hands the lead to another member. An admin's
+	// token only; a member that does not lead forwards it to the leader.
+	// FAILED_PRECONDITION says why the change is refused (the last member,
+	// the leader, a number or address taken); UNAVAILABLE: another change is
+	// in flight, or no leader is known — ask again.
+	ChangeServers(ctx context.Context, in *ServerChange, opts ...grpc.CallOption) (*ServerChangeResult, error)
 }
 
 type cellClient struct {
@@ -179,6 +188,16 @@ func (c *cellClient) Server(ctx context.Context, in *ServerRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *cellClient) ChangeServers(ctx context.Context, in *ServerChange, opts ...grpc.CallOption) (*ServerChangeResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServerChangeResult)
+	err := c.cc.Invoke(ctx, Cell_ChangeServers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CellServer is the server API for Cell service.
 // All implementations must embed UnimplementedCellServer
 // for forward compatibility.
@@ -229,6 +248,14 @@ type CellServer interface {
 	// of its configuration — with each one's progress when it leads). Any
 	// token may ask.
 	Server(context.Context, *ServerRequest) (*ServerStatus, error)
+	// ChangeServers changes a replicated cell's membership as it runs: adds
+	// a member (a learner until its server has joined and caught up, then a
+	// voter), removes one, or hands the lead to another member. An admin's
+	// token only; a member that does not lead forwards it to the leader.
+	// FAILED_PRECONDITION says why the change is refused (the last member,
+	// the leader, a number or address taken); UNAVAILABLE: another change is
+	// in flight, or no leader is known — ask again.
+	ChangeServers(context.Context, *ServerChange) (*ServerChangeResult, error)
 	mustEmbedUnimplementedCellServer()
 }
 
@@ -256,6 +283,9 @@ func (UnimplementedCellServer) List(*ListRequest, grpc.ServerStreamingServer[v1.
 }
 func (UnimplementedCellServer) Server(context.Context, *ServerRequest) (*ServerStatus, error) {
 	return nil, status.Error(codes.Unimplemented, "method Server not implemented")
+}
+func (UnimplementedCellServer) ChangeServers(context.Context, *ServerChange) (*ServerChangeResult, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeServers not implemented")
 }
 func (UnimplementedCellServer) mustEmbedUnimplementedCellServer() {}
 func (UnimplementedCellServer) testEmbeddedByValue()              {}
@@ -365,6 +395,24 @@ func _Cell_Server_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cell_ChangeServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ServerChange)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CellServer).ChangeServers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cell_ChangeServers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CellServer).ChangeServers(ctx, req.(*ServerChange))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cell_ServiceDesc is the grpc.ServiceDesc for Cell service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -383,6 +431,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Server",
 			Handler:    _Cell_Server_Handler,
+		},
+		{
+			MethodName: "ChangeServers",
+			Handler:    _Cell_ChangeServers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,322 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
+	"github.com/omega-cell/omega/txn"
+)
+
+// The cell's membership as it runs. Raft's configuration says which raft
+// ids vote; the member records say where each member is (its number and
+// address) and which numbers were removed. The records travel with the
+// configuration: in the Context of the change that adds or removes a
+// member, and in every snapshot (snapshot data is the records, then the
+// state). A new cell's records are its founders' --peers (Config.Addrs).
+//
+// Adding a member is three changes, each one configuration change that
+// raft commits like an entry (the raft thesis, 4.2.1, "catching up new
+// servers"; etcd's learners):
+//
+//  1. AddMember: a learner with a placeholder id (JoinID of the member and
+//     the log's next index), and the member's address in the records.
+//  2. The new server starts empty with --join and asks to be let in under
+//     its own id (Replace): the placeholder learner is replaced by it, still
+//     a learner, and the leader sends it a snapshot.
+//  3. The leader promotes the learner to a voter once it has caught up: a
+//     round (everything the leader's log held when the round began) takes
+//     at most an election timeout.
+//
+// A learner votes for nothing and counts toward no quorum, so the cell's
+// availability never waits for the new server's snapshot.
+
+var (
+	// ErrMemberTaken: the member number or the address is another
+	// member's, or the number was removed (numbers are never taken again).
+	ErrMemberTaken = errors.New("taken")
+	// ErrLeaderRemoval: the member to remove leads; hand the lead over
+	// first (TransferLeadership).
+	ErrLeaderRemoval = errors.New("the member leads")
+	// ErrLastMember: removing the member would leave no voter.
+	ErrLastMember = errors.New("the cell's last voter")
+	// ErrRemoved: this member was removed from the cell's configuration.
+	ErrRemoved = errors.New("removed from the cell")
+)
+
+// snapMagic starts a snapshot's data that holds member records: the
+// records (uvarint length, omegav1.CellMembers), then EncodeState's. A
+// snapshot of the first format (the state alone: uvarint-length chunks, a
+// chunk never of length 0 followed by 0xff) has none.
+const snapMagic = "\x00\xffomega-members\x00"
+
+// EncodeSnapshot is a snapshot's data: the member records, then the state.
+func EncodeSnapshot(st *txn.State, members *omegav1.CellMembers) ([]byte, error) {
+	rec, err := proto.Marshal(members)
+	if err != nil {
+		return nil, err
+	}
+	state, err := EncodeState(st)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(snapMagic)+binary.MaxVarintLen64+len(rec)+len(state))
+	b = append(b, snapMagic...)
+	b = binary.AppendUvarint(b, uint64(len(rec)))
+	b = append(b, rec...)
+	return append(b, state...), nil
+}
+
+// DecodeSnapshot reads EncodeSnapshot's data (or a first-format snapshot's
+// state alone: its records are nil).
+func DecodeSnapshot(b []byte) (*txn.State, *omegav1.CellMembers, error) {
+	var members *omegav1.CellMembers
+	if len(b) >= len(snapMagic) && string(b[:len(snapMagic)]) == snapMagic {
+		b = b[len(snapMagic):]
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, nil, fmt.Errorf("%w: a snapshot's member records are cut or corrupt", txn.ErrInvalid)
+		}
+		members = &omegav1.CellMembers{}
+		if err := proto.Unmarshal(b[k:k+int(n)], members); err != nil {
+			return nil, nil, fmt.Errorf("%w: a snapshot's member records: %v", txn.ErrInvalid, err)
+		}
+		b = b[k+int(n):]
+	}
+	st, err := DecodeState(b)
+	return st, members, err
+}
+
+// setRecords takes a snapshot's records (nil: the founders', Config.Addrs).
+func (n *Node) setRecords(m *omegav1.CellMembers) {
+	n.addrs, n.removed = map[uint64]string{}, map[uint64]bool{}
+	if m == nil {
+		maps.Copy(n.addrs, n.cfg.Addrs)
+	} else {
+		n.takeRecords(m)
+	}
+	n.recordsVersion++
+}
+
+// takeRecords applies a change's records.
+func (n *Node) takeRecords(m *omegav1.CellMembers) {
+	for _, r := range m.GetMembers() {
+		if r.GetMember() != 0 && r.GetAddress() != "" {
+			n.addrs[r.GetMember()] = r.GetAddress()
+		}
+	}
+	for _, gone := range m.GetRemoved() {
+		delete(n.addrs, gone)
+		n.removed[gone] = true
+	}
+	n.recordsVersion++
+}
+
+// records are the member records a snapshot carries.
+func (n *Node) records() *omegav1.CellMembers {
+	m := &omegav1.CellMembers{}
+	for _, id := range slices.Sorted(maps.Keys(n.addrs)) {
+		m.Members = append(m.Members, &omegav1.CellMember{Member: id, Address: n.addrs[id]})
+	}
+	m.Removed = slices.Sorted(maps.Keys(n.removed))
+	return m
+}
+
+// Addrs are the members' addresses by member number, as the records this
+// member applied say, and a version that moves whenever they change (a
+// driver refreshes its copy when it does).
+func (n *Node) Addrs() (map[uint64]string, uint64) {
+	return maps.Clone(n.addrs), n.recordsVersion
+}
+
+// MemberRemoved: member was removed from the cell (as far as this member
+// applied).
+func (n *Node) MemberRemoved(member uint64) bool { return n.removed[member] }
+
+// Removed: this member's id is no longer in the configuration it applied
+// (it applied its own removal, or its replacement).
+func (n *Node) Removed() bool { return n.removedSelf }
+
+// InConfig: this member is a voter or a learner of the configuration it
+// applied (a joining member is neither until the leader's snapshot).
+func (n *Node) InConfig() bool {
+	if n.conf == nil {
+		return false
+	}
+	return slices.Contains(n.conf.Voters, n.cfg.ID) || slices.Contains(n.conf.Learners, n.cfg.ID) ||
+		slices.Contains(n.conf.VotersOutgoing, n.cfg.ID)
+}
+
+// incarnations are the raft ids of member in the leader's configuration
+// (voters, outgoing voters and learners), and whether each is a learner.
+func incarnations(cfgVoters, learners map[uint64]struct{}, member uint64) (ids []uint64, learner map[uint64]bool) {
+	learner = map[uint64]bool{}
+	for id := range cfgVoters {
+		if MemberOf(id) == member {
+			ids = append(ids, id)
+		}
+	}
+	for id := range learners {
+		if MemberOf(id) == member {
+			ids = append(ids, id)
+			learner[id] = true
+		}
+	}
+	slices.Sort(ids)
+	return ids, learner
+}
+
+// busy: a configuration change is under way (a joint configuration, or a
+// change in the log not yet applied).
+func (n *Node) busy() bool {
+	return len(n.rn.Status().Config.Voters[1]) > 0 || n.pendingConf()
+}
+
+// AddMember adds member at addr to the cell: a learner under a placeholder
+// id until its server joins (Replace) and catches up (then the leader
+// promotes it). done says the member is in the cell at addr already.
+// Refused: ErrNotLeader, ErrNotReady, ErrConfBusy, ErrMemberTaken (the
+// number is a member's, or was removed; the address is another member's),
+// txn.ErrInvalid (no number, no address).
+func (n *Node) AddMember(member uint64, addr string) (done bool, err error) {
+	if !n.leading {
+		return false, &NotLeaderError{Leader: n.lead}
+	}
+	if n.head == nil {
+		return false, ErrNotReady
+	}
+	if member == 0 || member > MaxMember || addr == "" {
+		return false, fmt.Errorf("%w: a member needs a number in 1..%d and an address", txn.ErrInvalid, uint64(MaxMember))
+	}
+	if n.removed[member] {
+		return false, fmt.Errorf("member %d is %w: it was removed from the cell, and a removed member's number is not taken again; choose another", member, ErrMemberTaken)
+	}
+	cfg := n.rn.Status().Config
+	voters := map[uint64]struct{}{}
+	maps.Copy(voters, cfg.Voters[0])
+	maps.Copy(voters, cfg.Voters[1])
+	if ids, _ := incarnations(voters, cfg.Learners, member); len(ids) > 0 {
+		if n.addrs[member] == addr {
+			return true, nil
+		}
+		return false, fmt.Errorf("member %d is %w: it is in the cell at %s", member, ErrMemberTaken, txn.Quote(n.addrs[member]))
+	}
+	for m, a := range n.addrs {
+		if a == addr && m != member {
+			return false, fmt.Errorf("address %s is %w: member %d's", txn.Quote(addr), ErrMemberTaken, m)
+		}
+	}
+	if n.busy() {
+		return false, ErrConfBusy
+	}
+	last, _ := n.storage.LastIndex()
+	ctx, err := proto.Marshal(&omegav1.CellMembers{Members: []*omegav1.CellMember{{Member: member, Address: addr}}})
+	if err != nil {
+		return false, err
+	}
+	cc := &raftpb.ConfChangeV2{Context: ctx, Changes: []*raftpb.ConfChangeSingle{
+		{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: new(JoinID(member, uint32(last+1)))}}}
+	if err := n.rn.ProposeConfChange(cc); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrConfBusy, err)
+	}
+	return false, nil
+}
+
+// RemoveMember removes member from the cell (every id of it; its number is
+// never taken again). done says it is out already. Refused: ErrNotLeader,
+// ErrNotReady, ErrConfBusy, ErrNoSuchMember, ErrLeaderRemoval (this
+// member: hand the lead over first), ErrLastMember.
+func (n *Node) RemoveMember(member uint64) (done bool, err error) {
+	if !n.leading {
+		return false, &NotLeaderError{Leader: n.lead}
+	}
+	if n.head == nil {
+		return false, ErrNotReady
+	}
+	cfg := n.rn.Status().Config
+	voters := map[uint64]struct{}{}
+	maps.Copy(voters, cfg.Voters[0])
+	maps.Copy(voters, cfg.Voters[1])
+	ids, _ := incarnations(voters, cfg.Learners, member)
+	if len(ids) == 0 {
+		if n.removed[member] {
+			return true, nil
+		}
+		return false, fmt.Errorf("%w: member %d", ErrNoSuchMember, member)
+	}
+	if slices.Contains(ids, n.cfg.ID) {
+		return false, fmt.Errorf("member %d: %w: hand the lead to another member first", member, ErrLeaderRemoval)
+	}
+	left := 0
+	for id := range cfg.Voters[0] {
+		if MemberOf(id) != member {
+			left++
+		}
+	}
+	if left == 0 {
+		return false, fmt.Errorf("member %d is %w", member, ErrLastMember)
+	}
+	if n.busy() {
+		return false, ErrConfBusy
+	}
+	ctx, err := proto.Marshal(&omegav1.CellMembers{Removed: []uint64{member}})
+	if err != nil {
+		return false, err
+	}
+	cc := &raftpb.ConfChangeV2{Context: ctx}
+	for _, id := range ids {
+		cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(id)})
+	}
+	if err := n.rn.ProposeConfChange(cc); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrConfBusy, err)
+	}
+	return false, nil
+}
+
+// catchUp is a learner's catching-up round: the leader's last index when
+// it began, and the tick it began at.
+type catchUp struct{ index, tick uint64 }
+
+// promote makes a learner that has caught up a voter: one whose last round
+// (the leader's log as the round began) took at most an election timeout.
+// Called on the leader's ticks.
+func (n *Node) promote() {
+	if !n.leading || n.head == nil {
+		return
+	}
+	st := n.rn.Status()
+	if len(st.Config.Learners) == 0 {
+		n.rounds = nil
+		return
+	}
+	if len(st.Config.Voters[1]) > 0 || n.pendingConf() {
+		return
+	}
+	if n.rounds == nil {
+		n.rounds = map[uint64]catchUp{}
+	}
+	last, _ := n.storage.LastIndex()
+	for _, id := range slices.Sorted(maps.Keys(st.Config.Learners)) {
+		pr, ok := st.Progress[id]
+		r, began := n.rounds[id]
+		switch {
+		case !ok:
+		case !began:
+			n.rounds[id] = catchUp{index: last, tick: n.ticks}
+		case pr.Match >= r.index && n.ticks-r.tick <= uint64(n.cfg.ElectionTick):
+			cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(id)}}}
+			if n.rn.ProposeConfChange(cc) == nil {
+				delete(n.rounds, id)
+				return // one change at a time
+			}
+		case pr.Match >= r.index:
+			n.rounds[id] = catchUp{index: last, tick: n.ticks} // too slow: another round
+		}
+	}
+}
