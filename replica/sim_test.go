@@ -95,7 +95,7 @@ type simCell struct {
 	// what the run did, to know the faults were met
 	crashes, partitions, snapshots, wipes, replaced, earlyCrashes int
 	added, promoted, removedAt                                    int64
-	victim                                                       *simMember
+	victim                                                        *simMember
 }
 
 // active are the members that are the cell's (not a slot still absent,
