@@ -110,9 +110,10 @@ must present a certificate that CA signed.`,
 	f.StringVar(&peers, "peers", "", "a replicated cell's members, ID=ADDR,... (each member's --listen, this one's included): the store becomes a raft member")
 	f.Uint64Var(&cfg.Member, "member", 0, "with --peers: this server's id among them")
 	f.StringVar(&cfg.PeerTokenFile, "peer-token-file", "", "with --peers and --tokens: the token this member presents to the others (role peer in --tokens); with --tls-cert the members talk TLS, checking each other against --tls-ca")
-	f.BoolVar(&cfg.Join, "join", false, "with --peers: an empty --data joins the running cell as --member, in place of that member's lost data (a new raft id; the leader's snapshot); a --data that holds a member starts as it is")
+	f.BoolVar(&cfg.Join, "join", false, "with --peers: an empty --data joins the running cell as --member — a member omega server add added, or one whose data was lost (a new raft id; the leader's snapshot); a --data that holds a member starts as it is")
 	f.DurationVar(&cfg.RaftTick, "raft-tick", 50*time.Millisecond, "with --peers: one raft tick; an election starts after 10 to 20 of them without a word from the leader")
 	f.StringVar(&cfg.Cluster, "cluster", "omega", "with --peers: the cell's name, the same on every member (a message from another cell is refused)")
+	cmd.AddCommand(serverChangeCmds()...)
 	return cmd
 }
 

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
@@ -154,4 +158,77 @@ func printServers(w io.Writer, rows []*cellgrpc.ServerStatus, output string) err
 		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
+}
+
+// serverChangeCmds are omega server add, remove and transfer-leader: a
+// replicated cell's membership changed as it runs (Cell/ChangeServers, an
+// admin's token; any member the flags reach forwards to the leader).
+func serverChangeCmds() []*cobra.Command {
+	run := func(cf *cellFlags, req *cellgrpc.ServerChange) func(cmd *cobra.Command, args []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			if len(args) > 0 {
+				m, err := strconv.ParseUint(args[0], 10, 32)
+				if err != nil || m == 0 {
+					return fmt.Errorf("member %s: want a member number (1, 2, 3…)", txn.Quote(args[0]))
+				}
+				req.Member = m
+			}
+			if req.GetOp() == cellgrpc.ServerChange_OP_ADD && req.GetAddress() == "" {
+				return fmt.Errorf("server add: --address is required (the new member's peer and API address, host:port)")
+			}
+			tr, err := cf.connect(ctx, "server "+strings.ToLower(strings.TrimPrefix(req.GetOp().String(), "OP_")))
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			res, err := tr.ChangeServers(ctx, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), res.GetMessage())
+			return nil
+		}
+	}
+	var addF, removeF, transferF cellFlags
+	addReq := &cellgrpc.ServerChange{Op: cellgrpc.ServerChange_OP_ADD}
+	add := &cobra.Command{
+		Use:   "add MEMBER --address HOST:PORT",
+		Short: "Add a member to a replicated cell as it runs",
+		Long: `Adds member MEMBER (a number no member has, and none removed had) at --address
+to the cell: a learner first, which votes for nothing and counts toward no
+quorum. Then start the new server on an empty --data with --member MEMBER --join
+and --peers naming the members it can reach (itself too, at --address): it asks
+the leader to take it in, is sent a snapshot of the cell, and the leader makes it
+a voter once it has caught up (a round of the log in under an election timeout).
+Refused: a number or an address taken, another change under way (ask again).`,
+		Args: cobra.ExactArgs(1),
+		RunE: run(&addF, addReq),
+	}
+	add.Flags().StringVar(&addReq.Address, "address", "", "the new member's address (its peer service and cell API), host:port")
+	remove := &cobra.Command{
+		Use:   "remove MEMBER",
+		Short: "Remove a member from a replicated cell",
+		Long: `Removes member MEMBER from the cell: its server stops serving (its clients move
+on to the members they know), and its number is not taken again. Removing the
+leader hands its lead to the most up-to-date other member first. Refused: the
+last member, another change under way (ask again).`,
+		Args: cobra.ExactArgs(1),
+		RunE: run(&removeF, &cellgrpc.ServerChange{Op: cellgrpc.ServerChange_OP_REMOVE}),
+	}
+	transfer := &cobra.Command{
+		Use:   "transfer-leader [MEMBER]",
+		Short: "Hand a replicated cell's lead to another member",
+		Long: `Hands the lead to MEMBER, or without one to the most up-to-date other voter:
+the leader stops taking commits, brings it up to date and has it stand at once,
+so a planned restart of the leader costs no election timeout (SIGTERM to the
+leader does the same before it stops).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: run(&transferF, &cellgrpc.ServerChange{Op: cellgrpc.ServerChange_OP_TRANSFER_LEADER}),
+	}
+	addF.register(add.Flags())
+	removeF.register(remove.Flags())
+	transferF.register(transfer.Flags())
+	return []*cobra.Command{add, remove, transfer}
 }

@@ -27,17 +27,20 @@ import (
 // a log of its own (as etcd keeps its WAL apart from its backend). The
 // layout:
 //
-//	snap-<index>   the newest snapshot (raftpb.Snapshot: the cell state
-//	               at that index, EncodeState's, and the configuration),
+//	snap-<index>   the newest snapshot (raftpb.Snapshot: the member
+//	               records and the cell state at that index,
+//	               EncodeSnapshot's, and the configuration),
 //	               written to a temporary file, synced and renamed
 //	log-<index>    the records since that snapshot: each its length
 //	               (uvarint), a CRC-32C of the rest, a kind ('E' entries,
 //	               'H' hard state) and its protobuf; appended and synced
 //	               before Process's messages are sent
 //
-//	member         the directory's format version and the member's raft
-//	               id ("omega raft member\nformat 1\nid <id>\n"),
-//	               written when the directory is made
+//	member         the directory's format version, the member's raft
+//	               id and the cell's id ("omega raft member\nformat 2\n
+//	               id <id>\ncell <cell>\n"; format 1 had no cell line),
+//	               written when the directory is made, again when the
+//	               cell's id is recorded
 //
 // Opening reads the newest snapshot and replays its log into a
 // raft.MemoryStorage; a record cut short or failing its checksum at the
@@ -50,6 +53,7 @@ import (
 // the leader sends it one.
 type Disk struct {
 	id      uint64
+	cell    string // the cell's id, as the member file records it ("" before format 2)
 	dir     string
 	storage *Storage
 	f       *os.File
@@ -63,8 +67,9 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // DiskFormat is the raft directory's format version, in its member file.
 // A directory of format 0 (the first, which had no member file) is read as
-// format 1 and given the file; a later format is refused.
-const DiskFormat = 1
+// format 1 and given the file; format 1's file has no cell id (RecordCell
+// writes format 2's); a later format is refused.
+const DiskFormat = 2
 
 // OpenDisk opens a member's raft directory, or creates it: for a member of
 // a new cell of peers, the empty cell at index 1 (NewStorage's); with
@@ -80,10 +85,11 @@ func OpenDisk(dir string, id uint64, peers []uint64) (*Disk, error) {
 	if err != nil {
 		return nil, err
 	}
-	recorded, err := d.readMember()
+	recorded, cell, err := d.readMember()
 	if err != nil {
 		return nil, err
 	}
+	d.cell = cell
 	if recorded != 0 {
 		d.id = recorded
 	}
@@ -182,26 +188,41 @@ func (d *Disk) Joining() bool { return d.index == 0 }
 
 const memberFile = "member"
 
-// readMember reads the member file: the recorded id, or 0 when there is
-// no file (a new directory, or one of format 0).
-func (d *Disk) readMember() (uint64, error) {
+// Cell is the cell's id the member file records ("" until RecordCell).
+func (d *Disk) Cell() string { return d.cell }
+
+// RecordCell records the cell's id in the member file (a member of a new
+// cell at its first start; one that joined, from the leader's answer).
+func (d *Disk) RecordCell(cell string) error {
+	if strings.ContainsAny(cell, " \n") || cell == "" {
+		return fmt.Errorf("replica: a cell id of spaces or lines: %s", txn.Quote(cell))
+	}
+	d.cell = cell
+	return d.writeMember()
+}
+
+// readMember reads the member file: the recorded id and cell id, or 0 when
+// there is no file (a new directory, or one of format 0).
+func (d *Disk) readMember() (uint64, string, error) {
 	path := filepath.Join(d.dir, memberFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return 0, "", nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	var format int
 	var id uint64
-	if _, err := fmt.Sscanf(string(b), "omega raft member\nformat %d\nid %d\n", &format, &id); err != nil || id == 0 {
-		return 0, fmt.Errorf("replica: %s: %w: not a member file: %s", path, ErrCorruptLog, txn.Quote(string(b)))
+	var cell string
+	n, err := fmt.Sscanf(string(b), "omega raft member\nformat %d\nid %d\ncell %s\n", &format, &id, &cell)
+	if n >= 2 && format > DiskFormat {
+		return 0, "", fmt.Errorf("replica: %s: format %d is newer than this omega's (%d): run the omega that wrote it", path, format, DiskFormat)
 	}
-	if format > DiskFormat {
-		return 0, fmt.Errorf("replica: %s: format %d is newer than this omega's (%d): run the omega that wrote it", path, format, DiskFormat)
+	if n < 2 || id == 0 || n == 2 && format > 1 {
+		return 0, "", fmt.Errorf("replica: %s: %w: not a member file: %s", path, ErrCorruptLog, txn.Quote(string(b)))
 	}
-	return id, nil
+	return id, cell, nil
 }
 
 func (d *Disk) writeMember() error {
@@ -210,7 +231,11 @@ func (d *Disk) writeMember() error {
 	}
 	path := filepath.Join(d.dir, memberFile)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, fmt.Appendf(nil, "omega raft member\nformat %d\nid %d\n", DiskFormat, d.id), 0o600); err != nil {
+	body := fmt.Appendf(nil, "omega raft member\nformat %d\nid %d\n", 1, d.id)
+	if d.cell != "" {
+		body = fmt.Appendf(nil, "omega raft member\nformat %d\nid %d\ncell %s\n", DiskFormat, d.id, d.cell)
+	}
+	if err := os.WriteFile(tmp, body, 0o600); err != nil {
 		return err
 	}
 	f, err := os.Open(tmp)

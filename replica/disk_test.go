@@ -191,9 +191,29 @@ func TestDiskJoining(t *testing.T) {
 		t.Fatalf("format 0 given its member file: %q %v", b, err)
 	}
 
+	// Format 2 records the cell's id; format 1 reads as having none.
+	if d, err = OpenDisk(old, 3, []uint64{1, 2, 3}); err != nil || d.Cell() != "" {
+		t.Fatalf("format 1: %v, cell %q", err, d.Cell())
+	}
+	if err := d.RecordCell("omega/00ff"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RecordCell("two words"); err == nil {
+		t.Fatal("a cell id with a space was recorded")
+	}
+	d.Close()
+	if b, err := os.ReadFile(filepath.Join(old, memberFile)); err != nil || string(b) != "omega raft member\nformat 2\nid 3\ncell omega/00ff\n" {
+		t.Fatalf("format 2's member file: %q %v", b, err)
+	}
+	if d, err = OpenDisk(old, 3, []uint64{1, 2, 3}); err != nil || d.Cell() != "omega/00ff" || d.ID() != 3 {
+		t.Fatalf("format 2 reopened: %v, id %d cell %q", err, d.ID(), d.Cell())
+	}
+	d.Close()
+
 	for body, want := range map[string]string{
+		"omega raft member\nformat 2\nid 3\n": "not a member file",
 		strings.Repeat("x", 100):              `not a member file: "xxxx`,
-		"omega raft member\nformat 9\nid 3\n": "format 9 is newer than this omega's (1)",
+		"omega raft member\nformat 9\nid 3\n": "format 9 is newer than this omega's (2)",
 		"omega raft member\nformat 1\nid 0\n": "not a member file",
 	} {
 		os.WriteFile(filepath.Join(old, memberFile), []byte(body), 0o600)

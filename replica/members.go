@@ -118,7 +118,10 @@ func (n *Node) takeRecords(m *omegav1.CellMembers) {
 	n.recordsVersion++
 }
 
-// records are the member records a snapshot carries.
+// Records are the member records this member applied (a snapshot carries
+// them).
+func (n *Node) Records() *omegav1.CellMembers { return n.records() }
+
 func (n *Node) records() *omegav1.CellMembers {
 	m := &omegav1.CellMembers{}
 	for _, id := range slices.Sorted(maps.Keys(n.addrs)) {
@@ -188,6 +191,9 @@ func (n *Node) AddMember(member uint64, addr string) (done bool, err error) {
 	if !n.leading {
 		return false, &NotLeaderError{Leader: n.lead}
 	}
+	if n.removedSelf { // a leader that applied its own removal steps down
+		return false, &NotLeaderError{}
+	}
 	if n.head == nil {
 		return false, ErrNotReady
 	}
@@ -235,6 +241,9 @@ func (n *Node) AddMember(member uint64, addr string) (done bool, err error) {
 func (n *Node) RemoveMember(member uint64) (done bool, err error) {
 	if !n.leading {
 		return false, &NotLeaderError{Leader: n.lead}
+	}
+	if n.removedSelf { // a leader that applied its own removal steps down
+		return false, &NotLeaderError{}
 	}
 	if n.head == nil {
 		return false, ErrNotReady

@@ -411,13 +411,13 @@ func (n *Node) Replace(member, id uint64) (done bool, err error) {
 	return false, nil
 }
 
-// TransferLeadership hands the lead to the voter that has the most of the
-// log among those heard from within an election timeout (raft's transfer:
-// once it has the whole log, it stands at once, without waiting out an
-// election timeout; meanwhile this leader takes no proposal). It returns
-// the member chosen, or ErrNotLeader, or ErrNoSuchMember when no other
-// voter answers.
-func (n *Node) TransferLeadership() (uint64, error) {
+// TransferLeadership hands the lead to member to's voter, or (to 0) to the
+// voter that has the most of the log among those heard from within an
+// election timeout (raft's transfer: once it has the whole log, it stands
+// at once, without waiting out an election timeout; meanwhile this leader
+// takes no proposal). It returns the raft id chosen, or ErrNotLeader, or
+// ErrNoSuchMember when no other voter answers (or to is none that does).
+func (n *Node) TransferLeadership(to uint64) (uint64, error) {
 	if !n.leading {
 		return 0, &NotLeaderError{Leader: n.lead}
 	}
@@ -426,12 +426,15 @@ func (n *Node) TransferLeadership() (uint64, error) {
 	var bestMatch uint64
 	for id := range st.Config.Voters[0] {
 		pr, ok := st.Progress[id]
-		if id == n.cfg.ID || !ok || (!pr.RecentActive && !n.cfg.DriverElections) {
+		if id == n.cfg.ID || !ok || (!pr.RecentActive && !n.cfg.DriverElections) || to != 0 && MemberOf(id) != to {
 			continue
 		}
 		if best == 0 || pr.Match > bestMatch || pr.Match == bestMatch && id < best {
 			best, bestMatch = id, pr.Match
 		}
+	}
+	if best == 0 && to != 0 {
+		return 0, fmt.Errorf("%w: member %d is not a voter that answers the leader", ErrNoSuchMember, to)
 	}
 	if best == 0 {
 		return 0, fmt.Errorf("%w: no other voter answers", ErrNoSuchMember)

@@ -717,7 +717,7 @@ func (c *simCell) changeMembers(s, steps int) {
 	spare := c.members[len(c.members)-1]
 	l := c.leader()
 	switch {
-	case s < steps/5 || l == nil:
+	case s < steps/5 || l == nil || l.node.Removed():
 	case spare.absent:
 		done, err := l.node.AddMember(spare.slot, fmt.Sprintf("sim-%d", spare.slot))
 		if err != nil && !errors.Is(err, ErrConfBusy) && !errors.Is(err, ErrNotReady) && !errors.Is(err, ErrNotLeader) {

@@ -266,6 +266,9 @@ func (t *Tokens) ServerOptions() []grpc.ServerOption {
 // peerService is the prefix of the peer service's methods.
 const peerService = "/omega.v1.Peer/"
 
+// changeServers is the method that changes a replicated cell's members.
+const changeServers = "/omega.v1.Cell/ChangeServers"
+
 // permitted refuses a method the caller's role may not call: the peer
 // service to any but a peer, and to a peer any cell method but Commit
 // (whose handler lets a peer commit only what a member forwarded).
@@ -274,8 +277,13 @@ func permitted(ctx context.Context, method string) error {
 	switch peer := strings.HasPrefix(method, peerService); {
 	case peer && id.Role != RolePeer:
 		return grpcstatus.Errorf(codes.PermissionDenied, "%s: the token is %s's; only a peer's (a replicated cell's server, role peer in the token file) may call it", method, id)
+	case method == changeServers && (id.Role == RoleAdmin || id.Role == RolePeer && forwarded(ctx)):
+		// An admin's, or a member forwarding an admin's request to the
+		// leader.
+	case method == changeServers:
+		return grpcstatus.Errorf(codes.PermissionDenied, "%s: the token is %s's; only an admin's may change the cell's servers", method, id)
 	case !peer && id.Role == RolePeer && method != "/omega.v1.Cell/Commit":
-		return grpcstatus.Errorf(codes.PermissionDenied, "%s: a peer's token only forwards commits", method)
+		return grpcstatus.Errorf(codes.PermissionDenied, "%s: a peer's token only forwards commits and changes of the servers", method)
 	}
 	return nil
 }

@@ -57,6 +57,9 @@ type Service struct {
 	// Describe, if set, answers Server for a replicated member. Nil: a
 	// single server (its role "single" and its revision).
 	Describe func(ctx context.Context) (*cellgrpc.ServerStatus, error)
+	// ChangeMembers, if set, answers ChangeServers for a replicated member
+	// (replica/live's Driver.ChangeServers). Nil: a single server.
+	ChangeMembers func(ctx context.Context, req *cellgrpc.ServerChange) (*cellgrpc.ServerChangeResult, error)
 
 	drainOnce sync.Once
 	draining  chan struct{} // closed once the commits in flight at the drain are done
@@ -281,6 +284,14 @@ func (s *Service) Server(ctx context.Context, _ *cellgrpc.ServerRequest) (*cellg
 		return nil, status(fmt.Errorf("%w: %v", transport.ErrUnavailable, err))
 	}
 	return st, nil
+}
+
+// ChangeServers changes a replicated cell's membership (ChangeMembers).
+func (s *Service) ChangeServers(ctx context.Context, req *cellgrpc.ServerChange) (*cellgrpc.ServerChangeResult, error) {
+	if s.ChangeMembers == nil {
+		return nil, grpcstatus.Error(codes.FailedPrecondition, "change servers: this is a single server, not a member of a replicated cell; a single server's data becomes a replicated cell's first member as docs/DESIGN.md (Scale-out) says")
+	}
+	return s.ChangeMembers(ctx, req)
 }
 
 // CatchUpWait bounds how long a replicated server's watch waits to apply

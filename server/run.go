@@ -313,6 +313,9 @@ func Run(ctx context.Context, c Config) error {
 		if member != nil {
 			rep.f.Close()
 			merr = member.Stop() // with why it stopped by itself, if it did
+			if errors.Is(merr, replica.ErrRemoved) {
+				merr = nil // said already: not a failure
+			}
 		}
 		if err := errors.Join(merr, st.Close()); err != nil {
 			return fmt.Errorf("close the store: %w", err)
@@ -336,6 +339,7 @@ func Run(ctx context.Context, c Config) error {
 		svc.Describe = func(ctx context.Context) (*cellgrpc.ServerStatus, error) {
 			return describeMember(ctx, c, member, addrs.GRPC, st.Revision())
 		}
+		svc.ChangeMembers = member.ChangeServers
 	}
 	g := grpc.NewServer(gopts...)
 	svc.Register(g)
@@ -463,8 +467,22 @@ func Run(ctx context.Context, c Config) error {
 	select {
 	case err = <-served: // the listener failed
 		err = fmt.Errorf("serve gRPC: %w", err)
-	case <-memberDone: // the raft member failed (its log lost, a disk error)
+	case <-memberDone: // the raft member failed (its log lost, a disk error), or was removed
 		err = fmt.Errorf("raft member %d stopped: %w", c.Member, member.Err())
+		if errors.Is(err, replica.ErrRemoved) {
+			// Removed from the cell: its state is no longer the cell's,
+			// and its clients move on to the members they know. The calls
+			// in flight are let finish (a removal it forwarded, say), for
+			// a few seconds at most.
+			log.Info("removed from the cell: this server stops", "member", c.Member, "why", member.Err())
+			err = nil
+			stopped := make(chan struct{})
+			go func() { g.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+			}
+		}
 		g.Stop()
 	case <-ctx.Done():
 		log.Info("draining")
@@ -478,7 +496,7 @@ func Run(ctx context.Context, c Config) error {
 			}
 			tctx, cancel := context.WithTimeout(context.Background(), 20*tick)
 			start := time.Now()
-			to, terr := member.TransferLeadership(tctx)
+			to, terr := member.TransferLeadership(tctx, 0)
 			cancel()
 			if terr != nil {
 				log.Warn("the lead did not move before the stop: the others elect a leader after their election timeout", "err", terr)
@@ -666,12 +684,20 @@ func describeMember(ctx context.Context, c Config, member *replicalive.Driver, a
 	if !ms.Voter {
 		out.Role = "joining"
 	}
+	if !ms.Voter && slices.Contains(ms.Learners, ms.ID) {
+		out.Role = "learner"
+	}
 	ids := map[uint64]uint64{} // member → raft id in the configuration
+	learner := map[uint64]bool{}
 	for _, id := range ms.Voters {
 		ids[replica.MemberOf(id)] = id
 	}
-	for _, m := range slices.Sorted(maps.Keys(c.Peers)) {
-		p := &cellgrpc.PeerStatus{Member: m, Address: c.Peers[m], RaftId: ids[m]}
+	for _, id := range ms.Learners {
+		ids[replica.MemberOf(id)], learner[replica.MemberOf(id)] = id, true
+	}
+	members := member.Members()
+	for _, m := range slices.Sorted(maps.Keys(members)) {
+		p := &cellgrpc.PeerStatus{Member: m, Address: members[m], RaftId: ids[m], Learner: learner[m]}
 		if pr, ok := ms.Progress[ids[m]]; ok && ids[m] != 0 {
 			p.Match, p.Progress, p.RecentActive = pr.Match, pr.State, pr.RecentActive
 		}

@@ -435,6 +435,23 @@ func (t *Transport) Server(ctx context.Context) (*cellgrpc.ServerStatus, error) 
 	return r, nil
 }
 
+// ChangeServers asks a replicated cell to add or remove a member or hand
+// its lead over (an admin's token; the server forwards it to the leader).
+// A membership change waits for the change to be applied, so the call is
+// bounded by 30 s rather than the transport's timeout.
+func (t *Transport) ChangeServers(ctx context.Context, req *cellgrpc.ServerChange) (*cellgrpc.ServerChangeResult, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	r, err := t.c.ChangeServers(ctx, req)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return r, nil
+}
+
 // Listing is what List returns: the matching objects at one revision.
 type Listing struct {
 	Revision uint64

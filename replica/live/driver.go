@@ -10,13 +10,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
@@ -30,14 +34,14 @@ type Config struct {
 	Member replica.Config
 	// Dir is the member's raft directory (replica.Disk).
 	Dir string
-	// Addrs are the peers' gRPC addresses by member number
-	// (replica.MemberOf: every incarnation of a member is at its address;
-	// this member's own may be left out).
+	// Addrs are the founders' gRPC addresses by member number (--peers;
+	// replica.MemberOf: every incarnation of a member is at its address):
+	// the peer service and the cell API, served together, where a
+	// follower forwards commits (Forwarder). Once the member has applied
+	// the cell's member records (a snapshot's, or a change's: a member
+	// added as the cell ran), those say where each member is; Addrs only
+	// fills in a member they do not name.
 	Addrs map[uint64]string
-	// APIAddrs are the members' cell API addresses by member number, where
-	// a follower forwards commits (Forwarder); by default Addrs (the peer
-	// service served beside the API).
-	APIAddrs map[uint64]string
 	// Join: a new directory is a member joining a cell that runs (its data
 	// lost, or a new server): it takes a raft id of its own
 	// (replica.JoinID of Member.ID, the member number, and a random nonce),
@@ -46,6 +50,9 @@ type Config struct {
 	// exists starts as it is, Join or not.
 	Join bool
 	// Cluster names the cell: a peer's message naming another is refused.
+	// The directory records it at the member's first start (a member that
+	// joins records the leader's instead), and the recorded one is used
+	// from then on.
 	Cluster string
 	// Tick is one raft tick of the wall clock. Default 50 ms; with the
 	// member's default ElectionTick of 10, an election starts 0.5 to 1 s
@@ -125,6 +132,15 @@ type Driver struct {
 	senders map[uint64]*sender
 	hooks   Hooks
 
+	// The cell's id and its member records as last applied (read by the
+	// transport's goroutines), the records' version, and a peer's word
+	// that this member was removed (its messages refused).
+	cluster     atomic.Pointer[string]
+	view        atomic.Pointer[membersView]
+	viewVersion uint64
+	inConfig    atomic.Bool
+	refused     atomic.Pointer[string]
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -147,9 +163,6 @@ func Start(cfg Config, hooks Hooks) (*Driver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.APIAddrs == nil {
-		cfg.APIAddrs = cfg.Addrs
-	}
 	id, peers := cfg.Member.ID, cfg.Member.Peers
 	if cfg.Join {
 		id, peers = replica.JoinID(id, rand.Uint32()), nil
@@ -162,6 +175,20 @@ func Start(cfg Config, hooks Hooks) (*Driver, error) {
 		cfg.Logger.Info("raft member: the directory holds a member already; --join has nothing to do", "id", disk.ID(), "dir", cfg.Dir)
 	}
 	cfg.Member.ID = disk.ID() // the directory's: a member that joined has an id of its own
+	cluster := cfg.Cluster
+	switch {
+	case disk.Cell() != "":
+		if disk.Cell() != cluster {
+			cfg.Logger.Info("raft member: the directory records the cell's id; its --peers would make another (members added or removed since it was made): the recorded one is the cell's", "cluster", disk.Cell(), "from peers", cluster)
+		}
+		cluster = disk.Cell()
+	case !disk.Joining():
+		if err := disk.RecordCell(cluster); err != nil {
+			disk.Close()
+			return nil, err
+		}
+	}
+	cfg.Member.Addrs = cfg.Addrs
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, disk: disk,
 		commits: make(chan commitReq), reads: make(chan readReq), inbox: make(chan *raftpb.Message, 4096),
@@ -181,16 +208,84 @@ func Start(cfg Config, hooks Hooks) (*Driver, error) {
 		disk.Close()
 		return nil, err
 	}
+	d.cluster.Store(&cluster)
 	d.applied.Store(d.node.Applied())
 	d.voter.Store(d.node.Voter())
+	d.inConfig.Store(d.node.InConfig())
+	d.refreshView()
 	if hooks.OnRestore != nil {
 		hooks.OnRestore(d.node.Applied())
 	}
 	go d.run()
-	if !d.node.Voter() && disk.Joining() {
+	if !d.node.InConfig() && disk.Joining() {
 		go d.join()
 	}
 	return d, nil
+}
+
+// membersView is the member records as the driver last published them.
+type membersView struct {
+	addrs   map[uint64]string
+	removed map[uint64]bool
+}
+
+// refreshView publishes the member records when they changed (on the
+// driver's goroutine).
+func (d *Driver) refreshView() {
+	addrs, v := d.node.Addrs()
+	if v == d.viewVersion && d.view.Load() != nil {
+		return
+	}
+	d.viewVersion = v
+	view := &membersView{addrs: addrs, removed: map[uint64]bool{}}
+	for _, m := range d.node.Records().GetRemoved() {
+		view.removed[m] = true
+	}
+	d.view.Store(view)
+}
+
+// addr is member's address: the records', else --peers'.
+func (d *Driver) addr(member uint64) (string, bool) {
+	if v := d.view.Load(); v != nil {
+		if a, ok := v.addrs[member]; ok {
+			return a, true
+		}
+		if v.removed[member] {
+			return "", false
+		}
+	}
+	a, ok := d.cfg.Addrs[member]
+	return a, ok
+}
+
+// Members are the cell's members and their addresses as this member's
+// records say (the founders' --peers until it applied any).
+func (d *Driver) Members() map[uint64]string {
+	out := map[uint64]string{}
+	if v := d.view.Load(); v != nil {
+		maps.Copy(out, v.addrs)
+	}
+	if len(out) == 0 {
+		maps.Copy(out, d.cfg.Addrs)
+	}
+	return out
+}
+
+// Cluster is the cell's id this member goes by.
+func (d *Driver) Cluster() string { return *d.cluster.Load() }
+
+// setCluster takes the cell's id a leader's Join answer gave a joining
+// member, and records it in its directory (on the driver's goroutine).
+func (d *Driver) setCluster(cell string) error {
+	if cell == "" || cell == d.Cluster() && d.disk.Cell() == cell {
+		return nil
+	}
+	if err := d.disk.RecordCell(cell); err != nil {
+		return err
+	}
+	d.cluster.Store(&cell)
+	d.log.Info("raft member: the cell's id, as the leader gave it", "cluster", cell)
+	return nil
 }
 
 // Stop stops the member (its disk closed, every request waiting answered
@@ -369,13 +464,26 @@ func (d *Driver) run() {
 				d.compactions.Store(d.node.Compactions())
 			}
 		}
+		if err == nil && (d.node.Removed() || d.refused.Load() != nil) {
+			why := "it applied its removal"
+			if r := d.refused.Load(); r != nil {
+				why = "a member refused its messages: " + *r
+			}
+			err = fmt.Errorf("member %d (raft id %d) was %w (%s): it stops serving", replica.MemberOf(d.cfg.Member.ID), d.cfg.Member.ID, replica.ErrRemoved, why)
+		}
 		if err != nil {
 			d.err = err
-			d.log.Error("replica stopped", "member", d.cfg.Member.ID, "err", err)
+			if errors.Is(err, replica.ErrRemoved) {
+				d.log.Info("replica stopped", "member", d.cfg.Member.ID, "why", err)
+			} else {
+				d.log.Error("replica stopped", "member", d.cfg.Member.ID, "err", err)
+			}
 			return
 		}
 		d.applied.Store(d.node.Applied())
 		d.voter.Store(d.node.Voter())
+		d.inConfig.Store(d.node.InConfig())
+		d.refreshView()
 		lead, _ := d.node.Leader()
 		d.lead.Store(lead)
 		keep := props[:0]
@@ -459,7 +567,7 @@ func (d *Driver) sender(to uint64) *sender {
 	if s, ok := d.senders[to]; ok {
 		return s
 	}
-	addr, ok := d.cfg.Addrs[replica.MemberOf(to)]
+	addr, ok := d.addr(replica.MemberOf(to))
 	if !ok {
 		return nil
 	}
@@ -556,7 +664,7 @@ func (s *sender) stream(opts []grpc.DialOption) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		batch := &cellgrpc.PeerMessages{Cluster: s.d.cfg.Cluster, From: s.d.cfg.Member.ID, To: s.to}
+		batch := &cellgrpc.PeerMessages{Cluster: s.d.Cluster(), From: s.d.cfg.Member.ID, To: s.to}
 		snaps := 0
 		for {
 			batch.Messages = append(batch.Messages, m.b)
@@ -580,10 +688,19 @@ func (s *sender) stream(opts []grpc.DialOption) error {
 		}
 		if err != nil {
 			s.d.report(func(n *replica.Node) { n.ReportUnreachable(s.to) })
+			// The peer's reason is the stream's status: a removed
+			// member's messages are refused, which tells it so.
+			if _, rerr := st.CloseAndRecv(); rerr != nil && strings.HasPrefix(status.Convert(rerr).Message(), removedPrefix) {
+				msg := status.Convert(rerr).Message()
+				s.d.refused.Store(&msg)
+			}
 			return err
 		}
 	}
 }
+
+// removedPrefix starts a peer's refusal of a removed member's messages.
+const removedPrefix = "peer: removed"
 
 // PeerServer is the member's end of the peer protocol, to register on the
 // server's gRPC server.
@@ -630,8 +747,11 @@ func (p peerServer) Send(st grpc.ClientStreamingServer[cellgrpc.PeerMessages, ce
 		if err != nil {
 			return st.SendAndClose(&cellgrpc.PeerAck{})
 		}
-		if batch.GetCluster() != p.d.cfg.Cluster {
-			return fmt.Errorf("peer: a message of cell %s; this is cell %s", txn.Quote(batch.GetCluster()), txn.Quote(p.d.cfg.Cluster))
+		if batch.GetCluster() != p.d.Cluster() {
+			return fmt.Errorf("peer: a message of cell %s; this is cell %s", txn.Quote(batch.GetCluster()), txn.Quote(p.d.Cluster()))
+		}
+		if v := p.d.view.Load(); v != nil && v.removed[replica.MemberOf(batch.GetFrom())] {
+			return status.Errorf(codes.FailedPrecondition, "%s: member %d (raft id %d) was removed from the cell; its messages are refused", removedPrefix, replica.MemberOf(batch.GetFrom()), batch.GetFrom())
 		}
 		if batch.GetTo() != p.d.cfg.Member.ID {
 			return fmt.Errorf("peer: a message for member %d; this is member %d", batch.GetTo(), p.d.cfg.Member.ID)

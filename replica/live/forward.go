@@ -91,7 +91,7 @@ func (f *Forwarder) conn(id uint64) (*remote.Transport, error) {
 	if t, ok := f.conns[id]; ok {
 		return t, nil
 	}
-	addr, ok := f.d.cfg.APIAddrs[id]
+	addr, ok := f.d.addr(id)
 	if !ok {
 		return nil, fmt.Errorf("no API address for member %d", id)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -56,13 +57,15 @@ func (d *Driver) dialOptions() []grpc.DialOption {
 }
 
 // join asks the peers, in turn, every JoinEvery, to make this member's
-// raft id the member's, until it is a voter of the configuration it holds
-// (the leader's snapshot came) or the driver stops. Live code: dials and
-// a timer.
+// raft id the member's, until it is in the configuration it holds (the
+// leader's snapshot came: a voter, or a learner the leader promotes once
+// it has caught up) or the driver stops. The first answer gives it the
+// cell's id, which it records. Live code: dials and a timer.
 func (d *Driver) join() {
 	member, id := replica.MemberOf(d.cfg.Member.ID), d.cfg.Member.ID
+	addrs := d.Members()
 	var peers []uint64
-	for m := range d.cfg.Addrs {
+	for m := range addrs {
 		if m != member {
 			peers = append(peers, m)
 		}
@@ -79,22 +82,29 @@ func (d *Driver) join() {
 	defer t.Stop()
 	var last string
 	asked := false
-	for !d.Voter() {
+	for !d.inConfig.Load() {
 		for _, p := range peers {
-			if d.Voter() {
+			if d.inConfig.Load() {
 				break
 			}
 			c, ok := conns[p]
 			if !ok {
 				var err error
-				if c, err = grpc.NewClient(d.cfg.Addrs[p], d.dialOptions()...); err != nil {
+				if c, err = grpc.NewClient(addrs[p], d.dialOptions()...); err != nil {
 					continue
 				}
 				conns[p] = c
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			resp, err := cellgrpc.NewPeerClient(c).Join(ctx, &cellgrpc.JoinRequest{Cluster: d.cfg.Cluster, Member: member, Id: id})
+			resp, err := cellgrpc.NewPeerClient(c).Join(ctx, &cellgrpc.JoinRequest{Cluster: d.Cluster(), Member: member, Id: id})
 			cancel()
+			if cell := resp.GetCluster(); err == nil && cell != "" && cell != d.Cluster() {
+				d.report(func(*replica.Node) {
+					if err := d.setCluster(cell); err != nil {
+						d.log.Error("raft member: record the cell's id", "err", err)
+					}
+				})
+			}
 			switch {
 			case err == nil && !asked:
 				asked = true
@@ -124,17 +134,26 @@ func isNotLeader(err error) bool {
 	return len(msg) >= len(notLeaderPrefix) && msg[:len(notLeaderPrefix)] == notLeaderPrefix
 }
 
+// cellName is a cell id's name: the part before "/" (server.ClusterID).
+func cellName(cell string) string {
+	name, _, _ := strings.Cut(cell, "/")
+	return name
+}
+
 // Join is the peer service's: this member, if it leads, takes a joining
-// one in (Driver.Join).
+// one in (Driver.Join). A member new to the cell may name it by its name
+// alone (its --peers, naming itself, make another id): the answer gives
+// it the cell's id.
 func (p peerServer) Join(ctx context.Context, req *cellgrpc.JoinRequest) (*cellgrpc.JoinResponse, error) {
-	if req.GetCluster() != p.d.cfg.Cluster {
-		return nil, status.Errorf(codes.FailedPrecondition, "join: a member of cell %s; this is cell %s", txn.Quote(req.GetCluster()), txn.Quote(p.d.cfg.Cluster))
+	cell := p.d.Cluster()
+	if req.GetCluster() != cell && cellName(req.GetCluster()) != cellName(cell) {
+		return nil, status.Errorf(codes.FailedPrecondition, "join: a member of cell %s; this is cell %s", txn.Quote(req.GetCluster()), txn.Quote(cell))
 	}
 	if req.GetMember() == 0 || req.GetMember() > replica.MaxMember || replica.MemberOf(req.GetId()) != req.GetMember() || req.GetId() <= replica.MaxMember {
 		return nil, status.Errorf(codes.InvalidArgument, "join: raft id %d is not a joining id of member %d (member<<32 | nonce)", req.GetId(), req.GetMember())
 	}
-	if _, ok := p.d.cfg.Addrs[req.GetMember()]; !ok {
-		return nil, status.Errorf(codes.FailedPrecondition, "join: member %d has no address among this server's peers", req.GetMember())
+	if _, ok := p.d.addr(req.GetMember()); !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "join: member %d is not in the cell's records: add it first (omega server add %d --address ADDR)", req.GetMember(), req.GetMember())
 	}
 	done, err := p.d.Join(ctx, req.GetMember(), req.GetId())
 	var nl *replica.NotLeaderError
@@ -143,7 +162,7 @@ func (p peerServer) Join(ctx context.Context, req *cellgrpc.JoinRequest) (*cellg
 		if !done {
 			p.d.log.Info("raft member: a joining member replaces its old id", "member", req.GetMember(), "id", req.GetId())
 		}
-		return &cellgrpc.JoinResponse{Done: done}, nil
+		return &cellgrpc.JoinResponse{Done: done, Cluster: cell}, nil
 	case errors.As(err, &nl):
 		if nl.Leader == 0 {
 			return nil, status.Errorf(codes.Unavailable, "join: no leader is known")
