@@ -99,4 +99,25 @@ func TestPeerRole(t *testing.T) {
 	if st.Revision() != rev+1 {
 		t.Fatalf("revision %d, want %d: a refused commit changed the cell", st.Revision(), rev+1)
 	}
+
+	// Changing the servers is an admin's (or a member forwarding an
+	// admin's request); a single server says it has none to change.
+	change := &cellgrpc.ServerChange{Op: cellgrpc.ServerChange_OP_ADD, Member: 4, Address: "127.0.0.1:1"}
+	for _, tc := range []struct {
+		tok  string
+		ctx  context.Context
+		want codes.Code
+		says string
+	}{
+		{"admin-0123456789abcdef", ctx, codes.FailedPrecondition, "single server"},
+		{"peer-0123456789abcdefgh", fctx, codes.FailedPrecondition, "single server"},
+		{"peer-0123456789abcdefgh", ctx, codes.PermissionDenied, "only an admin's"},
+		{"submit-0123456789abcdef", fctx, codes.PermissionDenied, "only an admin's"},
+		{"", ctx, codes.Unauthenticated, ""},
+	} {
+		_, err := cellgrpc.NewCellClient(dial(tc.tok)).ChangeServers(tc.ctx, change)
+		if grpcstatus.Code(err) != tc.want || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("ChangeServers with token %q: %v, want %v saying %q", tc.tok, err, tc.want, tc.says)
+		}
+	}
 }
