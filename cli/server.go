@@ -114,6 +114,7 @@ must present a certificate that CA signed.`,
 	f.DurationVar(&cfg.RaftTick, "raft-tick", 50*time.Millisecond, "with --peers: one raft tick; an election starts after 10 to 20 of them without a word from the leader")
 	f.StringVar(&cfg.Cluster, "cluster", "omega", "with --peers: the cell's name, the same on every member (a message from another cell is refused)")
 	cmd.AddCommand(serverChangeCmds()...)
+	cmd.AddCommand(serverUpgradeCmd())
 	return cmd
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/server"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -231,4 +232,46 @@ leader does the same before it stops).`,
 	removeF.register(remove.Flags())
 	transferF.register(transfer.Flags())
 	return []*cobra.Command{add, remove, transfer}
+}
+
+// serverUpgradeCmd is omega server upgrade: a single server's data made the
+// first member of a replicated cell.
+func serverUpgradeCmd() *cobra.Command {
+	var data, to, addr, cluster string
+	cmd := &cobra.Command{
+		Use:   "upgrade --data DIR --to NEWDIR --address HOST:PORT",
+		Short: "Make a single server's data the first member of a replicated cell",
+		Long: `Reads the cell a single server kept in --data (stop the server first) and writes,
+in --to, the raft directory of a replicated cell's first member: member 1 at
+--address, the cell's one voter, holding the cell at its revision. --data is
+left as it was (keep it until the new cell runs as it should).
+
+Then start the member and add the others, one at a time:
+
+  omega server --data NEWDIR --listen ADDR --peers 1=ADDR --member 1
+  omega server add 2 --address ADDR2 --server ADDR
+  omega server --data DIR2 --listen ADDR2 --peers 1=ADDR,2=ADDR2 --member 2 --join
+
+Watches resume from the cell's revision; a client asking for an older one
+lists the cell again, as after a compaction.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if data == "" || to == "" || addr == "" {
+				return fmt.Errorf("server upgrade: --data, --to and --address are required")
+			}
+			rev, cell, err := server.Upgrade(data, to, addr, cluster)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s holds member 1 of cell %s at %s, the cell at revision %d; start it with\n  omega server --data %s --listen %s --peers 1=%s --member 1 --cluster %s\n",
+				to, cell, addr, rev, to, addr, addr, cluster)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&data, "data", "", "the single server's data directory (its server stopped)")
+	f.StringVar(&to, "to", "", "the new member's data directory (empty or absent)")
+	f.StringVar(&addr, "address", "", "the member's address, its --listen (host:port)")
+	f.StringVar(&cluster, "cluster", "omega", "the cell's name (the members' --cluster)")
+	return cmd
 }

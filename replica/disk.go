@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -553,4 +554,43 @@ func syncDir(dir string) error {
 	}
 	defer f.Close()
 	return f.Sync()
+}
+
+// BootstrapDisk makes dir the raft directory of the first member of a new
+// cell holding st (a single server's state, at its revision): a snapshot
+// at index 1 of st, member the one voter at addr in the records, and the
+// cell's id recorded. The member then starts as any other from its
+// directory, and members are added to it as the cell runs. dir must not
+// exist or be empty.
+func BootstrapDisk(dir string, st *txn.State, member uint64, addr, cell string) error {
+	if member == 0 || member > MaxMember || addr == "" {
+		return fmt.Errorf("replica: bootstrap: a member needs a number in 1..%d and an address", uint64(MaxMember))
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("replica: bootstrap: %s is not empty", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	data, err := EncodeSnapshot(st, &omegav1.CellMembers{Members: []*omegav1.CellMember{{Member: member, Address: addr}}})
+	if err != nil {
+		return err
+	}
+	snap := &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+		Index: new(uint64(1)), Term: new(uint64(1)), ConfState: &raftpb.ConfState{Voters: []uint64{member}}}}
+	d := &Disk{dir: dir, id: member, cell: cell, storage: raft.NewMemoryStorage()}
+	if err := d.storage.ApplySnapshot(snap); err != nil {
+		return err
+	}
+	if err := d.writeSnapshot(snap); err != nil {
+		return err
+	}
+	d.index = 1
+	if err := d.writeMember(); err != nil {
+		return err
+	}
+	if err := d.newLog(nil); err != nil {
+		return err
+	}
+	return d.Close()
 }

@@ -613,7 +613,7 @@ func checkDataDir(c Config) error {
 	manifests, _ := filepath.Glob(filepath.Join(c.DataDir, "MANIFEST-*"))
 	switch {
 	case len(c.Peers) > 0 && len(manifests) > 0:
-		return &ConfigError{Field: "DataDir", Why: fmt.Sprintf("%s holds a single server's store; a replicated cell's member keeps the cell in %s and would start without it. Start the member on an empty directory (making a single server's data the first member of a replicated cell is not built yet)",
+		return &ConfigError{Field: "DataDir", Why: fmt.Sprintf("%s holds a single server's store; a replicated cell's member keeps the cell in %s and would start without it. Start the member on an empty directory, or make the single server's data the first member with omega server upgrade",
 			c.DataDir, filepath.Join(c.DataDir, "raft"))}
 	case len(c.Peers) == 0 && rerr == nil:
 		return &ConfigError{Field: "DataDir", Why: fmt.Sprintf("%s holds a replicated cell's member (%s): start it with --peers and --member as before", c.DataDir, filepath.Join(c.DataDir, "raft"))}
@@ -750,4 +750,38 @@ func startMember(c Config, st *store.Store, log *slog.Logger) (*replicalive.Driv
 	}
 	log.Info("raft member", "member", c.Member, "id", drv.ID(), "peers", c.Peers, "cluster", cluster, "joining", !drv.Voter())
 	return drv, nil
+}
+
+// Upgrade makes a single server's data directory (the server stopped) the
+// first member of a replicated cell, in a directory of its own, toDir:
+// member 1 at addr, the one voter, holding the store's state at its
+// revision (replica.BootstrapDisk); the cell's id is the one a member
+// started with --cluster cluster and --peers 1=addr makes. The single
+// server's directory is left as it was. It returns the revision and the
+// cell's id.
+func Upgrade(dataDir, toDir, addr, cluster string) (uint64, string, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, "raft")); err == nil {
+		return 0, "", &ConfigError{Field: "DataDir", Why: fmt.Sprintf("%s holds a replicated cell's member already", dataDir)}
+	}
+	if manifests, _ := filepath.Glob(filepath.Join(dataDir, "MANIFEST-*")); len(manifests) == 0 {
+		return 0, "", &ConfigError{Field: "DataDir", Why: fmt.Sprintf("%s holds no single server's store (no pebble MANIFEST)", dataDir)}
+	}
+	if ents, err := os.ReadDir(toDir); err == nil && len(ents) > 0 {
+		return 0, "", &ConfigError{Field: "To", Why: fmt.Sprintf("%s is not empty: the first member starts in a directory of its own", toDir)}
+	}
+	opts := store.DefaultOptions(dataDir)
+	opts.Logger = slog.New(slog.DiscardHandler)
+	st, err := store.Open(opts)
+	if err != nil {
+		return 0, "", fmt.Errorf("open the single server's store in %s (is its server stopped?): %w", dataDir, err)
+	}
+	state := st.Snapshot()
+	if err := st.Close(); err != nil {
+		return 0, "", err
+	}
+	cell := ClusterID(cluster, map[uint64]string{1: addr})
+	if err := replica.BootstrapDisk(filepath.Join(toDir, "raft"), state, 1, addr, cell); err != nil {
+		return 0, "", err
+	}
+	return state.Revision(), cell, nil
 }
