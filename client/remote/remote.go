@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -44,6 +45,10 @@ const maxMessageBytes = txn.MaxWireBytes + 1<<20
 // KeepaliveTime is how often an idle connection pings the server (the
 // server permits it: server.ServerOptions).
 const KeepaliveTime = 20 * time.Second
+
+// ReconnectMax bounds the wait between attempts to dial a server that
+// went away.
+const ReconnectMax = 2 * time.Second
 
 // DefaultTimeout bounds a Commit or a Snapshot, and the start of a Watch,
 // when the caller's context has no deadline of its own.
@@ -69,6 +74,11 @@ func Dial(target string, opts ...grpc.DialOption) (*Transport, error) {
 		// partition through these pings: the stream fails, and the watch
 		// reopens or reports it.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		// A server that restarts (a replicated cell's member killed and
+		// started again, a single server upgraded) is dialed again within
+		// ReconnectMax: gRPC's default backoff grows to two minutes, during
+		// which every call through this connection fails at once.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectMax}, MinConnectTimeout: 5 * time.Second}),
 	}, opts...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {

@@ -282,8 +282,11 @@ func (c *replCell) requireJobs(names []string) {
 		missing := 0
 		var err error
 		if !eventually(30*time.Second, 100*time.Millisecond, func() bool {
-			var out string
-			out, _, err = run(c.t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
+			var out, stderr string
+			out, stderr, err = run(c.t, "", "get", "jobs", "-o", "name", "--server", s.grpc)
+			if err != nil {
+				err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr))
+			}
 			missing = 0
 			for _, name := range names {
 				if !strings.Contains(out, "job/"+name+"\n") {

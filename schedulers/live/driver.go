@@ -10,9 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/omega-cell/omega/client"
+	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/schedulers"
 	"github.com/omega-cell/omega/txn"
 )
@@ -38,6 +40,22 @@ type Driver struct {
 	// The driver looks at it between attempts and waits: a change is
 	// applied within Idle.
 	Members <-chan []string
+	// Logger says what the driver rides through (a commit the cell could
+	// not take). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// RetryPause is how long the driver waits after a commit the cell could
+// not take (its server gone, no leader yet) before it goes on.
+const RetryPause = 200 * time.Millisecond
+
+// transient: a commit's error that says the cell could not take it now —
+// its server unreachable or stopping, a replicated cell between leaders,
+// the call's own deadline — rather than that the scheduler is wrong. The
+// job is queued again (OutcomeRetry); a claim that did commit after all
+// shows in the watch, and the next attempt's conflicts say so.
+func transient(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, transport.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // members applies the newest members the membership delivered, if any,
@@ -125,7 +143,17 @@ func (d *Driver) Run(ctx context.Context) error {
 				return err
 			}
 			if _, err := d.Runner.Finish(ctx, a, d.Clock.Now()); err != nil {
-				return fmt.Errorf("%s: %w", d.Runner.Name(), err)
+				if !transient(ctx, err) {
+					return fmt.Errorf("%s: %w", d.Runner.Name(), err)
+				}
+				logger := d.Logger
+				if logger == nil {
+					logger = slog.Default()
+				}
+				logger.Warn("the cell could not take a commit: the job is queued again", "name", d.Runner.Name(), "job", a.Job, "err", err)
+				if err := d.Clock.Sleep(ctx, RetryPause); err != nil {
+					return err
+				}
 			}
 			continue
 		}

@@ -151,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 		members = m.Members()
 	}
 	logger.Info("scheduling", "kind", kind, "name", cfg.Name, "revision", c.View().Revision(), "lease", lease.holder)
-	err = (&Driver{Runner: r, Intake: in, Clock: client.RealClock{}, Members: members}).Run(dctx)
+	err = (&Driver{Runner: r, Intake: in, Clock: client.RealClock{}, Members: members, Logger: logger}).Run(dctx)
 	if dctx.Err() != nil && ctx.Err() == nil {
 		stopDriver()
 		<-kept
