@@ -273,6 +273,13 @@ func (r *Runner) finish(ctx context.Context, a *Attempt, given *txn.Result, now 
 		var err error
 		res, err = r.c.Commit(ctx, a.Txn)
 		if err != nil {
+			// Nothing known committed (the cell unreachable, between
+			// leaders): the job is queued again after RetryDelay, as
+			// OutcomeRetry says; a claim that did commit shows in the
+			// watch, and the next attempt's conflicts say so.
+			if !j.queued {
+				r.push(j, now.Add(r.cfg.RetryDelay))
+			}
 			return OutcomeRetry, fmt.Errorf("%s: commit for job %s: %w", r.c.Component(), a.Job, err)
 		}
 	}

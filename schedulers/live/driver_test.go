@@ -14,6 +14,7 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/internal/testkit/storekit"
 	"github.com/omega-cell/omega/schedulers"
@@ -285,5 +286,95 @@ func waitStore(t *testing.T, st *store.Store, what string, cond func() bool, des
 		if _, err := w.Next(ctx, 0); err != nil {
 			t.Fatalf("%s: %v (%s)", what, err, describe())
 		}
+	}
+}
+
+// failingCommits is a transport whose first n commits fail with err (the
+// request never reaching the store).
+type failingCommits struct {
+	transport.Transport
+	mu  sync.Mutex
+	n   int
+	err error
+}
+
+func (f *failingCommits) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
+	f.mu.Lock()
+	fail := f.n > 0
+	if fail {
+		f.n--
+	}
+	f.mu.Unlock()
+	if fail {
+		return txn.Result{}, f.err
+	}
+	return f.Transport.Commit(ctx, tx)
+}
+
+// TestDriverRidesThroughUnavailable: commits the cell cannot take (its
+// server gone, no leader yet: transport.ErrUnavailable) queue the job
+// again and the driver goes on, placing it once the cell takes commits;
+// any other commit error still ends the driver, naming it.
+func TestDriverRidesThroughUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		ends bool
+	}{
+		{fmt.Errorf("%w: connection refused", transport.ErrUnavailable), false},
+		{fmt.Errorf("%w: the call's deadline", context.DeadlineExceeded), false},
+		{fmt.Errorf("%w: a field it cannot take", txn.ErrInvalid), true},
+	} {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			st := storekit.Open(t, storekit.Options(t, store.DurabilityNone))
+			ctx := context.Background()
+			ids := testkit.NewIDs(3, 1)
+			j := ids.Next()
+			p := testkit.Job(j, "j", "batch")
+			p.Spec.Replicas = 1
+			if _, err := st.Commit(ctx, &txn.Txn{Component: "setup", Ops: []txn.Op{
+				txn.CreateMachine(testkit.Machine(ids.Next(), "m0", testkit.Res(64000, 64<<30))),
+				txn.CreateJob(p), txn.CreateTask(testkit.Task(ids.Next(), j, "j-0", testkit.Res(100, 1<<20)))}}); err != nil {
+				t.Fatal(err)
+			}
+			tr := &failingCommits{Transport: inproc.New(st), n: 3, err: tc.err}
+			c, err := client.New(ctx, tr, client.Config{Component: "batch-0", Clock: client.RealClock{}, Rand: rand.New(rand.NewPCG(1, 2))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Cell().Close)
+			cfg := schedulers.DefaultRunnerConfig()
+			cfg.TJob, cfg.TTask, cfg.RetryDelay = 0, 0, time.Millisecond
+			r, err := schedulers.NewRunner(schedulers.NewBatch(), c, rand.New(rand.NewPCG(3, 4)), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := schedulers.NewIntake()
+			in.Add(r)
+			d := &Driver{Runner: r, Intake: in, Clock: client.RealClock{}, Idle: 20 * time.Millisecond}
+			runCtx, stop := context.WithCancel(ctx)
+			defer stop()
+			done := make(chan error, 1)
+			go func() { done <- d.Run(runCtx) }()
+			if tc.ends {
+				select {
+				case err := <-done:
+					if !errors.Is(err, txn.ErrInvalid) {
+						t.Fatalf("the driver ended with %v, want the commit's ErrInvalid", err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("the driver still runs 30 s after a commit it cannot make")
+				}
+				return
+			}
+			waitStore(t, st, "the job placed through the failures", func() bool {
+				placed := false
+				st.Snapshot().RangeTasks(func(tk *txn.Task) bool { placed = tk.Machine != uuid.Nil; return true })
+				return placed
+			}, func() string { return fmt.Sprintf("%d failures left", tr.n) })
+			stop()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("the driver ended with %v, want its context's end", err)
+			}
+		})
 	}
 }
