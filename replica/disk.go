@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,24 +54,28 @@ import (
 // with no snapshot: its directory holds the member file and log-0 until
 // the leader sends it one.
 type Disk struct {
-	id      uint64
-	cell    string // the cell's id, as the member file records it ("" before format 2)
-	dir     string
-	storage *Storage
-	f       *os.File
-	w       *bufio.Writer
-	index   uint64 // the newest snapshot's index: the log file's name
-	buf     []byte
-	synced  *raftpb.HardState // the hard state last synced
+	id   uint64
+	cell string // the cell's id, as the member file records it ("" before format 2)
+	// incarnation is the nonce the directory drew when it was made (or
+	// when a directory of an earlier format was first opened).
+	incarnation uint64
+	dir         string
+	storage     *Storage
+	f           *os.File
+	w           *bufio.Writer
+	index       uint64 // the newest snapshot's index: the log file's name
+	buf         []byte
+	synced      *raftpb.HardState // the hard state last synced
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // DiskFormat is the raft directory's format version, in its member file.
 // A directory of format 0 (the first, which had no member file) is read as
-// format 1 and given the file; format 1's file has no cell id (RecordCell
-// writes format 2's); a later format is refused.
-const DiskFormat = 2
+// format 1 and given the file; format 1's file has no cell id, format 2's
+// no incarnation (an older directory opened is given both as it learns
+// them: the file is written again); a later format is refused.
+const DiskFormat = 3
 
 // OpenDisk opens a member's raft directory, or creates it: for a member of
 // a new cell of peers, the empty cell at index 1 (NewStorage's); with
@@ -86,13 +91,18 @@ func OpenDisk(dir string, id uint64, peers []uint64) (*Disk, error) {
 	if err != nil {
 		return nil, err
 	}
-	recorded, cell, err := d.readMember()
+	recorded, cell, inc, err := d.readMember()
 	if err != nil {
 		return nil, err
 	}
-	d.cell = cell
+	d.cell, d.incarnation = cell, inc
 	if recorded != 0 {
 		d.id = recorded
+		if inc == 0 { // an earlier format: the directory draws its incarnation now
+			if err := d.writeMember(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if len(snaps) == 0 && recorded == 0 && peers != nil {
 		// A new member of a new cell: the snapshot first, then the member
@@ -189,6 +199,10 @@ func (d *Disk) Joining() bool { return d.index == 0 }
 
 const memberFile = "member"
 
+// Incarnation is the directory's nonce: a wiped directory made again
+// draws another, which the cell refuses under the old raft id.
+func (d *Disk) Incarnation() uint64 { return d.incarnation }
+
 // Cell is the cell's id the member file records ("" until RecordCell).
 func (d *Disk) Cell() string { return d.cell }
 
@@ -202,40 +216,77 @@ func (d *Disk) RecordCell(cell string) error {
 	return d.writeMember()
 }
 
-// readMember reads the member file: the recorded id and cell id, or 0 when
-// there is no file (a new directory, or one of format 0).
-func (d *Disk) readMember() (uint64, string, error) {
+// readMember reads the member file: the recorded id, cell id and
+// incarnation, or 0 when there is no file (a new directory, or one of
+// format 0). The file is "omega raft member" and then a "key value" line
+// each: format and id always, cell from format 2, incarnation from 3.
+func (d *Disk) readMember() (uint64, string, uint64, error) {
 	path := filepath.Join(d.dir, memberFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, "", nil
+		return 0, "", 0, nil
 	}
 	if err != nil {
-		return 0, "", err
+		return 0, "", 0, err
+	}
+	corrupt := func() error {
+		return fmt.Errorf("replica: %s: %w: not a member file: %s", path, ErrCorruptLog, txn.Quote(string(b)))
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) < 3 || lines[0] != "omega raft member" {
+		return 0, "", 0, corrupt()
 	}
 	var format int
-	var id uint64
+	var id, inc uint64
 	var cell string
-	n, err := fmt.Sscanf(string(b), "omega raft member\nformat %d\nid %d\ncell %s\n", &format, &id, &cell)
-	if n >= 2 && format > DiskFormat {
-		return 0, "", fmt.Errorf("replica: %s: format %d is newer than this omega's (%d): run the omega that wrote it", path, format, DiskFormat)
+	seen := map[string]bool{}
+	for _, l := range lines[1:] {
+		k, v, ok := strings.Cut(l, " ")
+		if !ok || v == "" || seen[k] {
+			return 0, "", 0, corrupt()
+		}
+		seen[k] = true
+		switch k {
+		case "format":
+			format, err = strconv.Atoi(v)
+		case "id":
+			id, err = strconv.ParseUint(v, 10, 64)
+		case "cell":
+			cell = v
+		case "incarnation":
+			inc, err = strconv.ParseUint(v, 10, 64)
+		default:
+			err = errors.New("unknown key")
+		}
+		if err != nil {
+			return 0, "", 0, corrupt()
+		}
 	}
-	if n < 2 || id == 0 || n == 2 && format > 1 {
-		return 0, "", fmt.Errorf("replica: %s: %w: not a member file: %s", path, ErrCorruptLog, txn.Quote(string(b)))
+	if format > DiskFormat {
+		return 0, "", 0, fmt.Errorf("replica: %s: format %d is newer than this omega's (%d): run the omega that wrote it", path, format, DiskFormat)
 	}
-	return id, cell, nil
+	if id == 0 || format < 1 || format >= 2 && cell == "" && !seen["incarnation"] || format >= 3 && inc == 0 {
+		return 0, "", 0, corrupt()
+	}
+	return id, cell, inc, nil
 }
 
+// writeMember writes the member file (format 1 while the cell's id is not
+// recorded: a joining member before the leader's answer).
 func (d *Disk) writeMember() error {
 	if d.id == 0 {
 		return errors.New("replica: a member's raft id is 0")
 	}
+	if d.incarnation == 0 {
+		d.incarnation = rand.Uint64() | 1
+	}
 	path := filepath.Join(d.dir, memberFile)
 	tmp := path + ".tmp"
-	body := fmt.Appendf(nil, "omega raft member\nformat %d\nid %d\n", 1, d.id)
+	body := fmt.Appendf(nil, "omega raft member\nformat %d\nid %d\n", DiskFormat, d.id)
 	if d.cell != "" {
-		body = fmt.Appendf(nil, "omega raft member\nformat %d\nid %d\ncell %s\n", DiskFormat, d.id, d.cell)
+		body = fmt.Appendf(body, "cell %s\n", d.cell)
 	}
+	body = fmt.Appendf(body, "incarnation %d\n", d.incarnation)
 	if err := os.WriteFile(tmp, body, 0o600); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,14 +188,19 @@ func TestDiskJoining(t *testing.T) {
 		t.Fatalf("format 0: %v, id %d", err, d.ID())
 	}
 	d.Close()
-	if b, err := os.ReadFile(filepath.Join(old, memberFile)); err != nil || string(b) != "omega raft member\nformat 1\nid 3\n" {
-		t.Fatalf("format 0 given its member file: %q %v", b, err)
+	b, err := os.ReadFile(filepath.Join(old, memberFile))
+	var inc uint64
+	if _, serr := fmt.Sscanf(string(b), "omega raft member\nformat 3\nid 3\nincarnation %d\n", &inc); err != nil || serr != nil || inc == 0 {
+		t.Fatalf("format 0 given its member file: %q %v %v", b, err, serr)
 	}
 
-	// Format 2 records the cell's id; format 1 reads as having none.
-	if d, err = OpenDisk(old, 3, []uint64{1, 2, 3}); err != nil || d.Cell() != "" {
-		t.Fatalf("format 1: %v, cell %q", err, d.Cell())
+	// Format 2 records the cell's id, format 3 the incarnation too; format
+	// 1 reads as having neither and is given an incarnation.
+	os.WriteFile(filepath.Join(old, memberFile), []byte("omega raft member\nformat 1\nid 3\n"), 0o600)
+	if d, err = OpenDisk(old, 3, []uint64{1, 2, 3}); err != nil || d.Cell() != "" || d.Incarnation() == 0 {
+		t.Fatalf("format 1: %v, cell %q incarnation %d", err, d.Cell(), d.Incarnation())
 	}
+	inc = d.Incarnation()
 	if err := d.RecordCell("omega/00ff"); err != nil {
 		t.Fatal(err)
 	}
@@ -202,19 +208,28 @@ func TestDiskJoining(t *testing.T) {
 		t.Fatal("a cell id with a space was recorded")
 	}
 	d.Close()
-	if b, err := os.ReadFile(filepath.Join(old, memberFile)); err != nil || string(b) != "omega raft member\nformat 2\nid 3\ncell omega/00ff\n" {
-		t.Fatalf("format 2's member file: %q %v", b, err)
+	if b, err := os.ReadFile(filepath.Join(old, memberFile)); err != nil || string(b) != fmt.Sprintf("omega raft member\nformat 3\nid 3\ncell omega/00ff\nincarnation %d\n", inc) {
+		t.Fatalf("format 3's member file: %q %v", b, err)
 	}
-	if d, err = OpenDisk(old, 3, []uint64{1, 2, 3}); err != nil || d.Cell() != "omega/00ff" || d.ID() != 3 {
-		t.Fatalf("format 2 reopened: %v, id %d cell %q", err, d.ID(), d.Cell())
+	if d, err = OpenDisk(old, 3, []uint64{1, 2, 3}); err != nil || d.Cell() != "omega/00ff" || d.ID() != 3 || d.Incarnation() != inc {
+		t.Fatalf("format 3 reopened: %v, id %d cell %q incarnation %d, want %d", err, d.ID(), d.Cell(), d.Incarnation(), inc)
+	}
+	d.Close()
+	// Format 2 (a cell, no incarnation) reads, and is given one.
+	os.WriteFile(filepath.Join(old, memberFile), []byte("omega raft member\nformat 2\nid 3\ncell omega/00ff\n"), 0o600)
+	if d, err = OpenDisk(old, 3, []uint64{1, 2, 3}); err != nil || d.Cell() != "omega/00ff" || d.Incarnation() == 0 {
+		t.Fatalf("format 2: %v, cell %q incarnation %d", err, d.Cell(), d.Incarnation())
 	}
 	d.Close()
 
 	for body, want := range map[string]string{
-		"omega raft member\nformat 2\nid 3\n": "not a member file",
-		strings.Repeat("x", 100):              `not a member file: "xxxx`,
-		"omega raft member\nformat 9\nid 3\n": "format 9 is newer than this omega's (2)",
-		"omega raft member\nformat 1\nid 0\n": "not a member file",
+		"omega raft member\nformat 2\nid 3\n":                "not a member file",
+		strings.Repeat("x", 100):                             `not a member file: "xxxx`,
+		"omega raft member\nformat 9\nid 3\n":                "format 9 is newer than this omega's (3)",
+		"omega raft member\nformat 3\nid 3\nincarnation 0\n": "not a member file",
+		"omega raft member\nformat 3\nid 3\nid 4\n":          "not a member file",
+		"omega raft member\nformat 3\nid 3\ncolour red\n":    "not a member file",
+		"omega raft member\nformat 1\nid 0\n":                "not a member file",
 	} {
 		os.WriteFile(filepath.Join(old, memberFile), []byte(body), 0o600)
 		_, err := OpenDisk(old, 3, []uint64{1, 2, 3})

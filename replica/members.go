@@ -95,7 +95,7 @@ func DecodeSnapshot(b []byte) (*txn.State, *omegav1.CellMembers, error) {
 
 // setRecords takes a snapshot's records (nil: the founders', Config.Addrs).
 func (n *Node) setRecords(m *omegav1.CellMembers) {
-	n.addrs, n.removed = map[uint64]string{}, map[uint64]bool{}
+	n.addrs, n.removed, n.incs = map[uint64]string{}, map[uint64]bool{}, map[uint64]uint64{}
 	if m == nil {
 		maps.Copy(n.addrs, n.cfg.Addrs)
 	} else {
@@ -115,6 +115,12 @@ func (n *Node) takeRecords(m *omegav1.CellMembers) {
 		delete(n.addrs, gone)
 		n.removed[gone] = true
 	}
+	for _, inc := range m.GetIncarnations() {
+		if _, ok := n.incs[inc.GetRaftId()]; !ok && inc.GetIncarnation() != 0 {
+			n.incs[inc.GetRaftId()] = inc.GetIncarnation() // the first recorded stands
+		}
+		delete(n.recordingInc, inc.GetRaftId())
+	}
 	n.recordsVersion++
 }
 
@@ -128,7 +134,79 @@ func (n *Node) records() *omegav1.CellMembers {
 		m.Members = append(m.Members, &omegav1.CellMember{Member: id, Address: n.addrs[id]})
 	}
 	m.Removed = slices.Sorted(maps.Keys(n.removed))
+	for _, id := range slices.Sorted(maps.Keys(n.incs)) {
+		m.Incarnations = append(m.Incarnations, &omegav1.Incarnation{RaftId: id, Incarnation: n.incs[id]})
+	}
 	return m
+}
+
+// recordSeq is the proposal sequence of an entry that holds member records
+// (an incarnation heard for the first time), not a write set: it applies
+// to the records and makes no revision.
+const recordSeq = 1<<64 - 1
+
+// IncarnationError: a raft id spoke under an incarnation other than the
+// one the cell recorded for it — its directory was wiped and made again,
+// and it was started without --join.
+type IncarnationError struct{ ID, Recorded, Got uint64 }
+
+func (e *IncarnationError) Error() string {
+	return fmt.Sprintf("member %d (raft id %d) speaks from a directory the cell does not know (incarnation %d; the cell recorded %d): its data was lost and it started again without --join; start it again with an empty data directory as a joining member (--join: it takes a new raft id and the leader's snapshot)",
+		MemberOf(e.ID), e.ID, e.Got, e.Recorded)
+}
+
+func (e *IncarnationError) Unwrap() error { return ErrLostLog }
+
+// Heard checks a message's sender's incarnation against the records (0:
+// the sender keeps none, nothing checked): another than the recorded one
+// is an IncarnationError, and the message must be dropped. A leader that
+// hears an id of its configuration for the first time proposes its
+// incarnation to the records.
+func (n *Node) Heard(from, incarnation uint64) error {
+	if incarnation == 0 {
+		return nil
+	}
+	if rec, ok := n.incs[from]; ok {
+		if rec != incarnation {
+			return &IncarnationError{ID: from, Recorded: rec, Got: incarnation}
+		}
+		return nil
+	}
+	if !n.leading || n.head == nil || n.recordingInc[from] || !n.configured(from) {
+		return nil
+	}
+	rec, err := proto.Marshal(&omegav1.CellMembers{Incarnations: []*omegav1.Incarnation{{RaftId: from, Incarnation: incarnation}}})
+	if err != nil {
+		return nil
+	}
+	data := make([]byte, 16, 16+len(rec))
+	binary.BigEndian.PutUint64(data, n.cfg.ID)
+	binary.BigEndian.PutUint64(data[8:], recordSeq)
+	if n.rn.Propose(append(data, rec...)) == nil {
+		if n.recordingInc == nil {
+			n.recordingInc = map[uint64]bool{}
+		}
+		n.recordingInc[from] = true
+	}
+	return nil
+}
+
+// Incarnations are the incarnations the records hold, by raft id.
+func (n *Node) Incarnations() map[uint64]uint64 { return maps.Clone(n.incs) }
+
+// configured: id is a voter or learner of the configuration applied.
+func (n *Node) configured(id uint64) bool {
+	return n.conf != nil && (slices.Contains(n.conf.Voters, id) || slices.Contains(n.conf.Learners, id) || slices.Contains(n.conf.VotersOutgoing, id))
+}
+
+// applyRecords applies a records entry (recordSeq's).
+func (n *Node) applyRecords(e *raftpb.Entry) error {
+	rec := &omegav1.CellMembers{}
+	if err := proto.Unmarshal(e.Data[16:], rec); err != nil {
+		return fmt.Errorf("replica %d: entry %d: member records: %w", n.cfg.ID, e.GetIndex(), err)
+	}
+	n.takeRecords(rec)
+	return nil
 }
 
 // Addrs are the members' addresses by member number, as the records this

@@ -68,6 +68,10 @@ type Config struct {
 	ID uint64
 	// Peers are every member's ids, this one's included, for a new cell.
 	Peers []uint64
+	// Incarnation is this member's directory's nonce (Disk.Incarnation; 0:
+	// none kept, nothing checked): the cell records it the first time its
+	// leader hears from the member, and refuses the id under another.
+	Incarnation uint64
 	// Addrs are the founders' addresses by member number (--peers): the
 	// member records of a cell whose snapshot holds none (a new cell's, or
 	// one written before records were kept). members.go.
@@ -155,6 +159,8 @@ type Node struct {
 	// member's own id left the configuration; learners' catching-up rounds.
 	addrs          map[uint64]string
 	removed        map[uint64]bool
+	incs           map[uint64]uint64 // raft id → incarnation
+	recordingInc   map[uint64]bool   // incarnations proposed this leadership, not yet applied
 	recordsVersion uint64
 	removedSelf    bool
 	rounds         map[uint64]catchUp
@@ -263,6 +269,7 @@ func (n *Node) Tick() {
 	n.rn.Tick()
 	n.ticks++
 	n.promote()
+	_ = n.Heard(n.cfg.ID, n.cfg.Incarnation) // a leader records its own
 	if n.ticks%uint64(n.cfg.ElectionTick) == 0 {
 		n.askReads()
 	}
@@ -690,6 +697,7 @@ func (n *Node) leadership(leading bool) {
 	term := n.rn.BasicStatus().GetTerm()
 	if n.leading && (!leading || term != n.leaderTerm) {
 		n.leading, n.head = false, nil
+		n.recordingInc = nil
 		for seq, p := range n.props {
 			p.Err, p.Done = ErrOutcomeUnknown, true
 			delete(n.props, seq)
@@ -721,6 +729,12 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 				break // a new leader's empty entry: no revision
 			}
 			from, seq := entryHeader(e.Data)
+			if seq == recordSeq {
+				if err := n.applyRecords(e); err != nil {
+					return err
+				}
+				break
+			}
 			var ws *txn.WriteSet
 			var next *txn.State
 			// This member's own proposal of this leadership (the term tells

@@ -61,6 +61,14 @@ type simMember struct {
 	// absent: a slot for a member the run adds later (no server yet);
 	// removed: a member the run removed (stopped for good).
 	absent, removed bool
+	// inc is its directory's incarnation (Config.Incarnation), drawn anew
+	// when its data is lost; refused: a member refused its messages as
+	// another incarnation's (it stopped for good).
+	inc     uint64
+	refused bool
+	// oldID: a wiped member restarts under its old raft id, without
+	// joining (TestWipedMemberWithoutJoin's mistake).
+	oldID bool
 }
 
 // crashingDisk is a member's Disk that loses the write its member crashes
@@ -157,6 +165,15 @@ func (c *simCell) start(m *simMember) {
 		// Its data lost: an empty member under a new raft id.
 		m.wiped, m.id = false, JoinID(m.slot, c.rng.Uint32())
 		m.log, m.storage = map[uint64]string{}, raft.NewMemoryStorage()
+		m.inc++
+		if m.oldID { // the mistake: a new cell's member under the old id
+			m.id = m.slot
+			st, err := NewStorage(c.cfg.Peers)
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			m.storage = st
+		}
 		if c.disks {
 			if m.disk != nil {
 				m.disk.Close()
@@ -166,6 +183,10 @@ func (c *simCell) start(m *simMember) {
 		}
 	}
 	cfg.ID = m.id
+	if m.inc == 0 {
+		m.inc = m.slot << 32
+	}
+	cfg.Incarnation = m.inc
 	if c.disks {
 		if m.disk != nil {
 			m.disk.Close()
@@ -297,6 +318,12 @@ func (c *simCell) deliver() {
 		m, sender := c.member(to), c.member(from)
 		if sender.id != from {
 			sender = &simMember{} // an incarnation gone: nobody to tell
+		}
+		if m.node != nil && sender.node != nil && m.node.Heard(from, sender.inc) != nil {
+			// Another incarnation than the cell recorded: refused, which
+			// tells it (the live transport's answer): it stops for good.
+			sender.node, sender.refused = nil, true
+			continue
 		}
 		if m.node != nil && sender.node != nil && m.node.MemberRemoved(sender.slot) {
 			// A removed member's messages are refused, which tells it
@@ -754,6 +781,11 @@ func (c *simCell) changeMembers(s, steps int) {
 		c.process(l)
 		if done {
 			c.removedAt = c.now
+			if victim.node == nil || !victim.node.InConfig() {
+				// Down, or joining (its data lost): the leader's refusal of
+				// its join says it was removed, and it stops.
+				victim.node, victim.removed = nil, true
+			}
 			if _, err := l.node.AddMember(victim.slot, "elsewhere"); !errors.Is(err, ErrMemberTaken) {
 				c.t.Fatalf("step %d: member %d added again after its removal: %v, want ErrMemberTaken", c.now, victim.slot, err)
 			}
@@ -834,4 +866,93 @@ var kvModel = porcupine.Model{
 		}
 		return fmt.Sprintf("get(k%d) -> %q", in.key, out.value)
 	},
+}
+
+// TestWipedMemberWithoutJoin: the mistake the incarnation records catch.
+// The leader commits with one follower while the third is cut off; that
+// follower's data is then lost and it is started again under its old id,
+// as a new cell's member, without joining; the leader crashes, the cut
+// heals, and the third member stands for election. The wiped member would
+// vote for it (its log is empty), and the writes only the leader and it
+// had acknowledged would be lost. Its vote is refused: its incarnation is
+// not the one the cell recorded for its id, and it stops; no leader is
+// elected without the old one, which comes back with the writes.
+func TestWipedMemberWithoutJoin(t *testing.T) {
+	c := newSimCell(t, 7, 3, true, false, false)
+	var leader *simMember
+	for i := 0; leader == nil; i++ {
+		if i > 1000 {
+			t.Fatal("no leader in 1,000 steps")
+		}
+		c.step()
+		leader = c.leader()
+	}
+	var third, wiped *simMember
+	for _, m := range c.members {
+		switch {
+		case m == leader:
+		case third == nil:
+			third = m
+		default:
+			wiped = m
+		}
+	}
+	// Incarnations recorded: a few steps of heartbeats.
+	for i := 0; len(leader.node.Incarnations()) < 3 || len(third.node.Incarnations()) < 3; i++ {
+		if i > 200 {
+			t.Fatalf("the incarnations were not recorded in 200 steps: %v", leader.node.Incarnations())
+		}
+		c.step()
+	}
+	c.cut[[2]uint64{min(leader.slot, third.slot), max(leader.slot, third.slot)}] = true
+	third.patience = 1 << 40 // it waits: the cut is not its cue
+	var acked []uint64
+	for k := range 5 {
+		j := testkit.Job(uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "w%d", k)), fmt.Sprintf("w%d", k), "batch")
+		p, _, err := leader.node.Commit(&txn.Txn{Component: "t", Ops: []txn.Op{txn.CreateJob(j)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; !p.Done; i++ {
+			if i > 200 {
+				t.Fatal("a write with the leader and one follower did not commit in 200 steps")
+			}
+			c.step()
+		}
+		if p.Err != nil {
+			t.Fatal(p.Err)
+		}
+		acked = append(acked, p.Revision)
+	}
+	// The follower's data lost, started again as a new cell's member.
+	leader.node = nil
+	wiped.node, wiped.wiped, wiped.oldID = nil, true, true
+	c.inflight = nil // what was on the wire is lost with the crashes
+	c.start(wiped)
+	clear(c.cut)
+	third.patience = 5
+	for range 300 {
+		c.step()
+		if l := c.leader(); l != nil && l != leader {
+			t.Fatalf("member %d was elected without the crashed leader's writes (revisions %v acknowledged): the wiped member's vote counted", l.id, acked)
+		}
+	}
+	if !wiped.refused {
+		t.Fatal("the wiped member, started under its old id without joining, was not refused")
+	}
+	c.start(leader)
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatal("no leader in 1,000 steps after the old leader came back")
+		}
+		c.step()
+		if l := c.leader(); l != nil {
+			for _, rev := range acked {
+				if _, ok := l.log[rev]; !ok && l.node.Applied().Revision() < rev {
+					t.Fatalf("the new leader lacks acknowledged revision %d", rev)
+				}
+			}
+			break
+		}
+	}
 }

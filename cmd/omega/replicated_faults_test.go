@@ -163,6 +163,13 @@ func TestReplicatedFaultRun(t *testing.T) {
 			}
 			return lead != 0
 		}) {
+			procMu.Lock()
+			defer procMu.Unlock()
+			for m, p := range procs {
+				body, err := healthBody(p.http)
+				lines := strings.Split(p.log(), "\n")
+				t.Logf("member %d: /healthz %q %v; its last log lines:\n%s", m, body, err, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
 			t.Fatal("no leader within 30 s")
 		}
 		return lead

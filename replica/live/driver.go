@@ -112,7 +112,7 @@ type Driver struct {
 	node    *replica.Node
 	commits chan commitReq
 	reads   chan readReq
-	inbox   chan *raftpb.Message
+	inbox   chan inMsg
 	reports chan func(*replica.Node)
 	joins   chan joinReq
 	stop    chan struct{}
@@ -135,6 +135,7 @@ type Driver struct {
 	// The cell's id and its member records as last applied (read by the
 	// transport's goroutines), the records' version, and a peer's word
 	// that this member was removed (its messages refused).
+	incarnation uint64 // the directory's (Disk.Incarnation)
 	cluster     atomic.Pointer[string]
 	view        atomic.Pointer[membersView]
 	viewVersion uint64
@@ -191,12 +192,14 @@ func Start(cfg Config, hooks Hooks) (*Driver, error) {
 	cfg.Member.Addrs = cfg.Addrs
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger, disk: disk,
-		commits: make(chan commitReq), reads: make(chan readReq), inbox: make(chan *raftpb.Message, 4096),
+		commits: make(chan commitReq), reads: make(chan readReq), inbox: make(chan inMsg, 4096),
 		reports: make(chan func(*replica.Node), 1024), joins: make(chan joinReq), stop: make(chan struct{}), done: make(chan struct{}),
 		senders: map[uint64]*sender{}, hooks: hooks,
 	}
+	d.incarnation = disk.Incarnation()
 	mc := cfg.Member
 	mc.Disk = disk
+	mc.Incarnation = disk.Incarnation()
 	mc.OnApply = func(ws *txn.WriteSet) {
 		if d.hooks.OnApply != nil {
 			d.hooks.OnApply(ws, d.node.Applied())
@@ -227,6 +230,13 @@ func Start(cfg Config, hooks Hooks) (*Driver, error) {
 type membersView struct {
 	addrs   map[uint64]string
 	removed map[uint64]bool
+	incs    map[uint64]uint64 // raft id → incarnation
+}
+
+// inMsg is a peer's raft message and the sender's incarnation.
+type inMsg struct {
+	m   *raftpb.Message
+	inc uint64
 }
 
 // refreshView publishes the member records when they changed (on the
@@ -237,7 +247,7 @@ func (d *Driver) refreshView() {
 		return
 	}
 	d.viewVersion = v
-	view := &membersView{addrs: addrs, removed: map[uint64]bool{}}
+	view := &membersView{addrs: addrs, removed: map[uint64]bool{}, incs: d.node.Incarnations()}
 	for _, m := range d.node.Records().GetRemoved() {
 		view.removed[m] = true
 	}
@@ -464,6 +474,9 @@ func (d *Driver) run() {
 				d.compactions.Store(d.node.Compactions())
 			}
 		}
+		if r := d.refused.Load(); err == nil && r != nil && strings.HasPrefix(*r, lostPrefix) {
+			err = fmt.Errorf("%w: a member refused its messages: %s", replica.ErrLostLog, *r)
+		}
 		if err == nil && (d.node.Removed() || d.refused.Load() != nil) {
 			why := "it applied its removal"
 			if r := d.refused.Load(); r != nil {
@@ -516,8 +529,14 @@ func (d *Driver) run() {
 
 // step hands the member a peer's message; true when the member must stop
 // (it lost entries it had acknowledged: replica.ErrLostLog). Any other
-// error is a stale message, raft's to ignore.
-func (d *Driver) step(m *raftpb.Message) bool {
+// error is a stale message, raft's to ignore. A message from another
+// incarnation than the cell recorded for its sender is dropped (the
+// transport refused its stream already, or will).
+func (d *Driver) step(in inMsg) bool {
+	m := in.m
+	if d.node.Heard(m.GetFrom(), in.inc) != nil {
+		return false
+	}
 	err := d.node.Step(m)
 	if errors.Is(err, replica.ErrLostLog) {
 		d.err = err
@@ -664,7 +683,7 @@ func (s *sender) stream(opts []grpc.DialOption) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		batch := &cellgrpc.PeerMessages{Cluster: s.d.Cluster(), From: s.d.cfg.Member.ID, To: s.to}
+		batch := &cellgrpc.PeerMessages{Cluster: s.d.Cluster(), From: s.d.cfg.Member.ID, To: s.to, Incarnation: s.d.incarnation}
 		snaps := 0
 		for {
 			batch.Messages = append(batch.Messages, m.b)
@@ -690,7 +709,7 @@ func (s *sender) stream(opts []grpc.DialOption) error {
 			s.d.report(func(n *replica.Node) { n.ReportUnreachable(s.to) })
 			// The peer's reason is the stream's status: a removed
 			// member's messages are refused, which tells it so.
-			if _, rerr := st.CloseAndRecv(); rerr != nil && strings.HasPrefix(status.Convert(rerr).Message(), removedPrefix) {
+			if _, rerr := st.CloseAndRecv(); rerr != nil && (strings.HasPrefix(status.Convert(rerr).Message(), removedPrefix) || strings.HasPrefix(status.Convert(rerr).Message(), lostPrefix)) {
 				msg := status.Convert(rerr).Message()
 				s.d.refused.Store(&msg)
 			}
@@ -699,8 +718,12 @@ func (s *sender) stream(opts []grpc.DialOption) error {
 	}
 }
 
-// removedPrefix starts a peer's refusal of a removed member's messages.
-const removedPrefix = "peer: removed"
+// removedPrefix starts a peer's refusal of a removed member's messages,
+// lostPrefix of messages from another incarnation than the cell recorded.
+const (
+	removedPrefix = "peer: removed"
+	lostPrefix    = "peer: lost"
+)
 
 // PeerServer is the member's end of the peer protocol, to register on the
 // server's gRPC server.
@@ -753,6 +776,12 @@ func (p peerServer) Send(st grpc.ClientStreamingServer[cellgrpc.PeerMessages, ce
 		if v := p.d.view.Load(); v != nil && v.removed[replica.MemberOf(batch.GetFrom())] {
 			return status.Errorf(codes.FailedPrecondition, "%s: member %d (raft id %d) was removed from the cell; its messages are refused", removedPrefix, replica.MemberOf(batch.GetFrom()), batch.GetFrom())
 		}
+		if v := p.d.view.Load(); v != nil && batch.GetIncarnation() != 0 {
+			if rec, ok := v.incs[batch.GetFrom()]; ok && rec != batch.GetIncarnation() {
+				err := &replica.IncarnationError{ID: batch.GetFrom(), Recorded: rec, Got: batch.GetIncarnation()}
+				return status.Errorf(codes.FailedPrecondition, "%s: %v", lostPrefix, err)
+			}
+		}
 		if batch.GetTo() != p.d.cfg.Member.ID {
 			return fmt.Errorf("peer: a message for member %d; this is member %d", batch.GetTo(), p.d.cfg.Member.ID)
 		}
@@ -765,7 +794,7 @@ func (p peerServer) Send(st grpc.ClientStreamingServer[cellgrpc.PeerMessages, ce
 				return fmt.Errorf("peer: member %d sent a message from %d to %d", batch.GetFrom(), m.GetFrom(), m.GetTo())
 			}
 			select {
-			case p.d.inbox <- m:
+			case p.d.inbox <- inMsg{m: m, inc: batch.GetIncarnation()}:
 			case <-p.d.done:
 				return ErrStopped
 			case <-st.Context().Done():

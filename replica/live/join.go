@@ -105,6 +105,12 @@ func (d *Driver) join() {
 					}
 				})
 			}
+			if err != nil && status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), "was removed from the cell") {
+				msg := status.Convert(err).Message()
+				d.refused.Store(&msg) // the driver stops: this member is out of the cell
+				d.log.Warn("raft member: the cell removed this member; it stops", "member", member, "err", msg)
+				return
+			}
 			switch {
 			case err == nil && !asked:
 				asked = true

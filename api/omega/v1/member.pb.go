@@ -88,7 +88,12 @@ type CellMembers struct {
 	Members []*CellMember `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
 	// Member numbers removed from the cell: never taken again, and a raft
 	// message from one of their ids is refused.
-	Removed       []uint64 `protobuf:"varint,2,rep,packed,name=removed,proto3" json:"removed,omitempty"`
+	Removed []uint64 `protobuf:"varint,2,rep,packed,name=removed,proto3" json:"removed,omitempty"`
+	// Each raft id's incarnation: the nonce its directory drew when it was
+	// made, recorded the first time the leader hears from the id. A message
+	// from the id under another incarnation — its directory wiped and made
+	// again, the member started without --join — is refused.
+	Incarnations  []*Incarnation `protobuf:"bytes,3,rep,name=incarnations,proto3" json:"incarnations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -137,6 +142,65 @@ func (x *CellMembers) GetRemoved() []uint64 {
 	return nil
 }
 
+func (x *CellMembers) GetIncarnations() []*Incarnation {
+	if x != nil {
+		return x.Incarnations
+	}
+	return nil
+}
+
+type Incarnation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RaftId        uint64                 `protobuf:"varint,1,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
+	Incarnation   uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Incarnation) Reset() {
+	*x = Incarnation{}
+	mi := &file_omega_v1_member_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Incarnation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Incarnation) ProtoMessage() {}
+
+func (x *Incarnation) ProtoReflect() protoreflect.Message {
+	mi := &file_omega_v1_member_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Incarnation.ProtoReflect.Descriptor instead.
+func (*Incarnation) Descriptor() ([]byte, []int) {
+	return file_omega_v1_member_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Incarnation) GetRaftId() uint64 {
+	if x != nil {
+		return x.RaftId
+	}
+	return 0
+}
+
+func (x *Incarnation) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
 var File_omega_v1_member_proto protoreflect.FileDescriptor
 
 const file_omega_v1_member_proto_rawDesc = "" +
@@ -145,10 +209,14 @@ const file_omega_v1_member_proto_rawDesc = "" +
 	"\n" +
 	"CellMember\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\x04R\x06member\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"W\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x92\x01\n" +
 	"\vCellMembers\x12.\n" +
 	"\amembers\x18\x01 \x03(\v2\x14.omega.v1.CellMemberR\amembers\x12\x18\n" +
-	"\aremoved\x18\x02 \x03(\x04R\aremovedB2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
+	"\aremoved\x18\x02 \x03(\x04R\aremoved\x129\n" +
+	"\fincarnations\x18\x03 \x03(\v2\x15.omega.v1.IncarnationR\fincarnations\"H\n" +
+	"\vIncarnation\x12\x17\n" +
+	"\araft_id\x18\x01 \x01(\x04R\x06raftId\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnationB2Z0github.com/omega-cell/omega/api/omega/v1;omegav1b\x06proto3"
 
 var (
 	file_omega_v1_member_proto_rawDescOnce sync.Once
@@ -162,18 +230,20 @@ func file_omega_v1_member_proto_rawDescGZIP() []byte {
 	return file_omega_v1_member_proto_rawDescData
 }
 
-var file_omega_v1_member_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_omega_v1_member_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_omega_v1_member_proto_goTypes = []any{
 	(*CellMember)(nil),  // 0: omega.v1.CellMember
 	(*CellMembers)(nil), // 1: omega.v1.CellMembers
+	(*Incarnation)(nil), // 2: omega.v1.Incarnation
 }
 var file_omega_v1_member_proto_depIdxs = []int32{
 	0, // 0: omega.v1.CellMembers.members:type_name -> omega.v1.CellMember
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 1: omega.v1.CellMembers.incarnations:type_name -> omega.v1.Incarnation
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_member_proto_init() }
@@ -187,7 +257,7 @@ func file_omega_v1_member_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_omega_v1_member_proto_rawDesc), len(file_omega_v1_member_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

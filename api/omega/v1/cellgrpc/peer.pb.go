@@ -155,7 +155,10 @@ type PeerMessages struct {
 	From uint64 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
 	To   uint64 `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
 	// raftpb.Message, each in its wire form.
-	Messages      [][]byte `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
+	Messages [][]byte `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
+	// The sender's incarnation: the nonce its raft directory drew when it
+	// was made (0: a sender that keeps none).
+	Incarnation   uint64 `protobuf:"varint,5,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -218,6 +221,13 @@ func (x *PeerMessages) GetMessages() [][]byte {
 	return nil
 }
 
+func (x *PeerMessages) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
 type PeerAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -265,12 +275,13 @@ const file_omega_v1_peer_proto_rawDesc = "" +
 	"\x02id\x18\x03 \x01(\x04R\x02id\"<\n" +
 	"\fJoinResponse\x12\x12\n" +
 	"\x04done\x18\x01 \x01(\bR\x04done\x12\x18\n" +
-	"\acluster\x18\x02 \x01(\tR\acluster\"h\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\"\x8a\x01\n" +
 	"\fPeerMessages\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\x04R\x02to\x12\x1a\n" +
-	"\bmessages\x18\x04 \x03(\fR\bmessages\"\t\n" +
+	"\bmessages\x18\x04 \x03(\fR\bmessages\x12 \n" +
+	"\vincarnation\x18\x05 \x01(\x04R\vincarnation\"\t\n" +
 	"\aPeerAck2r\n" +
 	"\x04Peer\x123\n" +
 	"\x04Send\x12\x16.omega.v1.PeerMessages\x1a\x11.omega.v1.PeerAck(\x01\x125\n" +
