@@ -253,10 +253,22 @@ func incarnations(cfgVoters, learners map[uint64]struct{}, member uint64) (ids [
 	return ids, learner
 }
 
-// busy: a configuration change is under way (a joint configuration, or a
-// change in the log not yet applied).
+// busy: a configuration change is under way (a joint configuration, a
+// change in the log not yet applied, or one this leader proposed that is
+// not in the log's stable part yet: raft would turn a second into an empty
+// entry, saying nothing).
 func (n *Node) busy() bool {
-	return len(n.rn.Status().Config.Voters[1]) > 0 || n.pendingConf()
+	return n.confProposed || len(n.rn.Status().Config.Voters[1]) > 0 || n.pendingConf()
+}
+
+// proposeConf proposes a configuration change, noting it in flight until
+// a configuration change is applied (or the leadership ends).
+func (n *Node) proposeConf(cc *raftpb.ConfChangeV2) error {
+	if err := n.rn.ProposeConfChange(cc); err != nil {
+		return err
+	}
+	n.confProposed = true
+	return nil
 }
 
 // AddMember adds member at addr to the cell: a learner under a placeholder
@@ -306,7 +318,7 @@ func (n *Node) AddMember(member uint64, addr string) (done bool, err error) {
 	}
 	cc := &raftpb.ConfChangeV2{Context: ctx, Changes: []*raftpb.ConfChangeSingle{
 		{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: new(JoinID(member, uint32(last+1)))}}}
-	if err := n.rn.ProposeConfChange(cc); err != nil {
+	if err := n.proposeConf(cc); err != nil {
 		return false, fmt.Errorf("%w: %v", ErrConfBusy, err)
 	}
 	return false, nil
@@ -337,9 +349,6 @@ func (n *Node) RemoveMember(member uint64) (done bool, err error) {
 		}
 		return false, fmt.Errorf("%w: member %d", ErrNoSuchMember, member)
 	}
-	if slices.Contains(ids, n.cfg.ID) {
-		return false, fmt.Errorf("member %d: %w: hand the lead to another member first", member, ErrLeaderRemoval)
-	}
 	left := 0
 	for id := range cfg.Voters[0] {
 		if MemberOf(id) != member {
@@ -347,7 +356,10 @@ func (n *Node) RemoveMember(member uint64) (done bool, err error) {
 		}
 	}
 	if left == 0 {
-		return false, fmt.Errorf("member %d is %w", member, ErrLastMember)
+		return false, fmt.Errorf("member %d is %w: a cell keeps one at least", member, ErrLastMember)
+	}
+	if slices.Contains(ids, n.cfg.ID) {
+		return false, fmt.Errorf("member %d: %w: hand the lead to another member first", member, ErrLeaderRemoval)
 	}
 	if n.busy() {
 		return false, ErrConfBusy
@@ -360,7 +372,7 @@ func (n *Node) RemoveMember(member uint64) (done bool, err error) {
 	for _, id := range ids {
 		cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(id)})
 	}
-	if err := n.rn.ProposeConfChange(cc); err != nil {
+	if err := n.proposeConf(cc); err != nil {
 		return false, fmt.Errorf("%w: %v", ErrConfBusy, err)
 	}
 	return false, nil
@@ -382,7 +394,7 @@ func (n *Node) promote() {
 		n.rounds = nil
 		return
 	}
-	if len(st.Config.Voters[1]) > 0 || n.pendingConf() {
+	if n.busy() {
 		return
 	}
 	if n.rounds == nil {
@@ -398,7 +410,7 @@ func (n *Node) promote() {
 			n.rounds[id] = catchUp{index: last, tick: n.ticks}
 		case pr.Match >= r.index && n.ticks-r.tick <= uint64(n.cfg.ElectionTick):
 			cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(id)}}}
-			if n.rn.ProposeConfChange(cc) == nil {
+			if n.proposeConf(cc) == nil {
 				delete(n.rounds, id)
 				return // one change at a time
 			}

@@ -163,6 +163,7 @@ type Node struct {
 	recordingInc   map[uint64]bool   // incarnations proposed this leadership, not yet applied
 	recordsVersion uint64
 	removedSelf    bool
+	confProposed   bool // a configuration change this leader proposed, not yet applied
 	rounds         map[uint64]catchUp
 
 	// Leading: head is the state of the whole log (nil until the log the
@@ -377,14 +378,14 @@ func (n *Node) Replace(member, id uint64) (done bool, err error) {
 	}
 	st := n.rn.Status()
 	cfg := st.Config
-	if len(cfg.Voters[1]) > 0 || n.pendingConf() {
-		return false, ErrConfBusy
-	}
 	if _, ok := cfg.Voters[0][id]; ok {
 		return true, nil
 	}
 	if _, ok := cfg.Learners[id]; ok {
 		return true, nil
+	}
+	if n.busy() {
+		return false, ErrConfBusy
 	}
 	old, learner := incarnations(cfg.Voters[0], cfg.Learners, member)
 	if len(old) == 0 {
@@ -412,7 +413,7 @@ func (n *Node) Replace(member, id uint64) (done bool, err error) {
 		cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(v)})
 	}
 	cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: add.Enum(), NodeId: new(id)})
-	if err := n.rn.ProposeConfChange(cc); err != nil {
+	if err := n.proposeConf(cc); err != nil {
 		return false, fmt.Errorf("%w: %v", ErrConfBusy, err)
 	}
 	return false, nil
@@ -697,7 +698,7 @@ func (n *Node) leadership(leading bool) {
 	term := n.rn.BasicStatus().GetTerm()
 	if n.leading && (!leading || term != n.leaderTerm) {
 		n.leading, n.head = false, nil
-		n.recordingInc = nil
+		n.recordingInc, n.confProposed = nil, false
 		for seq, p := range n.props {
 			p.Err, p.Done = ErrOutcomeUnknown, true
 			delete(n.props, seq)
@@ -828,6 +829,7 @@ func (n *Node) applyConf(cc raftpb.ConfChangeI) {
 		}
 	}
 	n.conf = n.rn.ApplyConfChange(cc)
+	n.confProposed = false
 	for _, id := range slices.Concat(n.conf.Voters, n.conf.Learners) {
 		if !before[id] {
 			n.snapDue = true
