@@ -4,8 +4,10 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/txn"
 )
 
@@ -99,5 +101,52 @@ func TestMembershipRefusals(t *testing.T) {
 	settle(t, one, 1000, "a leader of one", func() bool { solo = one.leader(); return solo != nil })
 	if _, err := solo.node.RemoveMember(1); !errors.Is(err, ErrLastMember) {
 		t.Errorf("the last voter's removal: %v, want ErrLastMember", err)
+	}
+}
+
+// TestDeposedLeaderForwardsNothing: a leader that raft has deposed (a
+// message of a later term stepped) but whose Ready this member has not
+// processed yet still believes it leads. A commit then must be refused:
+// raft would forward the proposal to the new leader, whose log would take
+// a write set evaluated against the old leader's head — a revision out of
+// order, which stops every member that applies it (the long fault run
+// found it).
+func TestDeposedLeaderForwardsNothing(t *testing.T) {
+	c := newSimCell(t, 5, 3, true, false, false)
+	var l *simMember
+	settle(t, c, 1000, "a leader", func() bool { l = c.leader(); return l != nil })
+	settle(t, c, 1000, "every log alike", func() bool {
+		return len(l.node.Incarnations()) == 3 && c.converged()
+	})
+	var other *simMember
+	for _, m := range c.members {
+		if m != l {
+			other = m
+			break
+		}
+	}
+	// Another member stands and wins; the old leader steps a message of
+	// the new term, and is asked to commit before its Ready is processed.
+	other.node.Campaign()
+	c.process(other)
+	settle(t, c, 1000, "another leader", func() bool { n := c.leader(); return n != nil && n != l })
+	before := c.leader()
+	last, _ := before.node.storage.LastIndex()
+	l2 := c.members[l.slot-1]
+	l2.node.leading = true // as it was before its Ready: the window
+	l2.node.head = l2.node.applied
+	_, _, err := l2.node.Commit(&txn.Txn{Component: "t", Ops: []txn.Op{txn.CreateJob(testkit.Job(uuid.New(), "x", "batch"))}})
+	if err == nil {
+		t.Fatal("a deposed leader's commit was taken (raft forwarded it to the new leader)")
+	}
+	c.process(l2)
+	for range 50 {
+		c.step()
+	}
+	ents, _ := before.node.storage.Entries(last+1, func() uint64 { i, _ := before.node.storage.LastIndex(); return i + 1 }(), 1<<30)
+	for _, e := range ents {
+		if from, seq := entryHeader(e.Data); from == l2.id && seq != recordSeq && e.GetTerm() == *before.node.Status().Term {
+			t.Fatalf("the new leader's log holds entry %d proposed by the deposed leader", e.GetIndex())
+		}
 	}
 }

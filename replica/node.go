@@ -164,6 +164,7 @@ type Node struct {
 	recordsVersion uint64
 	removedSelf    bool
 	confProposed   bool // a configuration change this leader proposed, not yet applied
+	resyncDue      bool // a proposal was dropped: the head waits for the log (resync) at the next Persist
 	rounds         map[uint64]catchUp
 
 	// Leading: head is the state of the whole log (nil until the log the
@@ -241,6 +242,13 @@ func New(cfg Config, storage *Storage) (*Node, error) {
 		ID: cfg.ID, ElectionTick: cfg.ElectionTick, HeartbeatTick: cfg.HeartbeatTick, Storage: storage,
 		Applied: snap.GetMetadata().GetIndex(), MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
 		MaxUncommittedEntriesSize: 1 << 30, CheckQuorum: true, PreVote: true, Logger: cfg.Logger,
+		// A member raft has deposed, before its Ready says so, still takes
+		// commits: raft would forward their entries to the new leader,
+		// whose log would then hold a write set evaluated against the old
+		// leader's head (a revision out of order, which stops every member
+		// that applies it). Dropped, the commit is ErrNotReady and goes to
+		// the new leader whole.
+		DisableProposalForwarding: true,
 	}
 	if cfg.DriverElections {
 		rc.ElectionTick, rc.CheckQuorum, rc.PreVote = 1<<30, false, false
@@ -526,11 +534,13 @@ func (n *Node) Commit(tx *txn.Txn) (*Proposal, txn.Result, error) {
 		return nil, txn.Result{}, err
 	}
 	if err := n.rn.Propose(data); err != nil {
-		// Dropped (leadership moving to another member, or raft's
-		// own limits): nothing was appended, so the commit may be sent
+		// Dropped (leadership moving to another member, raft's own
+		// limits, or raft deposed this leader and its Ready has not
+		// said so yet): nothing was appended, so the commit may be sent
 		// again (to whoever leads next). The head starts again from the
-		// log.
-		n.resync()
+		// log — once what this leader proposed before is in the storage
+		// (raft's unstable entries are not), at the next Persist.
+		n.head, n.resyncDue = nil, true
 		return nil, txn.Result{}, fmt.Errorf("%w: %v", ErrNotReady, err)
 	}
 	n.head = n.head.Apply(ws)
@@ -614,6 +624,10 @@ func (n *Node) PersistSending(send func([]*raftpb.Message)) ([]*raftpb.Message, 
 		}
 		if err := n.storage.Append(rd.Entries); err != nil {
 			return out, err
+		}
+		if n.resyncDue && n.leading {
+			n.resyncDue = false
+			n.resync() // the storage holds every entry this leader proposed
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {
 			if err := n.storage.SetHardState(rd.HardState); err != nil {

@@ -135,7 +135,8 @@ type Driver struct {
 	// The cell's id and its member records as last applied (read by the
 	// transport's goroutines), the records' version, and a peer's word
 	// that this member was removed (its messages refused).
-	incarnation uint64 // the directory's (Disk.Incarnation)
+	incarnation uint64        // the directory's (Disk.Incarnation)
+	fragments   atomic.Uint64 // messages sent in fragments
 	cluster     atomic.Pointer[string]
 	view        atomic.Pointer[membersView]
 	viewVersion uint64
@@ -576,9 +577,31 @@ func (d *Driver) send(msgs []*raftpb.Message) {
 			d.log.Error("encode a raft message", "to", m.GetTo(), "type", m.GetType().String(), "err", err)
 			continue
 		}
-		s.push(wireMsg{b: b, snap: m.GetType() == raftpb.MsgSnap})
+		snap := m.GetType() == raftpb.MsgSnap
+		if len(b) <= FragmentBytes {
+			s.push(wireMsg{b: b, snap: snap})
+			continue
+		}
+		// Too large for one gRPC message: in fragments, all queued or
+		// none (a fragment dropped would spoil the rest).
+		var frags []wireMsg
+		for off := 0; off < len(b); off += FragmentBytes {
+			end := min(off+FragmentBytes, len(b))
+			frags = append(frags, wireMsg{b: b[off:end], frag: true, offset: uint64(off), total: uint64(len(b)), snap: snap && end == len(b)})
+		}
+		s.pushAll(frags, snap)
+		d.fragments.Add(1)
 	}
 }
+
+// FragmentBytes is the largest raft message sent whole; a larger one (a
+// snapshot of a large cell, an entry near the transaction limit) goes in
+// fragments of this size. A variable for tests.
+var FragmentBytes = 4 << 20
+
+// MaxMessageBytes bounds a message put together from fragments: a larger
+// total is refused (a hostile or broken peer).
+const MaxMessageBytes = 4 << 30
 
 func (d *Driver) sender(to uint64) *sender {
 	d.sendMu.Lock()
@@ -606,10 +629,13 @@ func (d *Driver) report(f func(*replica.Node)) {
 }
 
 // wireMsg is a raft message in its wire form, and whether it is a
-// snapshot (whose arrival or loss the member is told).
+// snapshot (whose arrival or loss the member is told); or a fragment of
+// one (snap on the last).
 type wireMsg struct {
-	b    []byte
-	snap bool
+	b             []byte
+	snap          bool
+	frag          bool
+	offset, total uint64
 }
 
 // sender streams one peer's messages.
@@ -620,6 +646,9 @@ type sender struct {
 	q    chan wireMsg
 	quit chan struct{}
 	once sync.Once
+	// broken: a stream ended in the middle of a message's fragments; the
+	// next stream drops the rest of them (the receiver would refuse them).
+	broken bool
 }
 
 func (s *sender) push(m wireMsg) {
@@ -630,6 +659,22 @@ func (s *sender) push(m wireMsg) {
 		if m.snap {
 			s.d.report(func(n *replica.Node) { n.ReportSnapshot(s.to, false) })
 		}
+	}
+}
+
+// pushAll queues a message's fragments, all of them or, when the queue
+// has no room for them all, none (only the driver's goroutine pushes, so
+// the room it sees stays).
+func (s *sender) pushAll(frags []wireMsg, snap bool) {
+	if cap(s.q)-len(s.q) < len(frags) {
+		s.d.report(func(n *replica.Node) { n.ReportUnreachable(s.to) })
+		if snap {
+			s.d.report(func(n *replica.Node) { n.ReportSnapshot(s.to, false) })
+		}
+		return
+	}
+	for _, f := range frags {
+		s.q <- f
 	}
 }
 
@@ -676,31 +721,55 @@ func (s *sender) stream(opts []grpc.DialOption) error {
 	if err != nil {
 		return err
 	}
+	var held *wireMsg // taken from the queue, for the next batch
 	for {
 		var m wireMsg
-		select {
-		case m = <-s.q:
-		case <-ctx.Done():
-			return ctx.Err()
+		if held != nil {
+			m, held = *held, nil
+		} else {
+			select {
+			case m = <-s.q:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		if s.broken && m.frag && m.offset != 0 {
+			if m.snap { // the snapshot's last fragment: it did not arrive
+				s.d.report(func(n *replica.Node) { n.ReportSnapshot(s.to, false) })
+			}
+			continue
+		}
+		s.broken = false
 		batch := &cellgrpc.PeerMessages{Cluster: s.d.Cluster(), From: s.d.cfg.Member.ID, To: s.to, Incarnation: s.d.incarnation}
 		snaps := 0
-		for {
+		if m.frag { // a fragment is a batch of its own
+			batch.Fragment, batch.FragmentOffset, batch.FragmentTotal = m.b, m.offset, m.total
+			if m.snap {
+				snaps++
+			}
+		}
+		for size := len(m.b); !m.frag; {
 			batch.Messages = append(batch.Messages, m.b)
 			if m.snap {
 				snaps++
 			}
-			if len(batch.Messages) == 64 {
+			if len(batch.Messages) == 64 || size >= FragmentBytes {
 				break
 			}
 			select {
 			case m = <-s.q:
+				if m.frag || size+len(m.b) > FragmentBytes {
+					held = &m // it goes next, on its own or in the next batch
+					break
+				}
+				size += len(m.b)
 				continue
 			default:
 			}
 			break
 		}
 		err := st.Send(batch)
+		s.broken = err != nil && batch.FragmentTotal > 0 && batch.FragmentOffset+uint64(len(batch.Fragment)) < batch.FragmentTotal
 		for range snaps {
 			ok := err == nil
 			s.d.report(func(n *replica.Node) { n.ReportSnapshot(s.to, ok) })
@@ -759,6 +828,7 @@ func (p peerServer) Send(st grpc.ClientStreamingServer[cellgrpc.PeerMessages, ce
 			}
 		}
 	}()
+	var frag []byte // a message being put together from its fragments
 	for {
 		var r recv
 		select {
@@ -785,7 +855,28 @@ func (p peerServer) Send(st grpc.ClientStreamingServer[cellgrpc.PeerMessages, ce
 		if batch.GetTo() != p.d.cfg.Member.ID {
 			return fmt.Errorf("peer: a message for member %d; this is member %d", batch.GetTo(), p.d.cfg.Member.ID)
 		}
-		for _, b := range batch.GetMessages() {
+		msgs := batch.GetMessages()
+		if total := batch.GetFragmentTotal(); total > 0 {
+			switch off := batch.GetFragmentOffset(); {
+			case total > MaxMessageBytes:
+				return status.Errorf(codes.InvalidArgument, "peer: member %d sends a message of %d bytes in fragments; at most %d", batch.GetFrom(), total, int64(MaxMessageBytes))
+			case len(msgs) > 0:
+				return status.Errorf(codes.InvalidArgument, "peer: member %d sent a fragment beside whole messages", batch.GetFrom())
+			case off == 0:
+				frag = make([]byte, 0, total)
+			case frag == nil || off != uint64(len(frag)) || total != uint64(cap(frag)):
+				return status.Errorf(codes.InvalidArgument, "peer: member %d sent a fragment at %d of %d out of order (%d bytes put together)", batch.GetFrom(), off, total, len(frag))
+			}
+			if uint64(len(frag)+len(batch.GetFragment())) > total {
+				return status.Errorf(codes.InvalidArgument, "peer: member %d's fragments overrun their total of %d bytes", batch.GetFrom(), total)
+			}
+			frag = append(frag, batch.GetFragment()...)
+			if uint64(len(frag)) < total {
+				continue
+			}
+			msgs, frag = [][]byte{frag}, nil
+		}
+		for _, b := range msgs {
 			m := &raftpb.Message{}
 			if err := proto.Unmarshal(b, m); err != nil {
 				return fmt.Errorf("peer: a message from member %d: %v", batch.GetFrom(), err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -235,6 +236,105 @@ func eventually(within, every time.Duration, cond func() bool) bool {
 		case <-tick.C:
 		case <-deadline.C:
 			return cond()
+		}
+	}
+}
+
+// TestFragmentedMessages: with fragments of 1 KiB, a member stopped while
+// the others commit 200 jobs (snapshots every 1,000 entries are too far:
+// the leader's log is compacted by a snapshot the test forces by adding a
+// member) catches up from messages and a snapshot sent in fragments; a
+// fragment out of order, one overrunning its total and a total over the
+// bound are refused, naming the sender.
+func TestFragmentedMessages(t *testing.T) {
+	defer func(b int) { FragmentBytes = b }(FragmentBytes)
+	FragmentBytes = 1 << 10
+	c := newCell(t, 3)
+	for i := range 50 {
+		c.commit(&txn.Txn{Component: "test", Ops: []txn.Op{job(i)}}, 10*time.Second)
+	}
+	var rev []uint64
+	if !eventually(20*time.Second, 20*time.Millisecond, func() bool {
+		rev = rev[:0]
+		for _, m := range c.members {
+			rev = append(rev, m.drv.Applied().Revision())
+		}
+		return rev[0] == rev[1] && rev[1] == rev[2] && rev[0] >= 50
+	}) {
+		t.Fatalf("the members did not converge over fragments: revisions %v", rev)
+	}
+	// A snapshot in fragments: adding a member makes every member snapshot
+	// (its configuration must name the new one); a follower stopped and
+	// wiped comes back joining, and is sent the snapshot.
+	var lead *member
+	for _, m := range c.members {
+		if m.drv.Leads() {
+			lead = m
+		}
+	}
+	if lead == nil {
+		t.Fatal("no leader")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var f *member
+	for _, m := range c.members {
+		if m != lead {
+			f = m
+		}
+	}
+	c.stop(f)
+	os.RemoveAll(f.dir)
+	drv, err := Start(Config{Member: replica.Config{ID: f.id}, Dir: f.dir, Addrs: c.addrs, Cluster: "test", Join: true,
+		Tick: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.drv, f.lis, f.srv = drv, lis, grpc.NewServer()
+	cellgrpc.RegisterPeerServer(f.srv, drv.PeerServer())
+	go f.srv.Serve(lis)
+	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+		return f.drv.Voter() && f.drv.Applied().Revision() >= 50
+	}) {
+		t.Fatalf("the wiped member did not catch up over a fragmented snapshot: voter %v revision %d", f.drv.Voter(), f.drv.Applied().Revision())
+	}
+	if err := testkit.DiffStates(lead.drv.Applied(), f.drv.Applied(), testkit.Compare{IgnoreSeq: true}); err != nil {
+		t.Fatalf("the member sent a fragmented snapshot differs: %v", err)
+	}
+	if lead.drv.fragments.Load() == 0 {
+		t.Fatal("the leader sent nothing in fragments")
+	}
+	_ = ctx
+
+	// Hostile fragments.
+	conn, err := grpcDial(lead.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, tc := range []struct {
+		batches []*cellgrpc.PeerMessages
+		want    string
+	}{
+		{[]*cellgrpc.PeerMessages{{Fragment: []byte("ab"), FragmentOffset: 5, FragmentTotal: 10}}, "out of order"},
+		{[]*cellgrpc.PeerMessages{{Fragment: []byte("abcdef"), FragmentOffset: 0, FragmentTotal: 4}}, "overrun"},
+		{[]*cellgrpc.PeerMessages{{Fragment: []byte("ab"), FragmentOffset: 0, FragmentTotal: MaxMessageBytes + 1}}, "at most"},
+	} {
+		st, err := cellgrpc.NewPeerClient(conn).Send(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range tc.batches {
+			b.Cluster, b.From, b.To = lead.drv.Cluster(), 99, lead.drv.ID()
+			st.Send(b)
+		}
+		_, err = st.CloseAndRecv()
+		if err == nil || !contains(err.Error(), tc.want) || !contains(err.Error(), "member 99") {
+			t.Errorf("fragments %v: %v, want refused with %q naming the sender", tc.batches[0].GetFragmentOffset(), err, tc.want)
 		}
 	}
 }

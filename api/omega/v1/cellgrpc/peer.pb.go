@@ -158,9 +158,17 @@ type PeerMessages struct {
 	Messages [][]byte `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
 	// The sender's incarnation: the nonce its raft directory drew when it
 	// was made (0: a sender that keeps none).
-	Incarnation   uint64 `protobuf:"varint,5,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Incarnation uint64 `protobuf:"varint,5,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// A message too large for one gRPC message (a snapshot of a large cell)
+	// goes in fragments, each a batch of its own holding no messages: the
+	// bytes of its wire form from fragment_offset, of fragment_total in all.
+	// The receiver puts them together in order; a fragment out of order ends
+	// the stream.
+	Fragment       []byte `protobuf:"bytes,6,opt,name=fragment,proto3" json:"fragment,omitempty"`
+	FragmentOffset uint64 `protobuf:"varint,7,opt,name=fragment_offset,json=fragmentOffset,proto3" json:"fragment_offset,omitempty"`
+	FragmentTotal  uint64 `protobuf:"varint,8,opt,name=fragment_total,json=fragmentTotal,proto3" json:"fragment_total,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PeerMessages) Reset() {
@@ -228,6 +236,27 @@ func (x *PeerMessages) GetIncarnation() uint64 {
 	return 0
 }
 
+func (x *PeerMessages) GetFragment() []byte {
+	if x != nil {
+		return x.Fragment
+	}
+	return nil
+}
+
+func (x *PeerMessages) GetFragmentOffset() uint64 {
+	if x != nil {
+		return x.FragmentOffset
+	}
+	return 0
+}
+
+func (x *PeerMessages) GetFragmentTotal() uint64 {
+	if x != nil {
+		return x.FragmentTotal
+	}
+	return 0
+}
+
 type PeerAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -275,13 +304,16 @@ const file_omega_v1_peer_proto_rawDesc = "" +
 	"\x02id\x18\x03 \x01(\x04R\x02id\"<\n" +
 	"\fJoinResponse\x12\x12\n" +
 	"\x04done\x18\x01 \x01(\bR\x04done\x12\x18\n" +
-	"\acluster\x18\x02 \x01(\tR\acluster\"\x8a\x01\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\"\xf6\x01\n" +
 	"\fPeerMessages\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\x04R\x02to\x12\x1a\n" +
 	"\bmessages\x18\x04 \x03(\fR\bmessages\x12 \n" +
-	"\vincarnation\x18\x05 \x01(\x04R\vincarnation\"\t\n" +
+	"\vincarnation\x18\x05 \x01(\x04R\vincarnation\x12\x1a\n" +
+	"\bfragment\x18\x06 \x01(\fR\bfragment\x12'\n" +
+	"\x0ffragment_offset\x18\a \x01(\x04R\x0efragmentOffset\x12%\n" +
+	"\x0efragment_total\x18\b \x01(\x04R\rfragmentTotal\"\t\n" +
 	"\aPeerAck2r\n" +
 	"\x04Peer\x123\n" +
 	"\x04Send\x12\x16.omega.v1.PeerMessages\x1a\x11.omega.v1.PeerAck(\x01\x125\n" +
