@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
+	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/replica"
 	"github.com/omega-cell/omega/txn"
@@ -336,5 +337,34 @@ func TestFragmentedMessages(t *testing.T) {
 		if err == nil || !contains(err.Error(), tc.want) || !contains(err.Error(), "member 99") {
 			t.Errorf("fragments %v: %v, want refused with %q naming the sender", tc.batches[0].GetFragmentOffset(), err, tc.want)
 		}
+	}
+}
+
+// TestOutcomeUnknownIsUnavailable: a commit the leader proposed and could
+// not see committed (its followers gone) is transport.ErrUnavailable to
+// the client as well as replica.ErrOutcomeUnknown: the transport's
+// contract for a commit in flight when the store failed, which a client
+// (a scheduler) takes as "try again after reading", not as a refusal.
+func TestOutcomeUnknownIsUnavailable(t *testing.T) {
+	c := newCell(t, 3)
+	_, lead := c.commit(&txn.Txn{Component: "test", Ops: []txn.Op{job(0)}}, 10*time.Second)
+	for _, m := range c.members {
+		if m != lead {
+			c.stop(m)
+		}
+	}
+	f := lead.drv.Forwarder()
+	defer f.Close()
+	var err error
+	for i := 1; i <= 5; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+		_, err = f.Commit(ctx, &txn.Txn{Component: "test", Ops: []txn.Op{job(i)}})
+		cancel()
+		if errors.Is(err, replica.ErrOutcomeUnknown) {
+			break
+		}
+	}
+	if !errors.Is(err, replica.ErrOutcomeUnknown) || !errors.Is(err, transport.ErrUnavailable) {
+		t.Fatalf("a commit the leader could not see committed: %v; want ErrOutcomeUnknown and transport.ErrUnavailable", err)
 	}
 }

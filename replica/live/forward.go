@@ -78,6 +78,13 @@ func (f *Forwarder) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error)
 				return txn.Result{}, ctx.Err()
 			}
 			wait = min(2*wait, 200*time.Millisecond)
+		case errors.Is(err, replica.ErrOutcomeUnknown):
+			// The leader stepped down with it in flight: transport's
+			// ErrUnavailable, whose contract says so (a commit in flight
+			// when the store failed is unknown until it is read), so a
+			// client tells it from a refusal (a scheduler queues its job
+			// again; it had stopped on an unknown error).
+			return res, fmt.Errorf("%w: %w", transport.ErrUnavailable, err)
 		default:
 			return res, err
 		}
