@@ -18,6 +18,39 @@ import (
 	"github.com/omega-cell/omega/txn"
 )
 
+// fillCell commits machines of 1 core and 4 GiB, each with perMachine
+// tasks claimed on it (labelled app=filler), in transactions of about
+// 2,000 operations.
+func fillCell(b testing.TB, c *client.Client, ids *testkit.IDs, machines, perMachine int) {
+	b.Helper()
+	var ops []txn.Op
+	flush := func() {
+		if len(ops) == 0 {
+			return
+		}
+		tx := c.NewTxn(c.View())
+		tx.Ops = ops
+		if res, err := c.Commit(context.Background(), tx); err != nil || res.Conflicted() {
+			b.Fatalf("fill the cell: %+v %v", res.Outcomes[:min(3, len(res.Outcomes))], err)
+		}
+		ops = nil
+	}
+	for i := range machines {
+		m := ids.Next()
+		ops = append(ops, txn.CreateMachine(testkit.Machine(m, fmt.Sprintf("m%05d", i), testkit.Res(1000, 4<<30))))
+		for k := range perMachine {
+			tk := ids.Next()
+			p := testkit.Task(tk, uuid.Nil, fmt.Sprintf("t%05d-%d", i, k), testkit.Res(100, 256<<20))
+			p.Meta.Labels = map[string]string{"app": "filler", "tier": strconv.Itoa(k)}
+			ops = append(ops, txn.CreateTask(p), txn.Claim(tk, m, testkit.Res(100, 256<<20), 0))
+		}
+		if len(ops) >= 2000 {
+			flush()
+		}
+	}
+	flush()
+}
+
 // BenchmarkAgentFootprint measures the figure: an agent running 100
 // idle tasks (sleep processes) in a cell of 10,000 machines and 100,000
 // tasks — its RSS, and its CPU over a 30 s window once they all run. The
@@ -33,34 +66,17 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		srv := startServerAt(b, b.TempDir(), "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--agent-grace", "1h")
 		c, _ := newRemoteClient(b, srv.grpc, "bench")
 		ctx := context.Background()
-		const machines, perMachine = 10_000, 10
 		ids := testkit.NewIDs(9, 1)
+		fillCell(b, c, ids, 10_000, 10)
 		var ops []txn.Op
 		flush := func() {
-			if len(ops) == 0 {
-				return
-			}
 			tx := c.NewTxn(c.View())
 			tx.Ops = ops
 			if res, err := c.Commit(ctx, tx); err != nil || res.Conflicted() {
-				b.Fatalf("populate: %+v %v", res.Outcomes[:min(3, len(res.Outcomes))], err)
+				b.Fatalf("commit: %+v %v", res.Outcomes[:min(3, len(res.Outcomes))], err)
 			}
 			ops = nil
 		}
-		for i := range machines {
-			m := ids.Next()
-			ops = append(ops, txn.CreateMachine(testkit.Machine(m, fmt.Sprintf("m%05d", i), testkit.Res(1000, 4<<30))))
-			for k := range perMachine {
-				tk := ids.Next()
-				p := testkit.Task(tk, uuid.Nil, fmt.Sprintf("t%05d-%d", i, k), testkit.Res(100, 256<<20))
-				p.Meta.Labels = map[string]string{"app": "filler", "tier": strconv.Itoa(k)}
-				ops = append(ops, txn.CreateTask(p), txn.Claim(tk, m, testkit.Res(100, 256<<20), 0))
-			}
-			if len(ops) >= 2000 {
-				flush()
-			}
-		}
-		flush()
 		adir := b.TempDir()
 		ag := startProc(b, "agent", "--server", srv.grpc, "--join", srv.gossip, "--name", "a1", "--data", adir, "--cpu", "64", "--memory", "64Gi")
 		var me *txn.Machine

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/omega-cell/omega/internal/testkit"
-	"github.com/omega-cell/omega/txn"
 )
 
 // BenchmarkReplicatedAddServer measures issue 32's figure: a server added
@@ -55,35 +51,8 @@ func BenchmarkReplicatedAddServer(b *testing.B) {
 			b.Fatal("no leader within 30 s")
 		}
 		c, _ := newRemoteClient(b, ports[lead], "bench")
-		ctx := context.Background()
-		ids := testkit.NewIDs(11, 1)
-		var ops []txn.Op
-		flush := func() {
-			if len(ops) == 0 {
-				return
-			}
-			tx := c.NewTxn(c.View())
-			tx.Ops = ops
-			if res, err := c.Commit(ctx, tx); err != nil || res.Conflicted() {
-				b.Fatalf("populate: %v", err)
-			}
-			ops = nil
-		}
 		populate := time.Now()
-		for i := range machines {
-			m := ids.Next()
-			ops = append(ops, txn.CreateMachine(testkit.Machine(m, fmt.Sprintf("m%05d", i), testkit.Res(1000, 4<<30))))
-			for k := range perMachine {
-				tk := ids.Next()
-				p := testkit.Task(tk, uuid.Nil, fmt.Sprintf("t%05d-%d", i, k), testkit.Res(100, 256<<20))
-				p.Meta.Labels = map[string]string{"app": "filler", "tier": strconv.Itoa(k)}
-				ops = append(ops, txn.CreateTask(p), txn.Claim(tk, m, testkit.Res(100, 256<<20), 0))
-			}
-			if len(ops) >= 2000 {
-				flush()
-			}
-		}
-		flush()
+		fillCell(b, c, testkit.NewIDs(11, 1), machines, perMachine)
 		populated := time.Since(populate)
 		want, _, _, _ := health(srv[lead].http)
 

@@ -454,7 +454,8 @@ func neverSent(err error) bool {
 	return strings.Contains(msg, "Error while dialing") || strings.Contains(msg, "failed to write client preface")
 }
 
-// commitOps commits ops through the first of addrs that takes them.
+// commitOps commits ops through the first of addrs that takes them,
+// within 30 s.
 func commitOps(t *testing.T, addrs []string, ops []txn.Op) {
 	t.Helper()
 	var err error
@@ -474,6 +475,6 @@ func commitOps(t *testing.T, addrs []string, ops []txn.Op) {
 		}
 		return false
 	}) {
-		t.Fatalf("setup commit: %v", err)
+		t.Fatalf("commit %d operations through %v: %v", len(ops), addrs, err)
 	}
 }

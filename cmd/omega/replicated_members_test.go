@@ -37,25 +37,7 @@ func serverStatus(addr string) *cellgrpc.ServerStatus {
 // it, within 30 s.
 func commitVia(t *testing.T, addrs []string, name string) {
 	t.Helper()
-	var err error
-	if !eventually(30*time.Second, 50*time.Millisecond, func() bool {
-		for _, a := range addrs {
-			var tr *remote.Transport
-			if tr, err = remote.Dial(a); err != nil {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err = tr.Commit(ctx, &txn.Txn{Component: "t", Ops: []txn.Op{txn.CreateJob(testkit.Job(uuid.New(), name, "batch"))}})
-			cancel()
-			tr.Close()
-			if err == nil {
-				return true
-			}
-		}
-		return false
-	}) {
-		t.Fatalf("commit %s through %v: %v", name, addrs, err)
-	}
+	commitOps(t, addrs, []txn.Op{txn.CreateJob(testkit.Job(uuid.New(), name, "batch"))})
 }
 
 // TestReplicatedAddRemove: a member added to a running cell of three and
