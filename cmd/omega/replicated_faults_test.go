@@ -189,6 +189,9 @@ func TestReplicatedFaultRun(t *testing.T) {
 	}
 	commitOps(t, c.ports, setup)
 	sched := startProc(t, "scheduler", "--kind", "batch", "--name", "batch-0", "--server", strings.Join(addrs, ","))
+	if !eventually(60*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(sched.log(), "msg=scheduling") }) {
+		t.Fatalf("the scheduler does not schedule 60 s after its start:\n%s", sched.log())
+	}
 
 	// The clients.
 	var mu sync.Mutex

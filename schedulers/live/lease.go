@@ -67,7 +67,10 @@ func newHolder() string {
 // and take fails with ErrLeaseHeld; if it is not, its holder is gone (a
 // crash: a stopped instance deletes its lease) and take puts it at the
 // version it watched. A lease renewed more than twice its duration ago by
-// the holder's clock is taken at once.
+// the holder's clock is taken at once. A commit the cell could not take
+// (its server gone, between leaders: transient) is tried again after the
+// poll; a lease this instance's holder wrote (a create whose answer was
+// lost) is its own.
 func (k *leaseKeeper) take(ctx context.Context, c *client.Client) error {
 	uid := txn.LeaseUID(k.name)
 	var seen uint64
@@ -85,6 +88,8 @@ func (k *leaseKeeper) take(ctx context.Context, c *client.Client) error {
 		switch {
 		case !ok:
 			op = txn.CreateLease(mine)
+		case l.Holder() == k.holder:
+			op = txn.PutLease(mine, l.Version)
 		case now.Sub(time.Unix(0, l.RenewUnixNanos())) > 2*l.Duration():
 			op = txn.PutLease(mine, l.Version)
 		case seen != 0 && l.Version != seen:
@@ -105,6 +110,13 @@ func (k *leaseKeeper) take(ctx context.Context, c *client.Client) error {
 			tx.UnixNanos = now.UnixNano()
 			tx.Ops = []txn.Op{op}
 			res, err := c.Commit(ctx, tx)
+			if err != nil && transient(ctx, err) {
+				k.logger.Warn("the cell could not take the lease's commit; trying again", "name", k.name, "err", err)
+				if err := k.clock.Sleep(ctx, k.poll); err != nil {
+					return err
+				}
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("take the lease of scheduler %s: %w", txn.Quote(k.name), err)
 			}

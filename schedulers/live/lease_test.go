@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/client"
 	"github.com/omega-cell/omega/client/inproc"
+	"github.com/omega-cell/omega/client/transport"
 	"github.com/omega-cell/omega/internal/testkit"
 	"github.com/omega-cell/omega/internal/testkit/storekit"
 	"github.com/omega-cell/omega/store"
@@ -147,5 +149,76 @@ func TestLeaseOfALiveInstanceRefused(t *testing.T) {
 	k4, cl4 := c.keeper("p4")
 	if err := k4.take(context.Background(), cl4); err != nil || c.clock.T != start {
 		t.Fatalf("a long-stale lease: %v, after %v", err, c.clock.T.Sub(start))
+	}
+}
+
+// lostAnswers commits through the store and then, for the first n
+// commits, says the cell was unavailable: the answer lost with a server.
+type lostAnswers struct {
+	failingCommits
+}
+
+func (l *lostAnswers) Commit(ctx context.Context, tx *txn.Txn) (txn.Result, error) {
+	res, err := l.Transport.Commit(ctx, tx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n > 0 {
+		l.n--
+		return txn.Result{}, l.err
+	}
+	return res, err
+}
+
+// TestLeaseTakenThroughAnUnavailableCell: a keeper whose first commits the
+// cell could not take (transport.ErrUnavailable) tries again and takes its
+// lease; one whose create committed but whose answer was lost finds the
+// lease its own (its holder) and takes it, not waiting on itself; an
+// error that is not transient still fails the take.
+func TestLeaseTakenThroughAnUnavailableCell(t *testing.T) {
+	unavailable := fmt.Errorf("%w: connection reset by peer", transport.ErrUnavailable)
+	for _, tc := range []struct {
+		name string
+		tr   func(st *store.Store) transport.Transport
+		fail bool
+	}{
+		{"refused twice", func(st *store.Store) transport.Transport {
+			return &failingCommits{Transport: inproc.New(st), n: 2, err: unavailable}
+		}, false},
+		{"answer lost", func(st *store.Store) transport.Transport {
+			return &lostAnswers{failingCommits{Transport: inproc.New(st), n: 1, err: unavailable}}
+		}, false},
+		{"invalid", func(st *store.Store) transport.Transport {
+			return &failingCommits{Transport: inproc.New(st), n: 1, err: fmt.Errorf("%w: no", txn.ErrInvalid)}
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newLeaseCell(t)
+			tr := tc.tr(c.st)
+			cl, err := client.New(context.Background(), tr, client.Config{Component: "batch-0", Clock: c.clock, Rand: rand.New(rand.NewPCG(1, 2))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := &leaseKeeper{tr: tr, name: "batch-0", kind: "batch", holder: "p1", duration: 3 * time.Second, poll: 500 * time.Millisecond,
+				logger: slog.New(slog.DiscardHandler), clock: c.clock}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			start := c.clock.Now()
+			err = k.take(ctx, cl)
+			if tc.fail {
+				if !errors.Is(err, txn.ErrInvalid) {
+					t.Fatalf("take: %v, want the commit's ErrInvalid", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("take: %v", err)
+			}
+			if l, ok := c.lease(); !ok || l.Holder() != "p1" || l.Version != k.version {
+				t.Fatalf("the lease after the take: %+v (found %v), the keeper's version %d", l, ok, k.version)
+			}
+			if waited := c.clock.Now().Sub(start); waited >= k.duration {
+				t.Fatalf("the take waited %v (the lease's duration is %v): it waited on its own lease", waited, k.duration)
+			}
+		})
 	}
 }
