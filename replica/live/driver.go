@@ -142,6 +142,7 @@ type Driver struct {
 	viewVersion uint64
 	inConfig    atomic.Bool
 	refused     atomic.Pointer[string]
+	learned     atomic.Pointer[map[uint64]string] // addresses a Join answer gave a joining member
 
 	stopOnce sync.Once
 	stopErr  error
@@ -263,6 +264,11 @@ func (d *Driver) addr(member uint64) (string, bool) {
 		}
 		if v.removed[member] {
 			return "", false
+		}
+	}
+	if l := d.learned.Load(); l != nil {
+		if a, ok := (*l)[member]; ok {
+			return a, true
 		}
 	}
 	a, ok := d.cfg.Addrs[member]

@@ -368,3 +368,48 @@ func TestOutcomeUnknownIsUnavailable(t *testing.T) {
 		t.Fatalf("a commit the leader could not see committed: %v; want ErrOutcomeUnknown and transport.ErrUnavailable", err)
 	}
 }
+
+// TestJoinThroughAFollower: a member joining with peers that do not name
+// the leader (its --peers older than the cell's members) asks a follower,
+// which forwards the Join to the leader; it is taken in and caught up.
+func TestJoinThroughAFollower(t *testing.T) {
+	c := newCell(t, 3)
+	_, lead := c.commit(&txn.Txn{Component: "test", Ops: []txn.Op{job(0)}}, 10*time.Second)
+	var fs []*member
+	for _, m := range c.members {
+		if m != lead {
+			fs = append(fs, m)
+		}
+	}
+	f, other := fs[0], fs[1]
+	c.stop(f)
+	os.RemoveAll(f.dir)
+	for i := 1; i < 20; i++ {
+		c.commit(&txn.Txn{Component: "test", Ops: []txn.Op{job(i)}}, 10*time.Second)
+	}
+	addrs := map[uint64]string{f.id: f.addr, other.id: other.addr} // not the leader's
+	drv, err := Start(Config{Member: replica.Config{ID: f.id}, Dir: f.dir, Addrs: addrs, Cluster: "test", Join: true,
+		Tick: 20 * time.Millisecond, Logger: testLogger(t)}, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.drv, f.lis, f.srv = drv, lis, grpc.NewServer()
+	cellgrpc.RegisterPeerServer(f.srv, drv.PeerServer())
+	go f.srv.Serve(lis)
+	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+		return f.drv.Voter() && f.drv.Applied().Revision() >= 20
+	}) {
+		t.Fatalf("a member whose peers do not name the leader did not join: voter %v, revision %d", f.drv.Voter(), f.drv.Applied().Revision())
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("OMEGA_TEST_LOGS") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -11,8 +12,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	omegav1 "github.com/omega-cell/omega/api/omega/v1"
 	"github.com/omega-cell/omega/api/omega/v1/cellgrpc"
 	"github.com/omega-cell/omega/client/remote"
 	"github.com/omega-cell/omega/replica"
@@ -98,6 +101,15 @@ func (d *Driver) join() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			resp, err := cellgrpc.NewPeerClient(c).Join(ctx, &cellgrpc.JoinRequest{Cluster: d.Cluster(), Member: member, Id: id})
 			cancel()
+			if err == nil && len(resp.GetMembers().GetMembers()) > 0 {
+				// Where the leader and the others are, before the snapshot
+				// says so: the answers to the leader go there.
+				learned := map[uint64]string{}
+				for _, m := range resp.GetMembers().GetMembers() {
+					learned[m.GetMember()] = m.GetAddress()
+				}
+				d.learned.Store(&learned)
+			}
 			if cell := resp.GetCluster(); err == nil && cell != "" && cell != d.Cluster() {
 				d.report(func(*replica.Node) {
 					if err := d.setCluster(cell); err != nil {
@@ -168,10 +180,29 @@ func (p peerServer) Join(ctx context.Context, req *cellgrpc.JoinRequest) (*cellg
 		if !done {
 			p.d.log.Info("raft member: a joining member replaces its old id", "member", req.GetMember(), "id", req.GetId())
 		}
-		return &cellgrpc.JoinResponse{Done: done, Cluster: cell}, nil
+		var members *omegav1.CellMembers
+		if v := p.d.view.Load(); v != nil {
+			members = &omegav1.CellMembers{}
+			for _, m := range slices.Sorted(maps.Keys(v.addrs)) {
+				members.Members = append(members.Members, &omegav1.CellMember{Member: m, Address: v.addrs[m]})
+			}
+		}
+		return &cellgrpc.JoinResponse{Done: done, Cluster: cell, Members: members}, nil
 	case errors.As(err, &nl):
 		if nl.Leader == 0 {
 			return nil, status.Errorf(codes.Unavailable, "join: no leader is known")
+		}
+		// Asked of a follower: forwarded to the leader once (the joiner's
+		// --peers may not name it: a member added since, say).
+		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedKey)) == 0 {
+			if addr, ok := p.d.addr(replica.MemberOf(nl.Leader)); ok {
+				conn, derr := grpc.NewClient(addr, p.d.dialOptions()...)
+				if derr == nil {
+					defer conn.Close()
+					req.Cluster = cell // the joiner may have named the cell by name alone
+					return cellgrpc.NewPeerClient(conn).Join(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"), req)
+				}
+			}
 		}
 		return nil, status.Errorf(codes.FailedPrecondition, "%s: member %d leads", notLeaderPrefix, replica.MemberOf(nl.Leader))
 	case errors.Is(err, replica.ErrNotReady), errors.Is(err, replica.ErrConfBusy), errors.Is(err, ErrStopped):

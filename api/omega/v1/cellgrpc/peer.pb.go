@@ -12,6 +12,7 @@
 package cellgrpc
 
 import (
+	v1 "github.com/omega-cell/omega/api/omega/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -96,7 +97,10 @@ type JoinResponse struct {
 	Done bool `protobuf:"varint,1,opt,name=done,proto3" json:"done,omitempty"`
 	// The cell's id, which a member new to the cell records (its --peers
 	// may name members the cell's founders did not).
-	Cluster       string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// The members' addresses as the leader's records say: the joining member
+	// reaches the leader, and the others, before the snapshot tells it.
+	Members       *v1.CellMembers `protobuf:"bytes,3,opt,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -143,6 +147,13 @@ func (x *JoinResponse) GetCluster() string {
 		return x.Cluster
 	}
 	return ""
+}
+
+func (x *JoinResponse) GetMembers() *v1.CellMembers {
+	if x != nil {
+		return x.Members
+	}
+	return nil
 }
 
 type PeerMessages struct {
@@ -297,14 +308,15 @@ var File_omega_v1_peer_proto protoreflect.FileDescriptor
 
 const file_omega_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x13omega/v1/peer.proto\x12\bomega.v1\"O\n" +
+	"\x13omega/v1/peer.proto\x12\bomega.v1\x1a\x15omega/v1/member.proto\"O\n" +
 	"\vJoinRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\x04R\x06member\x12\x0e\n" +
-	"\x02id\x18\x03 \x01(\x04R\x02id\"<\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\"m\n" +
 	"\fJoinResponse\x12\x12\n" +
 	"\x04done\x18\x01 \x01(\bR\x04done\x12\x18\n" +
-	"\acluster\x18\x02 \x01(\tR\acluster\"\xf6\x01\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12/\n" +
+	"\amembers\x18\x03 \x01(\v2\x15.omega.v1.CellMembersR\amembers\"\xf6\x01\n" +
 	"\fPeerMessages\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
@@ -333,21 +345,23 @@ func file_omega_v1_peer_proto_rawDescGZIP() []byte {
 
 var file_omega_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_omega_v1_peer_proto_goTypes = []any{
-	(*JoinRequest)(nil),  // 0: omega.v1.JoinRequest
-	(*JoinResponse)(nil), // 1: omega.v1.JoinResponse
-	(*PeerMessages)(nil), // 2: omega.v1.PeerMessages
-	(*PeerAck)(nil),      // 3: omega.v1.PeerAck
+	(*JoinRequest)(nil),    // 0: omega.v1.JoinRequest
+	(*JoinResponse)(nil),   // 1: omega.v1.JoinResponse
+	(*PeerMessages)(nil),   // 2: omega.v1.PeerMessages
+	(*PeerAck)(nil),        // 3: omega.v1.PeerAck
+	(*v1.CellMembers)(nil), // 4: omega.v1.CellMembers
 }
 var file_omega_v1_peer_proto_depIdxs = []int32{
-	2, // 0: omega.v1.Peer.Send:input_type -> omega.v1.PeerMessages
-	0, // 1: omega.v1.Peer.Join:input_type -> omega.v1.JoinRequest
-	3, // 2: omega.v1.Peer.Send:output_type -> omega.v1.PeerAck
-	1, // 3: omega.v1.Peer.Join:output_type -> omega.v1.JoinResponse
-	2, // [2:4] is the sub-list for method output_type
-	0, // [0:2] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	4, // 0: omega.v1.JoinResponse.members:type_name -> omega.v1.CellMembers
+	2, // 1: omega.v1.Peer.Send:input_type -> omega.v1.PeerMessages
+	0, // 2: omega.v1.Peer.Join:input_type -> omega.v1.JoinRequest
+	3, // 3: omega.v1.Peer.Send:output_type -> omega.v1.PeerAck
+	1, // 4: omega.v1.Peer.Join:output_type -> omega.v1.JoinResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_omega_v1_peer_proto_init() }
