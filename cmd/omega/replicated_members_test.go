@@ -54,7 +54,8 @@ func commitVia(t *testing.T, addrs []string, name string) {
 // from the records. omega server remove of the leader hands the lead over
 // first; the removed server exits 0 saying so, and the cell commits on;
 // restarted, it is refused by the others and stops again; its number
-// cannot be added again.
+// cannot be added again. omega server transfer-leader (asked of the new
+// member) hands the lead to a founder before.
 func TestReplicatedAddRemove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -148,10 +149,24 @@ func TestReplicatedAddRemove(t *testing.T) {
 		t.Fatalf("member %d, restarted with --peers naming three, does not list member 4 at %s: %v", down+1, p4, serverStatus(c.ports[down]))
 	}
 
+	// Hand the lead to a founder that does not lead, through the CLI.
+	lead = c.leader(-1)
+	target := (lead + 1) % 3
+	if target == lead {
+		target = (lead + 2) % 3
+	}
+	out, stderr, err := run(t, "", "server", "transfer-leader", fmt.Sprint(target+1), "--server", c.ports[3])
+	if err != nil || !strings.Contains(out, fmt.Sprintf("member %d leads now", target+1)) {
+		t.Fatalf("omega server transfer-leader %d: %v\n%s%s", target+1, err, out, stderr)
+	}
+	if got := c.leader(-1); got != target {
+		t.Fatalf("after the transfer to member %d, member %d leads", target+1, got+1)
+	}
+
 	// Remove the leader: its lead goes first; it exits 0 saying it was removed.
 	lead = c.leader(-1)
 	via := (lead + 1) % 4
-	out, stderr, err := run(t, "", "server", "remove", fmt.Sprint(lead+1), "--server", c.ports[via])
+	out, stderr, err = run(t, "", "server", "remove", fmt.Sprint(lead+1), "--server", c.ports[via])
 	if err != nil || !strings.Contains(out, fmt.Sprintf("member %d removed", lead+1)) || !strings.Contains(out, "the lead went from member") {
 		t.Fatalf("omega server remove %d (the leader): %v\n%s%s", lead+1, err, out, stderr)
 	}
@@ -167,8 +182,8 @@ func TestReplicatedAddRemove(t *testing.T) {
 	removed := c.srv[lead]
 	c.srv[lead] = nil
 	commit("after-remove")
-	if out, err := omega("server", "add", fmt.Sprint(lead+1), "--address", "127.0.0.1:1"); err == nil || !strings.Contains(out, "was removed from the cell") {
-		t.Fatalf("omega server add %d (removed): %v\n%s", lead+1, err, out)
+	if out, stderr, err := run(t, "", "server", "add", fmt.Sprint(lead+1), "--address", "127.0.0.1:1", "--server", c.ports[3]); err == nil || !strings.Contains(stderr, "was removed from the cell") {
+		t.Fatalf("omega server add %d (removed): %v\n%s%s", lead+1, err, out, stderr)
 	}
 	// Started again on its directory, it is refused and stops.
 	again := c.start(lead)
