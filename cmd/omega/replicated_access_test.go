@@ -163,4 +163,27 @@ func TestReplicatedCellTokensAndTLS(t *testing.T) {
 	if err != nil || !strings.Contains(out, "job/through-a-follower") || !strings.Contains(out, "job/after-the-kill") {
 		t.Fatalf("get jobs: %v\n%s%s", err, out, errs)
 	}
+
+	// A member added through the follower (forwarded to the leader over
+	// TLS with the follower's peer token): a submitter may not, an admin
+	// may; the new server joins over TLS with its peer token.
+	via := 3 - lead - newLead
+	p4 := freePort(t)
+	add := func(token string) (string, string, error) {
+		return run(t, "", append([]string{"server", "add", "4", "--address", p4, "--server", ports[via], "--token-file", filepath.Join(dir, token+".token")}, clientTLS...)...)
+	}
+	if out, errs, err := add("submit"); err == nil || !strings.Contains(errs, "only an admin's") {
+		t.Fatalf("omega server add with a submitter's token: %v\n%s%s", err, out, errs)
+	}
+	if out, errs, err := add("admin"); err != nil || !strings.Contains(out, "member 4 added") {
+		t.Fatalf("omega server add with an admin's token, through a follower: %v\n%s%s", err, out, errs)
+	}
+	s4 := startServerAt(t, t.TempDir(), p4, "--peers", strings.Join(peers, ",")+",4="+p4, "--member", "4", "--join",
+		"--tokens", tokens, "--peer-token-file", filepath.Join(dir, "peer.token"), "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca)
+	if !eventually(30*time.Second, 50*time.Millisecond, func() bool {
+		body, err := healthBody(s4.http)
+		return err == nil && strings.Contains(body, fmt.Sprintf("leader %d", newLead+1)) && strings.Contains(body, "reads linearizable")
+	}) {
+		t.Fatalf("member 4 did not join the TLS cell within 30 s:\n%s", s4.log())
+	}
 }
