@@ -76,6 +76,9 @@ func getServers(ctx context.Context, w io.Writer, cf *cellFlags, output, only st
 // answer.
 func askServer(ctx context.Context, cf *cellFlags, p *cellgrpc.PeerStatus) *cellgrpc.ServerStatus {
 	down := &cellgrpc.ServerStatus{Member: p.GetMember(), Address: p.GetAddress(), RaftId: p.GetRaftId(), Role: "unreachable"}
+	if p.GetLearner() {
+		down.Role = "learner, unreachable" // added, its server not (yet) started
+	}
 	tr, err := cf.dialAddr(p.GetAddress())
 	if err != nil {
 		return down

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -114,6 +115,9 @@ func TestReplicatedAddRemove(t *testing.T) {
 	}
 	if st := serverStatus(c.ports[lead]); st == nil || len(st.GetPeers()) != 4 || !st.GetPeers()[3].GetLearner() {
 		t.Fatalf("after the add, the leader says: %v; want member 4 among its peers, a learner", st)
+	}
+	if out, err := omega("get", "servers"); err != nil || !regexp.MustCompile(`(?m)^4 +`+regexp.QuoteMeta(p4)+` +learner, unreachable`).MatchString(out) {
+		t.Fatalf("omega get servers before member 4's server starts: %v\n%s", err, out)
 	}
 	commit("after-add")
 	dir4 := t.TempDir()
