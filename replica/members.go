@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -289,6 +290,9 @@ func (n *Node) AddMember(member uint64, addr string) (done bool, err error) {
 	}
 	if member == 0 || member > MaxMember || addr == "" {
 		return false, fmt.Errorf("%w: a member needs a number in 1..%d and an address", txn.ErrInvalid, uint64(MaxMember))
+	}
+	if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" || len(addr) > 255 {
+		return false, fmt.Errorf("%w: member %d's address %s is not host:port", txn.ErrInvalid, member, txn.Quote(addr))
 	}
 	if n.removed[member] {
 		return false, fmt.Errorf("member %d is %w: it was removed from the cell, and a removed member's number is not taken again; choose another", member, ErrMemberTaken)

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -38,7 +39,7 @@ func TestMembershipRefusals(t *testing.T) {
 			break
 		}
 	}
-	if _, err := f.node.AddMember(4, "sim-4"); !errors.Is(err, ErrNotLeader) {
+	if _, err := f.node.AddMember(4, "sim-4:1"); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("a follower's AddMember: %v, want ErrNotLeader", err)
 	}
 	for _, tc := range []struct {
@@ -46,10 +47,12 @@ func TestMembershipRefusals(t *testing.T) {
 		addr   string
 		want   error
 	}{
-		{2, "sim-9", ErrMemberTaken},
-		{4, "sim-1", ErrMemberTaken},
-		{0, "sim-9", txn.ErrInvalid},
+		{2, "sim-9:1", ErrMemberTaken},
+		{4, "sim-1:1", ErrMemberTaken},
+		{0, "sim-9:1", txn.ErrInvalid},
 		{4, "", txn.ErrInvalid},
+		{4, "no-port", txn.ErrInvalid},
+		{4, strings.Repeat("x", 300) + ":1", txn.ErrInvalid},
 	} {
 		if _, err := l.node.AddMember(tc.member, tc.addr); !errors.Is(err, tc.want) {
 			t.Errorf("AddMember(%d, %q): %v, want %v", tc.member, tc.addr, err, tc.want)
@@ -62,24 +65,24 @@ func TestMembershipRefusals(t *testing.T) {
 		t.Errorf("the leader's own removal: %v, want ErrLeaderRemoval", err)
 	}
 	// One change in flight: the next is refused until it is applied.
-	if done, err := l.node.AddMember(4, "sim-4"); err != nil || done {
+	if done, err := l.node.AddMember(4, "sim-4:1"); err != nil || done {
 		t.Fatalf("AddMember(4): %v %v", done, err)
 	}
-	if _, err := l.node.AddMember(5, "sim-5"); !errors.Is(err, ErrConfBusy) {
+	if _, err := l.node.AddMember(5, "sim-5:1"); !errors.Is(err, ErrConfBusy) {
 		t.Errorf("a second add while the first is in flight: %v, want ErrConfBusy", err)
 	}
 	if _, err := l.node.RemoveMember(f.slot); !errors.Is(err, ErrConfBusy) {
 		t.Errorf("a removal while an add is in flight: %v, want ErrConfBusy", err)
 	}
-	settle(t, c, 200, "the add applied", func() bool { a, _ := l.node.Addrs(); return a[4] == "sim-4" })
-	if done, err := l.node.AddMember(4, "sim-4"); err != nil || !done {
+	settle(t, c, 200, "the add applied", func() bool { a, _ := l.node.Addrs(); return a[4] == "sim-4:1" })
+	if done, err := l.node.AddMember(4, "sim-4:1"); err != nil || !done {
 		t.Errorf("AddMember(4) again at its address: %v %v, want done", done, err)
 	}
 	if done, err := l.node.RemoveMember(4); err != nil || done {
 		t.Fatalf("RemoveMember(4): %v %v", done, err)
 	}
 	settle(t, c, 200, "the removal applied", func() bool { return l.node.MemberRemoved(4) })
-	if _, err := l.node.AddMember(4, "sim-4b"); !errors.Is(err, ErrMemberTaken) {
+	if _, err := l.node.AddMember(4, "sim-4b:1"); !errors.Is(err, ErrMemberTaken) {
 		t.Errorf("a removed number added again: %v, want ErrMemberTaken", err)
 	}
 	// Every member holds the records, and a snapshot carries them.

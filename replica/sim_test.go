@@ -134,7 +134,7 @@ func newSimCell(t *testing.T, seed uint64, n int, driverElections, disks, churn 
 	addrs := map[uint64]string{}
 	for i := range n {
 		peers = append(peers, uint64(i+1))
-		addrs[uint64(i+1)] = fmt.Sprintf("sim-%d", i+1)
+		addrs[uint64(i+1)] = fmt.Sprintf("sim-%d:1", i+1)
 	}
 	c.cfg = Config{Peers: peers, Addrs: addrs, ElectionTick: 10, HeartbeatTick: 1, SnapshotEvery: 64, DriverElections: driverElections}
 	if churn {
@@ -755,7 +755,7 @@ func (c *simCell) changeMembers(s, steps int) {
 	switch {
 	case s < steps/5 || l == nil || l.node.Removed():
 	case spare.absent:
-		done, err := l.node.AddMember(spare.slot, fmt.Sprintf("sim-%d", spare.slot))
+		done, err := l.node.AddMember(spare.slot, fmt.Sprintf("sim-%d:1", spare.slot))
 		if err != nil && !errors.Is(err, ErrConfBusy) && !errors.Is(err, ErrNotReady) && !errors.Is(err, ErrNotLeader) {
 			c.t.Fatalf("step %d: add member %d: %v", c.now, spare.slot, err)
 		}
@@ -795,7 +795,7 @@ func (c *simCell) changeMembers(s, steps int) {
 				// its join says it was removed, and it stops.
 				victim.node, victim.removed = nil, true
 			}
-			if _, err := l.node.AddMember(victim.slot, "elsewhere"); !errors.Is(err, ErrMemberTaken) {
+			if _, err := l.node.AddMember(victim.slot, "elsewhere:1"); !errors.Is(err, ErrMemberTaken) {
 				c.t.Fatalf("step %d: member %d added again after its removal: %v, want ErrMemberTaken", c.now, victim.slot, err)
 			}
 		}
