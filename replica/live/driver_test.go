@@ -286,18 +286,7 @@ func TestFragmentedMessages(t *testing.T) {
 	}
 	c.stop(f)
 	os.RemoveAll(f.dir)
-	drv, err := Start(Config{Member: replica.Config{ID: f.id}, Dir: f.dir, Addrs: c.addrs, Cluster: "test", Join: true,
-		Tick: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, Hooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.drv, f.lis, f.srv = drv, lis, grpc.NewServer()
-	cellgrpc.RegisterPeerServer(f.srv, drv.PeerServer())
-	go f.srv.Serve(lis)
+	c.startJoining(f, c.addrs)
 	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
 		return f.drv.Voter() && f.drv.Applied().Revision() >= 50
 	}) {
@@ -388,18 +377,7 @@ func TestJoinThroughAFollower(t *testing.T) {
 		c.commit(&txn.Txn{Component: "test", Ops: []txn.Op{job(i)}}, 10*time.Second)
 	}
 	addrs := map[uint64]string{f.id: f.addr, other.id: other.addr} // not the leader's
-	drv, err := Start(Config{Member: replica.Config{ID: f.id}, Dir: f.dir, Addrs: addrs, Cluster: "test", Join: true,
-		Tick: 20 * time.Millisecond, Logger: testLogger(t)}, Hooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.drv, f.lis, f.srv = drv, lis, grpc.NewServer()
-	cellgrpc.RegisterPeerServer(f.srv, drv.PeerServer())
-	go f.srv.Serve(lis)
+	c.startJoining(f, addrs)
 	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
 		return f.drv.Voter() && f.drv.Applied().Revision() >= 20
 	}) {
@@ -407,6 +385,26 @@ func TestJoinThroughAFollower(t *testing.T) {
 	}
 }
 
+// startJoining starts member m on its (empty) directory as a joining
+// member that knows the peers at addrs, serving its peer service on its
+// address.
+func (c *cell) startJoining(m *member, addrs map[uint64]string) {
+	c.t.Helper()
+	drv, err := Start(Config{Member: replica.Config{ID: m.id}, Dir: m.dir, Addrs: addrs, Cluster: "test", Join: true,
+		Tick: 20 * time.Millisecond, Logger: testLogger(c.t)}, Hooks{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", m.addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m.drv, m.lis, m.srv = drv, lis, grpc.NewServer()
+	cellgrpc.RegisterPeerServer(m.srv, drv.PeerServer())
+	go m.srv.Serve(lis)
+}
+
+// testLogger discards, unless OMEGA_TEST_LOGS is set: then stderr.
 func testLogger(t *testing.T) *slog.Logger {
 	if os.Getenv("OMEGA_TEST_LOGS") == "" {
 		return slog.New(slog.DiscardHandler)
