@@ -1,15 +1,11 @@
 package main_test
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // TestReadmeReplicatedBlocks runs the README's blocks under "Run a
@@ -47,45 +43,17 @@ func TestReadmeReplicatedBlocks(t *testing.T) {
 	script := strings.Join(blocks, "\n")
 	script = strings.ReplaceAll(script, "/tmp/", dir+"/")
 	script += "\nsleep 1\n"
-	pathDir := t.TempDir()
-	if err := os.Symlink(bin, filepath.Join(pathDir, "omega")); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"), "OMEGA_CONFIG="+filepath.Join(dir, "no-config.yaml"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	outF, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	errF, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outF.Close()
-	defer errF.Close()
-	cmd.Stdout, cmd.Stderr = outF, errF
-	t.Cleanup(func() {
-		if cmd.Process != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the servers in the background too
-		}
-	})
-	runErr := cmd.Run()
-	out, _ := os.ReadFile(outF.Name())
-	stderr, _ := os.ReadFile(errF.Name())
+	out, stderr, runErr := runScript(t, bin, dir, "bash", script)
 	fail := func(why string) {
 		t.Helper()
 		t.Fatalf("%s (the script: %v)\nstdout:\n%s\nstderr (last 4,000 bytes):\n%s", why, runErr, out, stderr[max(0, len(stderr)-4000):])
 	}
 	for _, want := range []string{"member 4 added at 127.0.0.1:7084", "member 4 leads now", "member 1 removed", "holds member 1 of cell", "member 2 added at 127.0.0.1:7073"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			fail("the blocks did not say " + want)
 		}
 	}
-	tables := regexp.MustCompile(`(?m)^MEMBER .*\n((?:[0-9]+ .*\n)+)`).FindAllStringSubmatch(string(out), -1)
+	tables := regexp.MustCompile(`(?m)^MEMBER .*\n((?:[0-9]+ .*\n)+)`).FindAllStringSubmatch(out, -1)
 	if len(tables) < 3 {
 		fail("fewer than three server tables")
 	}
@@ -94,7 +62,7 @@ func TestReadmeReplicatedBlocks(t *testing.T) {
 	if len(rows) != 3 || !strings.HasPrefix(rows[0], "2 ") || !strings.HasPrefix(rows[2], "4 ") || strings.Contains(last, "joining") || strings.Contains(last, "unreachable") {
 		fail("the last server table is not members 2, 3 and 4, all in")
 	}
-	if n := strings.Count(string(out), "\nhello "); n < 2 {
+	if n := strings.Count(out, "\nhello "); n < 2 {
 		fail("the hello job is not listed twice (the replicated cell's, the upgraded cell's)")
 	}
 }

@@ -54,45 +54,19 @@ func TestReadmeCellBlock(t *testing.T) {
 	}
 
 	cell := t.TempDir()
-	pathDir := t.TempDir()
-	if err := os.Symlink(bin, filepath.Join(pathDir, "omega")); err != nil {
-		t.Fatal(err)
-	}
 	server := freePort(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-e", "-c", strings.Join(script, "\n"))
-	cmd.Dir = filepath.Join("..", "..") // examples/jobs/... as the README runs from the checkout
-	cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"),
-		"OMEGA_SERVER="+server, "CELL="+cell, "GOSSIP="+freePort(t), "HTTP="+freePort(t), "OMEGA_CONFIG="+filepath.Join(cell, "no-config.yaml"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Files, not pipes: the background processes keep what they inherit
-	// open, and the script's end must not wait for theirs.
-	outF, err := os.Create(filepath.Join(cell, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	errF, err := os.Create(filepath.Join(cell, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outF.Close()
-	defer errF.Close()
-	cmd.Stdout, cmd.Stderr = outF, errF
-	read := func(f *os.File) string { b, _ := os.ReadFile(f.Name()); return string(b) }
 	t.Cleanup(func() {
-		if cmd.Process != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the background processes too
-		}
 		for i := 1; i <= 3; i++ {
 			killTaskSessions(filepath.Join(cell, "m"+string(rune('0'+i))))
 		}
 	})
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("the README's block failed: %v\nstdout:\n%s\nstderr:\n%s", err, read(outF), read(errF))
+	stdout, stderr, err := runScript(t, bin, cell, "bash -e", strings.Join(script, "\n"),
+		"OMEGA_SERVER="+server, "CELL="+cell, "GOSSIP="+freePort(t), "HTTP="+freePort(t))
+	if err != nil {
+		t.Fatalf("the README's block failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
-	if !strings.Contains(read(outF), "hello") {
-		t.Fatalf("the block's output names no hello job:\n%s", read(outF))
+	if !strings.Contains(stdout, "hello") {
+		t.Fatalf("the block's output names no hello job:\n%s", stdout)
 	}
 	c, _ := newRemoteClient(t, server, "tester")
 	waitFor(t, c, 90*time.Second, "the hello job's three tasks succeeded on the README's cell", func(v client.View) bool {
@@ -105,4 +79,46 @@ func TestReadmeCellBlock(t *testing.T) {
 		})
 		return n == 3
 	})
+}
+
+// runScript runs script with bash (shell: "bash" or "bash -e") from the
+// checkout's root, the test's omega binary first on PATH, no client
+// configuration (OMEGA_CONFIG in dir), and env added; it returns what the
+// script wrote. Its output goes to files in dir, not pipes: the processes
+// it leaves in the background keep what they inherit open, and the
+// script's end must not wait for theirs. They are killed, with the
+// script's process group, when the test ends.
+func runScript(t *testing.T, bin, dir, shell, script string, env ...string) (string, string, error) {
+	t.Helper()
+	pathDir := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(pathDir, "omega")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	args := append(strings.Fields(shell)[1:], "-c", script)
+	cmd := exec.CommandContext(ctx, "bash", args...)
+	cmd.Dir = filepath.Join("..", "..") // examples/jobs/... as the README runs from the checkout
+	cmd.Env = append(append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"), "OMEGA_CONFIG="+filepath.Join(dir, "no-config.yaml")), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	outF, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errF, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outF.Close()
+	defer errF.Close()
+	cmd.Stdout, cmd.Stderr = outF, errF
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the background processes too
+		}
+	})
+	err = cmd.Run()
+	out, _ := os.ReadFile(outF.Name())
+	errOut, _ := os.ReadFile(errF.Name())
+	return string(out), string(errOut), err
 }
