@@ -410,10 +410,20 @@ func TestReplicatedFaultRun(t *testing.T) {
 			acked++
 		}
 	}
-	// Every acknowledged job in every live server's cell, its tasks placed.
+	// Every member still runs (none stopped by itself: a log out of order,
+	// a disk error), every acknowledged job in each one's cell, its tasks
+	// placed.
 	var live []*serverProc
 	for _, m := range members() {
-		live = append(live, procs[m])
+		p := procs[m]
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			lines := strings.Split(p.log(), "\n")
+			t.Fatalf("member %d stopped by itself (%v); its last log lines:\n%s", m, err, strings.Join(lines[max(0, len(lines)-20):], "\n"))
+		default:
+		}
+		live = append(live, p)
 	}
 	cell := &replCell{t: t, srv: live}
 	cell.requireJobs(submitted)
