@@ -227,12 +227,33 @@ func (n *Node) Removed() bool { return n.removedSelf }
 
 // InConfig: this member is a voter or a learner of the configuration it
 // applied (a joining member is neither until the leader's snapshot).
-func (n *Node) InConfig() bool {
-	if n.conf == nil {
-		return false
+func (n *Node) InConfig() bool { return n.configured(n.cfg.ID) }
+
+// RecordsVersion moves whenever the member records change (Addrs).
+func (n *Node) RecordsVersion() uint64 { return n.recordsVersion }
+
+// leaderReady is what a membership change asks first: this member leads
+// (and has not applied its own removal) and has applied its log.
+func (n *Node) leaderReady() error {
+	switch {
+	case !n.leading:
+		return &NotLeaderError{Leader: n.lead}
+	case n.removedSelf: // a leader that applied its own removal steps down
+		return &NotLeaderError{}
+	case n.head == nil:
+		return ErrNotReady
 	}
-	return slices.Contains(n.conf.Voters, n.cfg.ID) || slices.Contains(n.conf.Learners, n.cfg.ID) ||
-		slices.Contains(n.conf.VotersOutgoing, n.cfg.ID)
+	return nil
+}
+
+// memberIDs are member's raft ids in the leader's configuration (voters
+// incoming and outgoing, learners), and whether each is a learner.
+func (n *Node) memberIDs(member uint64) ([]uint64, map[uint64]bool) {
+	cfg := n.rn.Status().Config
+	voters := map[uint64]struct{}{}
+	maps.Copy(voters, cfg.Voters[0])
+	maps.Copy(voters, cfg.Voters[1])
+	return incarnations(voters, cfg.Learners, member)
 }
 
 // incarnations are the raft ids of member in the leader's configuration
@@ -279,14 +300,8 @@ func (n *Node) proposeConf(cc *raftpb.ConfChangeV2) error {
 // number is a member's, or was removed; the address is another member's),
 // txn.ErrInvalid (no number, no address).
 func (n *Node) AddMember(member uint64, addr string) (done bool, err error) {
-	if !n.leading {
-		return false, &NotLeaderError{Leader: n.lead}
-	}
-	if n.removedSelf { // a leader that applied its own removal steps down
-		return false, &NotLeaderError{}
-	}
-	if n.head == nil {
-		return false, ErrNotReady
+	if err := n.leaderReady(); err != nil {
+		return false, err
 	}
 	if member == 0 || member > MaxMember || addr == "" {
 		return false, fmt.Errorf("%w: a member needs a number in 1..%d and an address", txn.ErrInvalid, uint64(MaxMember))
@@ -297,11 +312,7 @@ func (n *Node) AddMember(member uint64, addr string) (done bool, err error) {
 	if n.removed[member] {
 		return false, fmt.Errorf("member %d is %w: it was removed from the cell, and a removed member's number is not taken again; choose another", member, ErrMemberTaken)
 	}
-	cfg := n.rn.Status().Config
-	voters := map[uint64]struct{}{}
-	maps.Copy(voters, cfg.Voters[0])
-	maps.Copy(voters, cfg.Voters[1])
-	if ids, _ := incarnations(voters, cfg.Learners, member); len(ids) > 0 {
+	if ids, _ := n.memberIDs(member); len(ids) > 0 {
 		if n.addrs[member] == addr {
 			return true, nil
 		}
@@ -333,20 +344,10 @@ func (n *Node) AddMember(member uint64, addr string) (done bool, err error) {
 // ErrNotReady, ErrConfBusy, ErrNoSuchMember, ErrLeaderRemoval (this
 // member: hand the lead over first), ErrLastMember.
 func (n *Node) RemoveMember(member uint64) (done bool, err error) {
-	if !n.leading {
-		return false, &NotLeaderError{Leader: n.lead}
+	if err := n.leaderReady(); err != nil {
+		return false, err
 	}
-	if n.removedSelf { // a leader that applied its own removal steps down
-		return false, &NotLeaderError{}
-	}
-	if n.head == nil {
-		return false, ErrNotReady
-	}
-	cfg := n.rn.Status().Config
-	voters := map[uint64]struct{}{}
-	maps.Copy(voters, cfg.Voters[0])
-	maps.Copy(voters, cfg.Voters[1])
-	ids, _ := incarnations(voters, cfg.Learners, member)
+	ids, _ := n.memberIDs(member)
 	if len(ids) == 0 {
 		if n.removed[member] {
 			return true, nil
@@ -354,7 +355,7 @@ func (n *Node) RemoveMember(member uint64) (done bool, err error) {
 		return false, fmt.Errorf("%w: member %d", ErrNoSuchMember, member)
 	}
 	left := 0
-	for id := range cfg.Voters[0] {
+	for id := range n.rn.Status().Config.Voters[0] {
 		if MemberOf(id) != member {
 			left++
 		}
@@ -383,21 +384,28 @@ func (n *Node) RemoveMember(member uint64) (done bool, err error) {
 }
 
 // catchUp is a learner's catching-up round: the leader's last index when
-// it began, and the tick it began at.
-type catchUp struct{ index, tick uint64 }
+// it began, the tick it began at, and the rounds it finished before.
+type catchUp struct{ index, tick, done uint64 }
 
-// promote makes a learner that has caught up a voter: one whose last round
-// (the leader's log as the round began) took at most an election timeout.
-// Called on the leader's ticks.
+// promote makes a learner that has caught up a voter, as the raft thesis
+// says (§4.2.1, "Catching up new servers"; its text in
+// github.com/ongardie/dissertation, membership/membership.tex): the leader
+// replicates to it in rounds, each the leader's log as the round began;
+// after a fixed number of rounds (Config.CatchUpRounds, the thesis' "such
+// as 10"), if the last round took less than an election timeout, the
+// learner is added. Where omega departs: the thesis then aborts the change
+// with an error; here a slow learner stays a learner, rounds going on (it
+// counts toward no quorum, so waiting costs nothing; the operator sees it
+// in omega get servers and removes it). etcd's server promotes only on an
+// operator's request, once the learner's match is 90% of the leader's
+// (server/etcdserver/server.go, isLearnerReady). Called on the leader's
+// ticks.
 func (n *Node) promote() {
-	if !n.leading || n.head == nil {
+	if !n.leading || n.head == nil || n.conf == nil || len(n.conf.Learners) == 0 {
+		n.rounds = nil // (no Status, which copies the progress, on every tick)
 		return
 	}
 	st := n.rn.Status()
-	if len(st.Config.Learners) == 0 {
-		n.rounds = nil
-		return
-	}
 	if n.busy() {
 		return
 	}
@@ -412,14 +420,15 @@ func (n *Node) promote() {
 		case !ok:
 		case !began:
 			n.rounds[id] = catchUp{index: last, tick: n.ticks}
-		case pr.Match >= r.index && n.ticks-r.tick <= uint64(n.cfg.ElectionTick):
+		case pr.Match < r.index: // the round goes on
+		case r.done+1 >= uint64(n.cfg.CatchUpRounds) && n.ticks-r.tick < uint64(n.cfg.ElectionTick):
 			cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(id)}}}
 			if n.proposeConf(cc) == nil {
 				delete(n.rounds, id)
 				return // one change at a time
 			}
-		case pr.Match >= r.index:
-			n.rounds[id] = catchUp{index: last, tick: n.ticks} // too slow: another round
+		default: // the next round
+			n.rounds[id] = catchUp{index: last, tick: n.ticks, done: r.done + 1}
 		}
 	}
 }

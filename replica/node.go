@@ -79,6 +79,10 @@ type Config struct {
 	// ElectionTick and HeartbeatTick are raft's, in ticks. Defaults 10
 	// and 1.
 	ElectionTick, HeartbeatTick int
+	// CatchUpRounds is how many catch-up rounds a learner finishes before
+	// the leader promotes it, the last within an election timeout (the
+	// raft thesis' rule, §4.2.1: members.go's promote). Default 10.
+	CatchUpRounds int
 	// Limits bound the transactions (txn.Limits; zero fields default).
 	Limits txn.Limits
 	// SnapshotEvery: after this many entries applied since the last
@@ -222,6 +226,9 @@ func New(cfg Config, storage *Storage) (*Node, error) {
 	}
 	if cfg.SnapshotEvery == 0 {
 		cfg.SnapshotEvery = 1000
+	}
+	if cfg.CatchUpRounds == 0 {
+		cfg.CatchUpRounds = 10
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.Logger == nil {

@@ -244,10 +244,10 @@ type inMsg struct {
 // refreshView publishes the member records when they changed (on the
 // driver's goroutine).
 func (d *Driver) refreshView() {
-	addrs, v := d.node.Addrs()
-	if v == d.viewVersion && d.view.Load() != nil {
-		return
+	if d.node.RecordsVersion() == d.viewVersion && d.view.Load() != nil {
+		return // (no copy of the records on every turn of the loop)
 	}
+	addrs, v := d.node.Addrs()
 	d.viewVersion = v
 	view := &membersView{addrs: addrs, removed: map[uint64]bool{}, incs: d.node.Incarnations()}
 	for _, m := range d.node.Records().GetRemoved() {
