@@ -93,7 +93,8 @@ func envInt(t *testing.T, name string, def int) int {
 // reads are the servers' linearizable Get) through every server, a
 // submitter whose jobs `omega scheduler` places on twenty machines, while
 // the leader is SIGKILLed (and started again once another leads) and a
-// server, the leader or not, is SIGSTOPped for 1.5 s and continued. Half
+// server, the leader or not, is SIGSTOPped until the others have
+// acknowledged 5 writes without it, then continued. Half
 // way through, member 4 is added (omega server add, its server joining)
 // and member 1 removed (omega server remove: when it leads, its lead goes
 // first), so the faults after fall on the changed cell. In the end: the
@@ -197,6 +198,7 @@ func TestReplicatedFaultRun(t *testing.T) {
 	var mu sync.Mutex
 	var history []porcupine.Operation
 	var submitted []string
+	acks := 0 // writes acknowledged
 	var killedAt, firstAfter time.Time
 	ctx, stopClients := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -240,6 +242,7 @@ func TestReplicatedFaultRun(t *testing.T) {
 					mu.Lock()
 					switch {
 					case err == nil:
+						acks++
 						ret := now()
 						history = append(history, porcupine.Operation{ClientId: cl, Input: in, Call: call, Output: regOutput{}, Return: ret})
 						if !killedAt.IsZero() && call > killedAt.UnixNano() && firstAfter.IsZero() {
@@ -349,10 +352,23 @@ func TestReplicatedFaultRun(t *testing.T) {
 			procMu.Lock()
 			p := procs[m]
 			procMu.Unlock()
+			// Stopped until the others have acknowledged 5 writes without
+			// it (a stopped leader: after the others elected another).
+			mu.Lock()
+			before := acks
+			mu.Unlock()
+			began := time.Now()
 			p.cmd.Process.Signal(syscall.SIGSTOP)
-			time.Sleep(1500 * time.Millisecond) // the fault's length, not a wait for a condition
+			if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return acks >= before+5
+			}) {
+				p.cmd.Process.Signal(syscall.SIGCONT)
+				t.Fatalf("fault %d: member %d stopped (leader: %v), and the others acknowledged no 5 writes within 30 s", f, m, m == lead)
+			}
 			p.cmd.Process.Signal(syscall.SIGCONT)
-			t.Logf("fault %d: member %d stopped for 1.5 s (leader: %v)", f, m, m == lead)
+			t.Logf("fault %d: member %d stopped for %v, until the others acknowledged 5 writes (leader: %v)", f, m, time.Since(began).Round(time.Millisecond), m == lead)
 			continue
 		}
 		procMu.Lock()
